@@ -1,0 +1,328 @@
+//! Injectable time: the elector reads the clock and sleeps only through
+//! [`Clock`], so tests can drive it with a [`ManualClock`].
+
+use std::fmt;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+/// Why a [`Clock::sleep`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// The full duration passed.
+    Elapsed,
+    /// [`Wakeup::stop`] was called.
+    Stopped,
+    /// [`Wakeup::poke`] was called (e.g. a watch saw the Lease change).
+    Poked,
+}
+
+#[derive(Debug, Default)]
+struct WakeState {
+    stopped: bool,
+    poked: bool,
+}
+
+/// A stop/poke signal a sleeping elector thread can be woken by.
+#[derive(Debug, Default)]
+pub struct Wakeup {
+    state: Mutex<WakeState>,
+    cv: Condvar,
+}
+
+impl Wakeup {
+    /// A new, unfired signal.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, WakeState> {
+        // The state is two booleans: a panic elsewhere cannot leave it torn.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Wake every sleeper now and for ever after.
+    pub fn stop(&self) {
+        self.lock().stopped = true;
+        self.cv.notify_all();
+    }
+
+    /// Wake the current (or next) sleeper once.
+    pub fn poke(&self) {
+        self.lock().poked = true;
+        self.cv.notify_all();
+    }
+
+    /// True once [`Wakeup::stop`] was called.
+    pub fn is_stopped(&self) -> bool {
+        self.lock().stopped
+    }
+
+    /// Take a pending stop or poke without blocking.
+    pub fn take(&self) -> Option<Wake> {
+        let mut st = self.lock();
+        Self::take_locked(&mut st)
+    }
+
+    fn take_locked(st: &mut WakeState) -> Option<Wake> {
+        if st.stopped {
+            Some(Wake::Stopped)
+        } else if std::mem::take(&mut st.poked) {
+            Some(Wake::Poked)
+        } else {
+            None
+        }
+    }
+
+    /// Block for up to `d` real time, or until stopped or poked.
+    pub fn wait_timeout(&self, d: Duration) -> Wake {
+        let deadline = Instant::now() + d;
+        let mut st = self.lock();
+        loop {
+            if let Some(w) = Self::take_locked(&mut st) {
+                return w;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Wake::Elapsed;
+            }
+            st = self
+                .cv
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+}
+
+/// A source of time.
+///
+/// `now` is monotonic and drives every expiry and deadline decision;
+/// `system_time` is only written into the Lease (`acquireTime`, `renewTime`).
+pub trait Clock: Send + Sync + fmt::Debug {
+    /// Monotonic now.
+    fn now(&self) -> Instant;
+    /// Wall-clock now.
+    fn system_time(&self) -> SystemTime;
+    /// Sleep for `d` on this clock, returning early when `wake` fires.
+    fn sleep(&self, d: Duration, wake: &Wakeup) -> Wake;
+}
+
+/// The real clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+    fn system_time(&self) -> SystemTime {
+        SystemTime::now()
+    }
+    fn sleep(&self, d: Duration, wake: &Wakeup) -> Wake {
+        wake.wait_timeout(d)
+    }
+}
+
+#[derive(Debug)]
+struct ManualState {
+    offset: Duration,
+    auto_advance: bool,
+    sleepers: usize,
+}
+
+/// A clock that only moves when told to, for deterministic tests.
+///
+/// In auto-advance mode every `sleep` jumps the clock forward by the full
+/// duration at once, so an elector runs as fast as its HTTP round trips
+/// allow while every decision still sees consistent virtual time. In manual
+/// mode sleepers block until [`ManualClock::advance`] moves time past their
+/// deadline.
+///
+/// ```
+/// use lease_elector::{Clock, ManualClock};
+/// use std::time::Duration;
+/// let clock = ManualClock::new();
+/// let t0 = clock.now();
+/// clock.advance(Duration::from_secs(15));
+/// assert_eq!(clock.now() - t0, Duration::from_secs(15));
+/// ```
+#[derive(Debug, Clone)]
+pub struct ManualClock {
+    inner: Arc<(Mutex<ManualState>, Condvar)>,
+    base: Instant,
+    base_wall: SystemTime,
+}
+
+impl Default for ManualClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ManualClock {
+    /// A clock in manual mode, starting at the real now.
+    pub fn new() -> Self {
+        ManualClock {
+            inner: Arc::new((
+                Mutex::new(ManualState {
+                    offset: Duration::ZERO,
+                    auto_advance: false,
+                    sleepers: 0,
+                }),
+                Condvar::new(),
+            )),
+            base: Instant::now(),
+            base_wall: SystemTime::now(),
+        }
+    }
+
+    /// A clock in auto-advance mode.
+    pub fn auto_advancing() -> Self {
+        let c = Self::new();
+        c.lock().auto_advance = true;
+        c
+    }
+
+    fn lock(&self) -> MutexGuard<'_, ManualState> {
+        self.inner.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Move time forward by `d`, waking sleepers whose deadline passed.
+    pub fn advance(&self, d: Duration) {
+        self.lock().offset += d;
+        self.inner.1.notify_all();
+    }
+
+    /// How far time has moved since the clock was made.
+    pub fn elapsed(&self) -> Duration {
+        self.lock().offset
+    }
+
+    /// How many threads are sleeping on this clock right now.
+    pub fn sleepers(&self) -> usize {
+        self.lock().sleepers
+    }
+
+    /// Block (real time, up to `timeout`) until at least `n` threads sleep on
+    /// this clock; true if they do.
+    pub fn wait_for_sleepers(&self, n: usize, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.lock();
+        while st.sleepers < n {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            st = self
+                .inner
+                .1
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        true
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Instant {
+        self.base + self.lock().offset
+    }
+
+    fn system_time(&self) -> SystemTime {
+        self.base_wall + self.lock().offset
+    }
+
+    fn sleep(&self, d: Duration, wake: &Wakeup) -> Wake {
+        if let Some(w) = wake.take() {
+            return w;
+        }
+        let mut st = self.lock();
+        let deadline = st.offset + d;
+        if st.auto_advance {
+            st.offset = st.offset.max(deadline);
+            drop(st);
+            self.inner.1.notify_all();
+            return Wake::Elapsed;
+        }
+        st.sleepers += 1;
+        self.inner.1.notify_all();
+        let result = loop {
+            if st.offset >= deadline {
+                break Wake::Elapsed;
+            }
+            // Stop/poke arrive on the Wakeup's own condvar; look at it between
+            // short waits on ours so neither signal can be missed for long.
+            drop(st);
+            if let Some(w) = wake.take() {
+                st = self.lock();
+                break w;
+            }
+            st = self.lock();
+            if st.offset >= deadline {
+                break Wake::Elapsed;
+            }
+            st = self
+                .inner
+                .1
+                .wait_timeout(st, Duration::from_millis(2))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        };
+        st.sleepers -= 1;
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::thread;
+
+    #[test]
+    fn manual_sleep_waits_for_advance() {
+        let clock = ManualClock::new();
+        let wake = Arc::new(Wakeup::new());
+        let (c2, w2) = (clock.clone(), wake.clone());
+        let t = thread::spawn(move || c2.sleep(Duration::from_secs(10), &w2));
+        assert!(clock.wait_for_sleepers(1, Duration::from_secs(5)));
+        clock.advance(Duration::from_secs(9));
+        assert_eq!(clock.sleepers(), 1);
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(t.join().unwrap(), Wake::Elapsed);
+    }
+
+    #[test]
+    fn manual_sleep_is_stoppable() {
+        let clock = ManualClock::new();
+        let wake = Arc::new(Wakeup::new());
+        let (c2, w2) = (clock.clone(), wake.clone());
+        let t = thread::spawn(move || c2.sleep(Duration::from_secs(10), &w2));
+        assert!(clock.wait_for_sleepers(1, Duration::from_secs(5)));
+        wake.stop();
+        assert_eq!(t.join().unwrap(), Wake::Stopped);
+        assert_eq!(clock.sleepers(), 0);
+    }
+
+    #[test]
+    fn auto_advance_jumps() {
+        let clock = ManualClock::auto_advancing();
+        let t0 = clock.now();
+        let wake = Wakeup::new();
+        assert_eq!(clock.sleep(Duration::from_secs(3), &wake), Wake::Elapsed);
+        assert_eq!(clock.now() - t0, Duration::from_secs(3));
+        wake.poke();
+        assert_eq!(clock.sleep(Duration::from_secs(3), &wake), Wake::Poked);
+        assert_eq!(clock.sleep(Duration::from_secs(1), &wake), Wake::Elapsed);
+        assert_eq!(clock.now() - t0, Duration::from_secs(4));
+    }
+
+    #[test]
+    fn real_wakeup_times_out_and_stops() {
+        let w = Wakeup::new();
+        assert_eq!(w.wait_timeout(Duration::from_millis(1)), Wake::Elapsed);
+        w.stop();
+        assert_eq!(w.wait_timeout(Duration::from_secs(60)), Wake::Stopped);
+        assert!(w.is_stopped());
+    }
+}

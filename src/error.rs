@@ -1,0 +1,238 @@
+//! The crate's single error type.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Boxed underlying cause, kept so [`std::error::Error::source`] can expose it.
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Everything that can go wrong while configuring or running an elector.
+///
+/// Each variant says what was attempted, on which lease (as `namespace/name`),
+/// and what the server or the system answered. Tokens never appear here.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// A configuration value broke a rule; the message names the rule and the values.
+    InvalidConfig(String),
+    /// A credential or configuration file could not be read.
+    ReadFile {
+        /// What the file was for (`"service-account token"`, `"CA bundle"`, ...).
+        what: &'static str,
+        /// The path that was read.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A TLS credential (CA bundle, client certificate or key) is unusable.
+    InvalidCredentials {
+        /// What the credential was for.
+        what: String,
+        /// Why it is unusable.
+        detail: String,
+    },
+    /// The API server answered with a non-success status.
+    Api {
+        /// The object acted on, e.g. `lease kube-system/my-operator`.
+        target: String,
+        /// The action attempted (`get`, `create`, `update`, `watch`, ...).
+        action: &'static str,
+        /// The decoded Kubernetes `Status`.
+        status: ApiStatus,
+    },
+    /// The request got no usable answer: connection refused or reset, TLS
+    /// failure, time-out.
+    Transport {
+        /// The object acted on.
+        target: String,
+        /// The action attempted.
+        action: &'static str,
+        /// The underlying cause.
+        source: Cause,
+    },
+    /// The server answered, but the body could not be decoded.
+    Decode {
+        /// The object acted on.
+        target: String,
+        /// The action attempted.
+        action: &'static str,
+        /// What was wrong with the body.
+        detail: String,
+    },
+    /// The lock was used before `get` or `create` loaded the object.
+    NotInitialized {
+        /// The lock, as `namespace/name`.
+        lock: String,
+    },
+    /// The elector thread could not be started.
+    Spawn(std::io::Error),
+    /// A health check failed: the elector believes it leads but has not renewed.
+    Unhealthy {
+        /// The lock, as `namespace/name`.
+        lock: String,
+        /// How long ago the last successful renew was.
+        since_renew: Duration,
+        /// The lease duration plus the tolerance the caller accepted.
+        allowed: Duration,
+    },
+}
+
+/// How the API server classified a failed request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StatusKind {
+    /// 400 (`BadRequest`) or 422 (`Invalid`).
+    BadRequest,
+    /// 401: the token is missing, expired or wrong.
+    Unauthorized,
+    /// 403: the identity lacks RBAC on leases.
+    Forbidden,
+    /// 404.
+    NotFound,
+    /// 409 with reason `AlreadyExists`.
+    AlreadyExists,
+    /// 409 (any other reason): stale `resourceVersion`.
+    Conflict,
+    /// 429: throttled; see [`ApiStatus::retry_after`].
+    TooManyRequests,
+    /// 5xx.
+    ServerError,
+    /// Any other status.
+    Other,
+}
+
+/// A Kubernetes `Status` answer, decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiStatus {
+    /// The HTTP status code.
+    pub code: u16,
+    /// The classification of `code` and `reason`.
+    pub kind: StatusKind,
+    /// The `reason` field (`NotFound`, `Conflict`, ...), empty when absent.
+    pub reason: String,
+    /// The `message` field, or the start of the raw body when it was not a `Status`.
+    pub message: String,
+    /// The `Retry-After` header, when the server sent one.
+    pub retry_after: Option<Duration>,
+}
+
+impl ApiStatus {
+    /// Classify a status code and `Status.reason`.
+    pub fn classify(code: u16, reason: &str) -> StatusKind {
+        match code {
+            400 | 422 => StatusKind::BadRequest,
+            401 => StatusKind::Unauthorized,
+            403 => StatusKind::Forbidden,
+            404 => StatusKind::NotFound,
+            409 if reason == "AlreadyExists" => StatusKind::AlreadyExists,
+            409 => StatusKind::Conflict,
+            429 => StatusKind::TooManyRequests,
+            500..=599 => StatusKind::ServerError,
+            _ => StatusKind::Other,
+        }
+    }
+}
+
+impl Error {
+    /// The API status kind, when this is an [`Error::Api`].
+    pub fn status_kind(&self) -> Option<StatusKind> {
+        match self {
+            Error::Api { status, .. } => Some(status.kind),
+            _ => None,
+        }
+    }
+
+    /// True for a 404 answer.
+    pub fn is_not_found(&self) -> bool {
+        self.status_kind() == Some(StatusKind::NotFound)
+    }
+
+    /// True for a 409 answer on a stale `resourceVersion`.
+    pub fn is_conflict(&self) -> bool {
+        self.status_kind() == Some(StatusKind::Conflict)
+    }
+
+    /// True for a 409 `AlreadyExists` answer to a create.
+    pub fn is_already_exists(&self) -> bool {
+        self.status_kind() == Some(StatusKind::AlreadyExists)
+    }
+
+    /// True for a 401 answer.
+    pub fn is_unauthorized(&self) -> bool {
+        self.status_kind() == Some(StatusKind::Unauthorized)
+    }
+
+    /// True when the request got no answer (connection or time-out).
+    pub fn is_transport(&self) -> bool {
+        matches!(self, Error::Transport { .. })
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InvalidConfig(msg) => write!(f, "invalid leader election config: {msg}"),
+            Error::ReadFile { what, path, source } => {
+                write!(f, "reading {what} from {}: {source}", path.display())
+            }
+            Error::InvalidCredentials { what, detail } => write!(f, "unusable {what}: {detail}"),
+            Error::Api {
+                target,
+                action,
+                status,
+            } => {
+                write!(f, "{action} {target}: server answered {}", status.code)?;
+                if !status.reason.is_empty() {
+                    write!(f, " {}", status.reason)?;
+                }
+                if !status.message.is_empty() {
+                    write!(f, ": {}", status.message)?;
+                }
+                if let Some(after) = status.retry_after {
+                    write!(f, " (retry after {}s)", after.as_secs())?;
+                }
+                Ok(())
+            }
+            Error::Transport {
+                target,
+                action,
+                source,
+            } => write!(f, "{action} {target}: no answer from the API server: {source}"),
+            Error::Decode {
+                target,
+                action,
+                detail,
+            } => write!(f, "{action} {target}: undecodable answer: {detail}"),
+            Error::NotInitialized { lock } => write!(
+                f,
+                "lease {lock} not initialized: call get or create before update"
+            ),
+            Error::Spawn(e) => write!(f, "starting the elector thread: {e}"),
+            Error::Unhealthy {
+                lock,
+                since_renew,
+                allowed,
+            } => write!(
+                f,
+                "lease {lock}: leading but last renewed {:.1}s ago, more than the {:.1}s allowed",
+                since_renew.as_secs_f64(),
+                allowed.as_secs_f64()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::ReadFile { source, .. } => Some(source),
+            Error::Transport { source, .. } => Some(source.as_ref()),
+            Error::Spawn(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Shorthand for results whose error is [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,506 @@
+//! Wire types: `coordination.k8s.io/v1` Lease, `MicroTime`, `Status`, and the
+//! leader-election record the elector reasons about.
+//!
+//! Every object keeps the fields it does not know in an `extra` map so a
+//! GET followed by a PUT never drops what another writer put there.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+/// `apiVersion` of the Lease objects this crate reads and writes.
+pub const LEASE_API_VERSION: &str = "coordination.k8s.io/v1";
+
+/// A Kubernetes `MicroTime`: microsecond precision, always written in UTC as
+/// `2006-01-02T15:04:05.000000Z`, read leniently (any fraction, any offset).
+///
+/// ```
+/// use lease_elector::MicroTime;
+/// let t: MicroTime = "2026-12-02T11:00:00.5+01:00".parse().unwrap();
+/// assert_eq!(t.to_string(), "2026-12-02T10:00:00.500000Z");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MicroTime {
+    micros: i64,
+}
+
+impl MicroTime {
+    /// The time `t`, truncated to microseconds.
+    pub fn from_system_time(t: SystemTime) -> Self {
+        let micros = match t.duration_since(UNIX_EPOCH) {
+            Ok(d) => i64::try_from(d.as_micros()).unwrap_or(i64::MAX),
+            Err(e) => i64::try_from(e.duration().as_micros())
+                .map(|m| -m)
+                .unwrap_or(i64::MIN),
+        };
+        MicroTime { micros }
+    }
+
+    /// The same instant as a [`SystemTime`].
+    pub fn to_system_time(self) -> SystemTime {
+        let magnitude = Duration::from_micros(self.micros.unsigned_abs());
+        if self.micros >= 0 {
+            UNIX_EPOCH + magnitude
+        } else {
+            UNIX_EPOCH - magnitude
+        }
+    }
+
+    /// Microseconds since the Unix epoch.
+    pub fn unix_micros(self) -> i64 {
+        self.micros
+    }
+
+    /// Parse strictly, as the API server does: RFC 3339, exactly six
+    /// fractional digits, UTC `Z` or a numeric offset.
+    pub fn parse_strict(s: &str) -> Result<Self, MicroTimeError> {
+        parse(s, true)
+    }
+}
+
+/// Why a string is not a `MicroTime`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MicroTimeError {
+    input: String,
+    reason: &'static str,
+}
+
+impl fmt::Display for MicroTimeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?} is not an RFC 3339 time: {}", self.input, self.reason)
+    }
+}
+
+impl std::error::Error for MicroTimeError {}
+
+impl fmt::Display for MicroTime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secs = self.micros.div_euclid(1_000_000);
+        let frac = self.micros.rem_euclid(1_000_000);
+        let days = secs.div_euclid(86_400);
+        let sod = secs.rem_euclid(86_400);
+        let (y, m, d) = civil_from_days(days);
+        write!(
+            f,
+            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{frac:06}Z",
+            sod / 3600,
+            sod % 3600 / 60,
+            sod % 60
+        )
+    }
+}
+
+impl std::str::FromStr for MicroTime {
+    type Err = MicroTimeError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        parse(s, false)
+    }
+}
+
+impl Serialize for MicroTime {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for MicroTime {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+fn parse(s: &str, strict: bool) -> Result<MicroTime, MicroTimeError> {
+    let err = |reason| MicroTimeError {
+        input: s.chars().take(64).collect(),
+        reason,
+    };
+    let b = s.as_bytes();
+    let digits = |from: usize, len: usize| -> Result<i64, MicroTimeError> {
+        let part = b.get(from..from + len).ok_or(err("too short"))?;
+        if !part.iter().all(u8::is_ascii_digit) {
+            return Err(err("expected digits"));
+        }
+        Ok(part.iter().fold(0i64, |acc, c| acc * 10 + i64::from(c - b'0')))
+    };
+    let sep = |at: usize, allowed: &[u8]| -> Result<(), MicroTimeError> {
+        match b.get(at) {
+            Some(c) if allowed.contains(c) => Ok(()),
+            _ => Err(err("bad separator")),
+        }
+    };
+    let year = digits(0, 4)?;
+    sep(4, b"-")?;
+    let month = digits(5, 2)?;
+    sep(7, b"-")?;
+    let day = digits(8, 2)?;
+    sep(10, if strict { b"T" } else { b"Tt " })?;
+    let hour = digits(11, 2)?;
+    sep(13, b":")?;
+    let minute = digits(14, 2)?;
+    sep(16, b":")?;
+    let second = digits(17, 2)?;
+    if !(1..=12).contains(&month)
+        || day < 1
+        || day > days_in_month(year, month)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return Err(err("field out of range"));
+    }
+    let mut at = 19;
+    let mut micros = 0i64;
+    if b.get(at) == Some(&b'.') {
+        at += 1;
+        let start = at;
+        while b.get(at).is_some_and(u8::is_ascii_digit) {
+            at += 1;
+        }
+        let n = at - start;
+        if n == 0 {
+            return Err(err("empty fraction"));
+        }
+        if strict && n != 6 {
+            return Err(err("fraction must have exactly six digits"));
+        }
+        for i in 0..6 {
+            let digit = if i < n { i64::from(b[start + i] - b'0') } else { 0 };
+            micros = micros * 10 + digit;
+        }
+    } else if strict {
+        return Err(err("fraction must have exactly six digits"));
+    }
+    let offset_secs = match b.get(at) {
+        Some(b'Z') | Some(b'z') if at + 1 == b.len() => 0,
+        Some(&sign @ (b'+' | b'-')) if at + 6 == b.len() => {
+            let oh = digits(at + 1, 2)?;
+            sep(at + 3, b":")?;
+            let om = digits(at + 4, 2)?;
+            if oh > 23 || om > 59 {
+                return Err(err("offset out of range"));
+            }
+            let off = oh * 3600 + om * 60;
+            if sign == b'+' {
+                off
+            } else {
+                -off
+            }
+        }
+        _ => return Err(err("expected Z or a ±hh:mm offset at the end")),
+    };
+    let secs = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second
+        - offset_secs;
+    Ok(MicroTime {
+        micros: secs * 1_000_000 + micros,
+    })
+}
+
+fn is_leap(y: i64) -> bool {
+    y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        2 if is_leap(y) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+// Howard Hinnant's civil-calendar algorithms.
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// Object metadata: the fields the elector uses, plus everything else untouched.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectMeta {
+    /// Object name.
+    #[serde(default)]
+    pub name: String,
+    /// Object namespace.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// Optimistic-concurrency token; sent back unchanged on update.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+    /// Server-assigned unique id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// Labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<BTreeMap<String, String>>,
+    /// Annotations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<BTreeMap<String, String>>,
+    /// Fields this crate does not model (managedFields, ownerReferences, ...).
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `LeaseSpec`, as in `coordination.k8s.io/v1`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseSpec {
+    /// Current holder; empty or absent when released.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder_identity: Option<String>,
+    /// How long others must wait after the last observed change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_duration_seconds: Option<i32>,
+    /// When the current holder acquired the lease.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acquire_time: Option<MicroTime>,
+    /// When the holder last renewed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renew_time: Option<MicroTime>,
+    /// How many times the lease changed hands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_transitions: Option<i32>,
+    /// Coordinated leader election strategy (kept, not acted on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<String>,
+    /// Coordinated leader election preferred holder (kept, not acted on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred_holder: Option<String>,
+    /// Fields this crate does not model.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// A `coordination.k8s.io/v1` Lease.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lease {
+    /// Always `coordination.k8s.io/v1` when written by this crate.
+    #[serde(default)]
+    pub api_version: String,
+    /// Always `Lease` when written by this crate.
+    #[serde(default)]
+    pub kind: String,
+    /// Metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// Spec; absent on a freshly created empty Lease.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<LeaseSpec>,
+    /// Fields this crate does not model.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Lease {
+    /// A new Lease object named `namespace/name` holding `record`.
+    pub fn new(namespace: &str, name: &str, record: &LeaderElectionRecord) -> Self {
+        let mut spec = LeaseSpec::default();
+        record.write_to(&mut spec);
+        Lease {
+            api_version: LEASE_API_VERSION.to_string(),
+            kind: "Lease".to_string(),
+            metadata: ObjectMeta {
+                name: name.to_string(),
+                namespace: namespace.to_string(),
+                ..ObjectMeta::default()
+            },
+            spec: Some(spec),
+            extra: Map::new(),
+        }
+    }
+
+    /// The leader-election record this Lease holds (defaults for a missing spec).
+    pub fn record(&self) -> LeaderElectionRecord {
+        self.spec
+            .as_ref()
+            .map(LeaderElectionRecord::read_from)
+            .unwrap_or_default()
+    }
+
+    /// Replace the election fields of the spec with `record`, keeping the rest.
+    pub fn set_record(&mut self, record: &LeaderElectionRecord) {
+        record.write_to(self.spec.get_or_insert_with(LeaseSpec::default));
+    }
+}
+
+/// What the elector reasons about: the election fields of a Lease.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeaderElectionRecord {
+    /// Holder; empty when nobody holds the lease.
+    pub holder_identity: String,
+    /// Lease duration in seconds (may be ≤ 0 on a hostile server: treated as expired).
+    pub lease_duration_seconds: i32,
+    /// When the holder acquired the lease.
+    pub acquire_time: Option<MicroTime>,
+    /// When the holder last renewed.
+    pub renew_time: Option<MicroTime>,
+    /// How many times the lease changed hands.
+    pub leader_transitions: i32,
+    /// Coordinated leader election strategy (round-tripped).
+    pub strategy: Option<String>,
+    /// Coordinated leader election preferred holder (round-tripped).
+    pub preferred_holder: Option<String>,
+}
+
+impl LeaderElectionRecord {
+    /// The lease duration, with negative values read as zero.
+    pub fn lease_duration(&self) -> Duration {
+        Duration::from_secs(u64::try_from(self.lease_duration_seconds).unwrap_or(0))
+    }
+
+    fn read_from(spec: &LeaseSpec) -> Self {
+        LeaderElectionRecord {
+            holder_identity: spec.holder_identity.clone().unwrap_or_default(),
+            lease_duration_seconds: spec.lease_duration_seconds.unwrap_or(0),
+            acquire_time: spec.acquire_time,
+            renew_time: spec.renew_time,
+            leader_transitions: spec.lease_transitions.unwrap_or(0),
+            strategy: spec.strategy.clone(),
+            preferred_holder: spec.preferred_holder.clone(),
+        }
+    }
+
+    fn write_to(&self, spec: &mut LeaseSpec) {
+        // client-go writes holderIdentity even when empty (a release).
+        spec.holder_identity = Some(self.holder_identity.clone());
+        spec.lease_duration_seconds = Some(self.lease_duration_seconds);
+        spec.acquire_time = self.acquire_time;
+        spec.renew_time = self.renew_time;
+        spec.lease_transitions = Some(self.leader_transitions);
+        spec.strategy = self.strategy.clone();
+        spec.preferred_holder = self.preferred_holder.clone();
+    }
+}
+
+/// A Kubernetes `meta/v1` `Status`, the body of every error answer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    /// Always `Status`.
+    #[serde(default)]
+    pub kind: String,
+    /// Always `v1`.
+    #[serde(default)]
+    pub api_version: String,
+    /// `Failure` or `Success`.
+    #[serde(default)]
+    pub status: String,
+    /// Human-readable description.
+    #[serde(default)]
+    pub message: String,
+    /// Machine-readable reason (`NotFound`, `Conflict`, `AlreadyExists`, ...).
+    #[serde(default)]
+    pub reason: String,
+    /// HTTP status code.
+    #[serde(default)]
+    pub code: u16,
+    /// Reason details (kind, name, ...), kept as JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn microtime_writes_six_digits_utc() {
+        let t: MicroTime = "2026-12-02T10:00:00Z".parse().unwrap();
+        assert_eq!(t.to_string(), "2026-12-02T10:00:00.000000Z");
+        let t: MicroTime = "2026-12-02T10:00:00.1234567891Z".parse().unwrap();
+        assert_eq!(t.to_string(), "2026-12-02T10:00:00.123456Z");
+        let t: MicroTime = "1969-12-31T23:59:59.999999Z".parse().unwrap();
+        assert_eq!(t.unix_micros(), -1);
+        assert_eq!(t.to_string(), "1969-12-31T23:59:59.999999Z");
+    }
+
+    #[test]
+    fn microtime_reads_offsets() {
+        let a: MicroTime = "2026-01-01T00:30:00.000000-01:30".parse().unwrap();
+        assert_eq!(a.to_string(), "2026-01-01T02:00:00.000000Z");
+        let b: MicroTime = "2024-02-29T23:00:00+02:00".parse().unwrap();
+        assert_eq!(b.to_string(), "2024-02-29T21:00:00.000000Z");
+    }
+
+    #[test]
+    fn microtime_round_trips_system_time() {
+        let now = SystemTime::now();
+        let t = MicroTime::from_system_time(now);
+        let back: MicroTime = t.to_string().parse().unwrap();
+        assert_eq!(t, back);
+        let diff = now.duration_since(back.to_system_time()).unwrap();
+        assert!(diff < Duration::from_micros(1));
+    }
+
+    #[test]
+    fn microtime_rejects_garbage() {
+        for bad in [
+            "",
+            "2026",
+            "2026-13-01T00:00:00Z",
+            "2026-02-30T00:00:00Z",
+            "2026-01-01T24:00:00Z",
+            "2026-01-01T00:00:00",
+            "2026-01-01T00:00:00.Z",
+            "2026-01-01T00:00:00Zjunk",
+            "2026-01-01T00:00:00+0100",
+            "２０２６-01-01T00:00:00Z",
+        ] {
+            assert!(bad.parse::<MicroTime>().is_err(), "{bad:?} accepted");
+        }
+        assert!(MicroTime::parse_strict("2026-01-01T00:00:00.123Z").is_err());
+        assert!(MicroTime::parse_strict("2026-01-01T00:00:00Z").is_err());
+        assert!(MicroTime::parse_strict("2026-01-01T00:00:00.123456Z").is_ok());
+    }
+
+    #[test]
+    fn lease_round_trips_unknown_fields() {
+        let raw = r#"{"apiVersion":"coordination.k8s.io/v1","kind":"Lease",
+            "metadata":{"name":"l","namespace":"ns","resourceVersion":"7","managedFields":[{"manager":"x"}],"labels":{"a":"b"}},
+            "spec":{"holderIdentity":"me","leaseDurationSeconds":15,"renewTime":"2026-12-02T10:00:00.000000Z","futureField":{"k":1}},
+            "status":{"whatever":true}}"#;
+        let mut lease: Lease = serde_json::from_str(raw).unwrap();
+        let mut rec = lease.record();
+        assert_eq!(rec.holder_identity, "me");
+        rec.holder_identity = "you".into();
+        lease.set_record(&rec);
+        let out = serde_json::to_value(&lease).unwrap();
+        assert_eq!(out["metadata"]["managedFields"][0]["manager"], "x");
+        assert_eq!(out["spec"]["futureField"]["k"], 1);
+        assert_eq!(out["status"]["whatever"], true);
+        assert_eq!(out["spec"]["holderIdentity"], "you");
+        assert_eq!(out["metadata"]["resourceVersion"], "7");
+    }
+
+    #[test]
+    fn negative_duration_reads_as_zero() {
+        let rec = LeaderElectionRecord {
+            lease_duration_seconds: -5,
+            ..Default::default()
+        };
+        assert_eq!(rec.lease_duration(), Duration::ZERO);
+    }
+}

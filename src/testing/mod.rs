@@ -1,0 +1,1 @@
+//! Embedded Kubernetes API server for tests (work in progress).
