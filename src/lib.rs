@@ -2,12 +2,18 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod client;
 pub mod clock;
+pub mod elector;
 pub mod error;
 pub mod lease;
+pub mod lock;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use client::{Client, ClientConfig};
 pub use clock::{Clock, ManualClock, SystemClock, Wake, Wakeup};
+pub use elector::{ElectorBuilder, ElectorConfig, ElectorHandle, LeaderElector, LeaderEvent};
 pub use error::{ApiStatus, Error, Result, StatusKind};
 pub use lease::{LeaderElectionRecord, Lease, LeaseSpec, MicroTime, ObjectMeta, Status};
+pub use lock::{EventSink, LeaseLock, Lock};

@@ -1,0 +1,797 @@
+//! The leader-election state machine and the thread that runs it.
+//!
+//! Read top to bottom like client-go's `leaderelection.go`: configuration
+//! and validation, the handle the caller keeps, then the thread's loop:
+//! [`Run::acquire`], [`Run::renew`], [`Run::release`], all built on
+//! [`Run::try_acquire_or_renew`].
+//!
+//! Deliberate differences from client-go, each on the safe side:
+//! - The renew deadline counts from the *start* of the last successful renew
+//!   request, not from the start of the current renew round, so
+//!   `StoppedLeading` comes no later than `renew_deadline` after the last
+//!   renew that others can have seen.
+//! - A leader that reads the Lease and finds another holder steps down at
+//!   once instead of retrying until the deadline.
+//! - `StoppedLeading` is sent only by an elector that was leading.
+//! - `NewLeader` is not sent for a released (holder-less) Lease.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use crate::clock::{Clock, SystemClock, Wake, Wakeup};
+use crate::error::{Error, Result, StatusKind};
+use crate::lease::{LeaderElectionRecord, MicroTime};
+use crate::lock::Lock;
+
+/// client-go's `JitterFactor`: acquire retries wait `retry_period * [1, 2.2)`.
+pub const JITTER_FACTOR: f64 = 1.2;
+
+/// What the elector tells the caller. `at` is the elector clock's reading
+/// when the state changed, so events from several electors sharing a clock
+/// can be ordered exactly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaderEvent {
+    /// This candidate now holds the lease: start working.
+    StartedLeading {
+        /// When the lease was acquired.
+        at: Instant,
+    },
+    /// This candidate no longer leads (lost, or stopped): stop working.
+    StoppedLeading {
+        /// When leadership ended.
+        at: Instant,
+    },
+    /// Another (or this) identity was observed holding the lease.
+    NewLeader {
+        /// The holder's identity.
+        identity: String,
+        /// When it was observed.
+        at: Instant,
+    },
+}
+
+/// Timing and behaviour of an elector; see [`LeaderElector::builder`].
+#[derive(Debug, Clone)]
+pub struct ElectorConfig {
+    /// How long non-leaders wait after the last observed change before taking over.
+    pub lease_duration: Duration,
+    /// How long the leader keeps retrying a renew before it steps down.
+    pub renew_deadline: Duration,
+    /// Wait between attempts.
+    pub retry_period: Duration,
+    /// Release the lease when stopped while leading, so a candidate takes over at once.
+    pub release_on_cancel: bool,
+    /// After losing leadership (not after stop), go back to acquiring
+    /// instead of ending. client-go ends; so does the default.
+    pub rejoin: bool,
+}
+
+impl Default for ElectorConfig {
+    /// client-go's usual values: 15s / 10s / 2s.
+    fn default() -> Self {
+        ElectorConfig {
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+            release_on_cancel: false,
+            rejoin: false,
+        }
+    }
+}
+
+impl ElectorConfig {
+    /// Check client-go's rules: `lease_duration > renew_deadline >
+    /// 1.2 × retry_period`, whole seconds for the lease duration (the wire
+    /// carries seconds), non-zero retry period.
+    pub fn validate(&self, identity: &str) -> Result<()> {
+        let bad = |msg: String| Err(Error::InvalidConfig(msg));
+        let secs = |d: Duration| format!("{:?}", d);
+        if self.lease_duration < Duration::from_secs(1) || self.lease_duration.subsec_nanos() != 0 {
+            return bad(format!(
+                "leaseDuration must be a whole number of seconds, at least 1s (got {})",
+                secs(self.lease_duration)
+            ));
+        }
+        if self.lease_duration.as_secs() > i32::MAX as u64 {
+            return bad(format!(
+                "leaseDuration {} is too long",
+                secs(self.lease_duration)
+            ));
+        }
+        if self.retry_period.is_zero() {
+            return bad("retryPeriod must be greater than zero".into());
+        }
+        if self.lease_duration <= self.renew_deadline {
+            return bad(format!(
+                "leaseDuration must be greater than renewDeadline (leaseDuration {}, renewDeadline {})",
+                secs(self.lease_duration),
+                secs(self.renew_deadline)
+            ));
+        }
+        if self.renew_deadline.as_secs_f64() <= JITTER_FACTOR * self.retry_period.as_secs_f64() {
+            return bad(format!(
+                "renewDeadline must be greater than retryPeriod*JitterFactor (renewDeadline {}, retryPeriod {}, JitterFactor {JITTER_FACTOR})",
+                secs(self.renew_deadline),
+                secs(self.retry_period)
+            ));
+        }
+        if identity.is_empty() {
+            return bad("lock identity is empty".into());
+        }
+        Ok(())
+    }
+}
+
+/// Builder for a [`LeaderElector`].
+#[derive(Debug)]
+pub struct ElectorBuilder {
+    lock: Box<dyn Lock>,
+    config: ElectorConfig,
+    clock: Arc<dyn Clock>,
+}
+
+impl ElectorBuilder {
+    /// Set how long non-leaders wait before taking over an unrenewed lease.
+    pub fn lease_duration(mut self, d: Duration) -> Self {
+        self.config.lease_duration = d;
+        self
+    }
+
+    /// Set how long the leader retries a failing renew before stepping down.
+    pub fn renew_deadline(mut self, d: Duration) -> Self {
+        self.config.renew_deadline = d;
+        self
+    }
+
+    /// Set the wait between attempts.
+    pub fn retry_period(mut self, d: Duration) -> Self {
+        self.config.retry_period = d;
+        self
+    }
+
+    /// Release the lease on stop so the next candidate takes over at once.
+    pub fn release_on_cancel(mut self, yes: bool) -> Self {
+        self.config.release_on_cancel = yes;
+        self
+    }
+
+    /// After losing leadership, compete again instead of ending.
+    pub fn rejoin(mut self, yes: bool) -> Self {
+        self.config.rejoin = yes;
+        self
+    }
+
+    /// Replace all timing and behaviour settings at once.
+    pub fn config(mut self, config: ElectorConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Use this clock (tests pass a [`crate::ManualClock`]).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Validate and build.
+    pub fn build(self) -> Result<LeaderElector> {
+        self.config.validate(self.lock.identity())?;
+        Ok(LeaderElector {
+            lock: self.lock,
+            config: self.config,
+            clock: self.clock,
+            wake: Arc::new(Wakeup::new()),
+        })
+    }
+}
+
+/// A leader elector for one lock, ready to [`spawn`](LeaderElector::spawn).
+///
+/// ```
+/// use lease_elector::testing::TestApiServer;
+/// use lease_elector::{Client, ClientConfig, LeaderElector, LeaderEvent, LeaseLock};
+/// use std::time::Duration;
+///
+/// let server = TestApiServer::start()?;
+/// let client = Client::new(ClientConfig::new(server.url()))?;
+/// let lock = LeaseLock::new(client, "default", "doc-example", "me");
+/// let (handle, events) = LeaderElector::builder(lock)
+///     .lease_duration(Duration::from_secs(15))
+///     .renew_deadline(Duration::from_secs(10))
+///     .retry_period(Duration::from_secs(2))
+///     .release_on_cancel(true)
+///     .build()?
+///     .spawn()?;
+/// loop {
+///     match events.recv().expect("elector running") {
+///         LeaderEvent::StartedLeading { .. } => break,
+///         LeaderEvent::NewLeader { identity, .. } => println!("leader is {identity}"),
+///         LeaderEvent::StoppedLeading { .. } => unreachable!("never led"),
+///     }
+/// }
+/// assert!(handle.is_leader());
+/// handle.stop()?; // releases the lease
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct LeaderElector {
+    lock: Box<dyn Lock>,
+    config: ElectorConfig,
+    clock: Arc<dyn Clock>,
+    wake: Arc<Wakeup>,
+}
+
+impl LeaderElector {
+    /// Start building an elector on `lock`, with [`ElectorConfig::default`] timings.
+    pub fn builder(lock: impl Lock + 'static) -> ElectorBuilder {
+        ElectorBuilder {
+            lock: Box::new(lock),
+            config: ElectorConfig::default(),
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// The validated configuration.
+    pub fn config(&self) -> &ElectorConfig {
+        &self.config
+    }
+
+    /// A signal that makes a waiting candidate try again at once (used by a
+    /// Lease watch; the expiry rule still applies).
+    pub fn wakeup(&self) -> Arc<Wakeup> {
+        self.wake.clone()
+    }
+
+    /// Start the elector thread (`lease-elector/<namespace>/<name>`).
+    ///
+    /// Events arrive on the returned channel; it disconnects when the
+    /// elector ends (after stop, or after losing leadership without `rejoin`).
+    pub fn spawn(self) -> Result<(ElectorHandle, Receiver<LeaderEvent>)> {
+        let (tx, rx) = mpsc::channel();
+        let describe = self.lock.describe();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(SharedState::default()),
+            wake: self.wake.clone(),
+            clock: self.clock.clone(),
+            config: self.config.clone(),
+            describe: describe.clone(),
+            identity: self.lock.identity().to_string(),
+        });
+        let run = Run {
+            lock: self.lock,
+            shared: shared.clone(),
+            events: tx,
+            observed: None,
+            observed_at: self.clock.now(),
+            reported_leader: None,
+            jitter: RandomState::new(),
+            jitter_count: 0,
+        };
+        let thread = thread::Builder::new()
+            .name(format!("lease-elector/{describe}"))
+            .spawn(move || run.run())
+            .map_err(Error::Spawn)?;
+        Ok((
+            ElectorHandle {
+                shared,
+                thread: Some(thread),
+            },
+            rx,
+        ))
+    }
+}
+
+#[derive(Debug, Default)]
+struct SharedState {
+    leading: bool,
+    last_renew: Option<Instant>,
+    leader: Option<String>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<SharedState>,
+    wake: Arc<Wakeup>,
+    clock: Arc<dyn Clock>,
+    config: ElectorConfig,
+    describe: String,
+    identity: String,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, SharedState> {
+        // Plain data, written whole: a poisoned guard is still consistent.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Controls a running elector; dropping it stops the elector (releasing
+/// the lease when configured) and joins its thread.
+#[derive(Debug)]
+pub struct ElectorHandle {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<Result<()>>>,
+}
+
+impl ElectorHandle {
+    /// True while this candidate leads and its last renew is younger than
+    /// the renew deadline. Never blocks on the network.
+    pub fn is_leader(&self) -> bool {
+        let st = self.shared.lock();
+        match (st.leading, st.last_renew) {
+            (true, Some(at)) => self.shared.clock.now() < at + self.shared.config.renew_deadline,
+            _ => false,
+        }
+    }
+
+    /// The last observed holder of the lease, if any. Never blocks on the network.
+    pub fn leader(&self) -> Option<String> {
+        self.shared.lock().leader.clone()
+    }
+
+    /// This candidate's identity.
+    pub fn identity(&self) -> &str {
+        &self.shared.identity
+    }
+
+    /// `namespace/name` of the lock.
+    pub fn describe(&self) -> &str {
+        &self.shared.describe
+    }
+
+    /// Health check like client-go's `HealthzAdaptor`: an error when this
+    /// candidate believes it leads but has not renewed for
+    /// `lease_duration + max_tolerable_expired_lease`.
+    pub fn check(&self, max_tolerable_expired_lease: Duration) -> Result<()> {
+        let st = self.shared.lock();
+        let (true, Some(at)) = (st.leading, st.last_renew) else {
+            return Ok(());
+        };
+        let since_renew = self.shared.clock.now().saturating_duration_since(at);
+        let allowed = self.shared.config.lease_duration + max_tolerable_expired_lease;
+        if since_renew > allowed {
+            return Err(Error::Unhealthy {
+                lock: self.shared.describe.clone(),
+                since_renew,
+                allowed,
+            });
+        }
+        Ok(())
+    }
+
+    /// True once the elector thread has ended.
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
+    /// Stop the elector and wait for its thread. When it was leading and
+    /// `release_on_cancel` is set, the lease is released first; a failed
+    /// release is returned (the lease then expires normally).
+    pub fn stop(mut self) -> Result<()> {
+        self.stop_and_join()
+    }
+
+    fn stop_and_join(&mut self) -> Result<()> {
+        self.shared.wake.stop();
+        match self.thread.take() {
+            Some(t) => t.join().unwrap_or_else(|_| {
+                Err(Error::InvalidConfig(format!(
+                    "elector thread for {} panicked",
+                    self.shared.describe
+                )))
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for ElectorHandle {
+    fn drop(&mut self) {
+        if let Err(e) = self.stop_and_join() {
+            log::error!("stopping leader election on {}: {e}", self.shared.describe);
+        }
+    }
+}
+
+/// How a leadership term ended.
+enum TermEnd {
+    Stopped,
+    Lost,
+}
+
+/// The state owned by the elector thread.
+struct Run {
+    lock: Box<dyn Lock>,
+    shared: Arc<Shared>,
+    events: Sender<LeaderEvent>,
+    /// The record as last observed, and when (local clock) it last changed.
+    observed: Option<LeaderElectionRecord>,
+    observed_at: Instant,
+    reported_leader: Option<String>,
+    jitter: RandomState,
+    jitter_count: u64,
+}
+
+impl Run {
+    fn cfg(&self) -> &ElectorConfig {
+        &self.shared.config
+    }
+
+    fn now(&self) -> Instant {
+        self.shared.clock.now()
+    }
+
+    fn emit(&self, event: LeaderEvent) {
+        // A caller that dropped its receiver just doesn't listen.
+        let _ = self.events.send(event);
+    }
+
+    fn run(mut self) -> Result<()> {
+        loop {
+            if !self.acquire() {
+                return Ok(());
+            }
+            match self.renew() {
+                TermEnd::Stopped => {
+                    self.step_down();
+                    return if self.cfg().release_on_cancel {
+                        self.release()
+                    } else {
+                        Ok(())
+                    };
+                }
+                TermEnd::Lost => {
+                    self.step_down();
+                    if !self.cfg().rejoin {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Try every jittered retry period until the lease is ours; false when stopped.
+    fn acquire(&mut self) -> bool {
+        let desc = self.shared.describe.clone();
+        log::info!("attempting to acquire leader lease {desc}...");
+        loop {
+            if self.shared.wake.is_stopped() {
+                return false;
+            }
+            let start = self.now();
+            let timeout = self.cfg().renew_deadline;
+            let attempt = self.try_acquire_or_renew(timeout);
+            self.maybe_report_transition();
+            match attempt {
+                Ok(true) => {
+                    {
+                        let mut st = self.shared.lock();
+                        st.leading = true;
+                        st.last_renew = Some(start);
+                    }
+                    self.lock
+                        .record_event(&format!("{} became leader", self.lock.identity()));
+                    log::info!("successfully acquired lease {desc}");
+                    self.emit(LeaderEvent::StartedLeading { at: start });
+                    return true;
+                }
+                Ok(false) => {}
+                Err(ref e) => log::warn!("error acquiring lease {desc}: {e}"),
+            }
+            let pause = self
+                .jittered(self.cfg().retry_period)
+                .max(retry_after(&attempt));
+            // A poke (the watched Lease changed) only makes the next attempt
+            // earlier; the expiry rule in try_acquire_or_renew still decides.
+            if self.shared.clock.sleep(pause, &self.shared.wake) == Wake::Stopped {
+                return false;
+            }
+        }
+    }
+
+    /// Renew every retry period until stopped, or until no renew succeeded
+    /// for `renew_deadline` since the start of the last successful one.
+    fn renew(&mut self) -> TermEnd {
+        let desc = self.shared.describe.clone();
+        loop {
+            if self.pause(self.cfg().retry_period) {
+                return TermEnd::Stopped;
+            }
+            loop {
+                let Some(last) = self.shared.lock().last_renew else {
+                    return TermEnd::Lost;
+                };
+                let start = self.now();
+                let deadline = last + self.cfg().renew_deadline;
+                if start >= deadline {
+                    log::info!("failed to renew lease {desc}: timed out waiting for the condition");
+                    return TermEnd::Lost;
+                }
+                let attempt = self.try_acquire_or_renew(deadline - start);
+                self.maybe_report_transition();
+                match attempt {
+                    Ok(true) => {
+                        self.shared.lock().last_renew = Some(start);
+                        log::debug!("successfully renewed lease {desc}");
+                        break;
+                    }
+                    Ok(false) if self.held_by_other() => {
+                        log::info!("lease {desc} is now held by another candidate; stepping down");
+                        return TermEnd::Lost;
+                    }
+                    Ok(false) => {}
+                    Err(ref e) => log::warn!("error renewing lease {desc}: {e}"),
+                }
+                let left = deadline.saturating_duration_since(self.now());
+                let pause = self.cfg().retry_period.max(retry_after(&attempt)).min(left);
+                if self.pause(pause) {
+                    return TermEnd::Stopped;
+                }
+            }
+        }
+    }
+
+    /// Leave the leading state and tell the caller (before any release, so
+    /// the caller stops working before anyone else can start).
+    fn step_down(&mut self) {
+        let at = self.now();
+        {
+            let mut st = self.shared.lock();
+            st.leading = false;
+        }
+        self.lock
+            .record_event(&format!("{} stopped leading", self.lock.identity()));
+        log::info!("stopped leading lease {}", self.shared.describe);
+        self.emit(LeaderEvent::StoppedLeading { at });
+    }
+
+    /// Hand the lease back: empty holder, 1s duration, transitions kept.
+    fn release(&mut self) -> Result<()> {
+        if !self.is_leader_of_observed() {
+            return Ok(());
+        }
+        let now = MicroTime::from_system_time(self.shared.clock.system_time());
+        let record = LeaderElectionRecord {
+            holder_identity: String::new(),
+            lease_duration_seconds: 1,
+            acquire_time: Some(now),
+            renew_time: Some(now),
+            leader_transitions: self.observed.as_ref().map_or(0, |r| r.leader_transitions),
+            strategy: self.observed.as_ref().and_then(|r| r.strategy.clone()),
+            preferred_holder: self
+                .observed
+                .as_ref()
+                .and_then(|r| r.preferred_holder.clone()),
+        };
+        let timeout = self.cfg().renew_deadline;
+        match self.lock.update(&record, timeout) {
+            Ok(()) => {
+                log::info!("released lease {}", self.shared.describe);
+                self.set_observed(record);
+                self.shared.lock().leader = None;
+                Ok(())
+            }
+            // Someone wrote since our last renew: the lease is not ours to
+            // release any more.
+            Err(e) if e.is_conflict() => {
+                log::info!(
+                    "lease {} changed since our last renew; not releasing",
+                    self.shared.describe
+                );
+                Ok(())
+            }
+            Err(e) => {
+                log::error!("failed to release lease {}: {e}", self.shared.describe);
+                Err(e)
+            }
+        }
+    }
+
+    /// One attempt, as client-go's `tryAcquireOrRenew`. `Ok(true)` when
+    /// the lease is held by us after this call.
+    fn try_acquire_or_renew(&mut self, timeout: Duration) -> Result<bool> {
+        let now_wall = MicroTime::from_system_time(self.shared.clock.system_time());
+        let mut record = LeaderElectionRecord {
+            holder_identity: self.lock.identity().to_string(),
+            lease_duration_seconds: self.cfg().lease_duration.as_secs() as i32,
+            acquire_time: Some(now_wall),
+            renew_time: Some(now_wall),
+            leader_transitions: 0,
+            strategy: None,
+            preferred_holder: None,
+        };
+
+        // 1. Fast path for the leader: one PUT against the cached version.
+        if self.is_leader_of_observed() && self.is_lease_valid(self.now()) {
+            if let Some(old) = &self.observed {
+                record.acquire_time = old.acquire_time;
+                record.leader_transitions = old.leader_transitions;
+                record.strategy = old.strategy.clone();
+                record.preferred_holder = old.preferred_holder.clone();
+            }
+            match self.lock.update(&record, timeout) {
+                Ok(()) => {
+                    self.set_observed(record);
+                    return Ok(true);
+                }
+                Err(e) if e.is_transport() => return Err(e),
+                Err(e) => log::debug!(
+                    "failed to update lease {} optimistically: {e}, falling back to slow path",
+                    self.shared.describe
+                ),
+            }
+        }
+
+        // 2. Obtain or create the record.
+        let old = match self.lock.get(timeout) {
+            Ok(old) => old,
+            Err(e) if e.is_not_found() => {
+                self.lock.create(&record, timeout)?;
+                self.set_observed(record);
+                return Ok(true);
+            }
+            Err(e) => return Err(e),
+        };
+
+        // 3. Judge expiry by when *we* saw the record change, never by its renewTime.
+        if self.observed.as_ref() != Some(&old) {
+            self.set_observed(old.clone());
+        }
+        let now = self.now();
+        if !old.holder_identity.is_empty()
+            && self.is_lease_valid(now)
+            && !self.is_leader_of_observed()
+        {
+            log::debug!(
+                "lease {} is held by {} and has not yet expired",
+                self.shared.describe,
+                old.holder_identity
+            );
+            return Ok(false);
+        }
+
+        // 4. Ours to take or keep.
+        if self.is_leader_of_observed() {
+            record.acquire_time = old.acquire_time;
+            record.leader_transitions = old.leader_transitions;
+        } else {
+            record.leader_transitions = old.leader_transitions.saturating_add(1);
+        }
+        record.strategy = old.strategy.clone();
+        record.preferred_holder = old.preferred_holder.clone();
+        self.lock.update(&record, timeout)?;
+        self.set_observed(record);
+        Ok(true)
+    }
+
+    fn set_observed(&mut self, record: LeaderElectionRecord) {
+        self.observed = Some(record);
+        self.observed_at = self.now();
+    }
+
+    fn is_leader_of_observed(&self) -> bool {
+        self.observed
+            .as_ref()
+            .is_some_and(|r| r.holder_identity == self.lock.identity())
+    }
+
+    fn held_by_other(&self) -> bool {
+        self.observed.as_ref().is_some_and(|r| {
+            !r.holder_identity.is_empty() && r.holder_identity != self.lock.identity()
+        })
+    }
+
+    fn is_lease_valid(&self, now: Instant) -> bool {
+        let duration = self
+            .observed
+            .as_ref()
+            .map_or(Duration::ZERO, LeaderElectionRecord::lease_duration);
+        self.observed_at + duration > now
+    }
+
+    fn maybe_report_transition(&mut self) {
+        let holder = self
+            .observed
+            .as_ref()
+            .map(|r| r.holder_identity.clone())
+            .filter(|h| !h.is_empty());
+        if holder == self.reported_leader {
+            return;
+        }
+        self.reported_leader = holder.clone();
+        self.shared.lock().leader = holder.clone();
+        if let Some(identity) = holder {
+            if identity != self.lock.identity() {
+                log::info!("new leader elected on {}: {identity}", self.shared.describe);
+            }
+            let at = self.now();
+            self.emit(LeaderEvent::NewLeader { identity, at });
+        }
+    }
+
+    /// Sleep `d`, ignoring pokes; true when stopped.
+    fn pause(&self, d: Duration) -> bool {
+        let until = self.now() + d;
+        loop {
+            let left = until.saturating_duration_since(self.now());
+            if left.is_zero() {
+                return self.shared.wake.is_stopped();
+            }
+            match self.shared.clock.sleep(left, &self.shared.wake) {
+                Wake::Stopped => return true,
+                Wake::Elapsed => return false,
+                Wake::Poked => continue,
+            }
+        }
+    }
+
+    /// `d * [1, 1 + JITTER_FACTOR)`, as `wait.Jitter`.
+    fn jittered(&mut self, d: Duration) -> Duration {
+        self.jitter_count += 1;
+        let mut h = self.jitter.build_hasher();
+        h.write_u64(self.jitter_count);
+        let unit = (h.finish() >> 11) as f64 / (1u64 << 53) as f64;
+        d.mul_f64(1.0 + unit * JITTER_FACTOR)
+    }
+}
+
+/// The server's `Retry-After` on a 429, or zero.
+fn retry_after(attempt: &Result<bool>) -> Duration {
+    match attempt {
+        Err(Error::Api { status, .. }) if status.kind == StatusKind::TooManyRequests => {
+            status.retry_after.unwrap_or_default()
+        }
+        _ => Duration::ZERO,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(l: u64, r: u64, p: u64) -> ElectorConfig {
+        ElectorConfig {
+            lease_duration: Duration::from_secs(l),
+            renew_deadline: Duration::from_secs(r),
+            retry_period: Duration::from_secs(p),
+            ..ElectorConfig::default()
+        }
+    }
+
+    #[test]
+    fn validation_follows_client_go() {
+        assert!(cfg(15, 10, 2).validate("me").is_ok());
+        assert!(cfg(137, 107, 26).validate("me").is_ok());
+        assert!(cfg(270, 240, 60).validate("me").is_ok());
+        let e = cfg(10, 10, 2).validate("me").unwrap_err().to_string();
+        assert!(
+            e.contains("leaseDuration must be greater than renewDeadline"),
+            "{e}"
+        );
+        let e = cfg(15, 12, 10).validate("me").unwrap_err().to_string();
+        assert!(
+            e.contains("renewDeadline must be greater than retryPeriod*JitterFactor"),
+            "{e}"
+        );
+        assert!(e.contains("12s") && e.contains("10s"), "{e}");
+        // exactly 1.2x is not enough
+        let mut c = cfg(15, 12, 10);
+        c.renew_deadline = Duration::from_millis(1200);
+        c.retry_period = Duration::from_secs(1);
+        assert!(c.validate("me").is_err());
+        let e = cfg(15, 10, 2).validate("").unwrap_err().to_string();
+        assert!(e.contains("identity"), "{e}");
+        let mut c = cfg(15, 10, 2);
+        c.lease_duration = Duration::from_millis(15_500);
+        assert!(c
+            .validate("me")
+            .unwrap_err()
+            .to_string()
+            .contains("whole number"));
+        assert!(cfg(15, 10, 0).validate("me").is_err());
+    }
+}

@@ -1,0 +1,163 @@
+//! The lock abstraction the elector drives, and its Lease implementation.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::client::{lease_target, Client};
+use crate::error::{Error, Result};
+use crate::lease::{LeaderElectionRecord, Lease};
+
+/// A resource lock holding a [`LeaderElectionRecord`], as client-go's
+/// `resourcelock.Interface`.
+///
+/// `update` is optimistic: it writes against the version last seen by `get`,
+/// `create` or `update`, and fails with a conflict when someone else wrote
+/// in between. Implement it to plug in another lock kind or a test double.
+pub trait Lock: Send + fmt::Debug {
+    /// Read the current record (and remember the object's version).
+    fn get(&mut self, timeout: Duration) -> Result<LeaderElectionRecord>;
+    /// Create the lock object holding `record`.
+    fn create(&mut self, record: &LeaderElectionRecord, timeout: Duration) -> Result<()>;
+    /// Replace the record, conditional on the remembered version.
+    fn update(&mut self, record: &LeaderElectionRecord, timeout: Duration) -> Result<()>;
+    /// This candidate's identity.
+    fn identity(&self) -> &str;
+    /// `namespace/name` of the lock object, for logs, errors and thread names.
+    fn describe(&self) -> String;
+    /// Record a transition (`"<identity> became leader"`); must not block.
+    fn record_event(&self, _message: &str) {}
+}
+
+/// Where a [`LeaseLock`] reports transitions, e.g. as Kubernetes Events.
+///
+/// Called on the elector thread: implementations must return at once
+/// (queue the work elsewhere) and never fail the election.
+pub trait EventSink: Send + Sync + fmt::Debug {
+    /// Report `message` about `lease`.
+    fn record(&self, lease: &Lease, message: &str);
+}
+
+/// A [`Lock`] on a `coordination.k8s.io/v1` Lease.
+///
+/// ```no_run
+/// use lease_elector::{Client, ClientConfig, LeaseLock};
+/// let client = Client::new(ClientConfig::in_cluster()?)?;
+/// let lock = LeaseLock::new(client, "kube-system", "my-operator", "pod-a");
+/// # Ok::<(), lease_elector::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct LeaseLock {
+    client: Client,
+    namespace: String,
+    name: String,
+    identity: String,
+    cached: Option<Lease>,
+    events: Option<Arc<dyn EventSink>>,
+}
+
+impl LeaseLock {
+    /// A lock on Lease `namespace/name` for candidate `identity`.
+    pub fn new(
+        client: Client,
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+        identity: impl Into<String>,
+    ) -> Self {
+        LeaseLock {
+            client,
+            namespace: namespace.into(),
+            name: name.into(),
+            identity: identity.into(),
+            cached: None,
+            events: None,
+        }
+    }
+
+    /// Report transitions to `sink` as well.
+    pub fn with_event_sink(mut self, sink: Arc<dyn EventSink>) -> Self {
+        self.events = Some(sink);
+        self
+    }
+
+    /// The Lease namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The Lease name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The client this lock talks through.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The Lease as last read or written, if any.
+    pub fn cached(&self) -> Option<&Lease> {
+        self.cached.as_ref()
+    }
+
+    fn check_identity(&self, lease: &Lease, action: &'static str) -> Result<()> {
+        if lease.metadata.name == self.name
+            && (lease.metadata.namespace.is_empty() || lease.metadata.namespace == self.namespace)
+        {
+            return Ok(());
+        }
+        Err(Error::Decode {
+            target: lease_target(&self.namespace, &self.name),
+            action,
+            detail: format!(
+                "the server answered with Lease {}/{}",
+                lease.metadata.namespace, lease.metadata.name
+            ),
+        })
+    }
+}
+
+impl Lock for LeaseLock {
+    fn get(&mut self, timeout: Duration) -> Result<LeaderElectionRecord> {
+        let lease = self
+            .client
+            .get_lease(&self.namespace, &self.name, timeout)?;
+        self.check_identity(&lease, "get")?;
+        let record = lease.record();
+        self.cached = Some(lease);
+        Ok(record)
+    }
+
+    fn create(&mut self, record: &LeaderElectionRecord, timeout: Duration) -> Result<()> {
+        let lease = Lease::new(&self.namespace, &self.name, record);
+        let stored = self.client.create_lease(&lease, timeout)?;
+        self.check_identity(&stored, "create")?;
+        self.cached = Some(stored);
+        Ok(())
+    }
+
+    fn update(&mut self, record: &LeaderElectionRecord, timeout: Duration) -> Result<()> {
+        let mut lease = self.cached.clone().ok_or_else(|| Error::NotInitialized {
+            lock: self.describe(),
+        })?;
+        lease.set_record(record);
+        let stored = self.client.replace_lease(&lease, timeout)?;
+        self.check_identity(&stored, "update")?;
+        self.cached = Some(stored);
+        Ok(())
+    }
+
+    fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    fn describe(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    fn record_event(&self, message: &str) {
+        if let (Some(sink), Some(lease)) = (&self.events, &self.cached) {
+            sink.record(lease, message);
+        }
+    }
+}
