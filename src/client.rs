@@ -269,6 +269,9 @@ struct Inner {
     base_url: String,
     auth: Auth,
     timeout: Duration,
+    /// The same trust and identity as the agent's, for the watch stream
+    /// (which owns its socket so it can be shut down on stop).
+    watch_tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// A blocking client for the Lease and Event endpoints; cheap to clone.
@@ -309,6 +312,8 @@ impl Client {
                 config.base_url
             )));
         }
+        let mut watch_roots = rustls::RootCertStore::empty();
+        let mut watch_identity = None;
         let mut tls = TlsConfig::builder()
             .provider(TlsProvider::Rustls)
             .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()));
@@ -320,6 +325,14 @@ impl Client {
                 ))
             })?;
             let certs = parse_certs("CA bundle", pem)?;
+            for c in &certs {
+                watch_roots
+                    .add(rustls::pki_types::CertificateDer::from(c.der().to_vec()))
+                    .map_err(|e| Error::InvalidCredentials {
+                        what: "CA bundle".into(),
+                        detail: e.to_string(),
+                    })?;
+            }
             tls = tls.root_certs(RootCerts::new_with_certs(&certs));
         }
         if let Some((cert_pem, key_pem)) = &config.client_identity {
@@ -328,8 +341,20 @@ impl Client {
                 what: "client key".into(),
                 detail: e.to_string(),
             })?;
+            watch_identity = Some((
+                chain
+                    .iter()
+                    .map(|c| rustls::pki_types::CertificateDer::from(c.der().to_vec()))
+                    .collect::<Vec<_>>(),
+                rustls_key(key_pem)?,
+            ));
             tls = tls.client_cert(Some(ClientCert::new_with_certs(&chain, key)));
         }
+        let watch_tls = if https {
+            Some(Arc::new(watch_tls_config(watch_roots, watch_identity)?))
+        } else {
+            None
+        };
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .https_only(https)
@@ -356,8 +381,23 @@ impl Client {
                 base_url: config.base_url,
                 auth,
                 timeout: config.timeout,
+                watch_tls,
             }),
         })
+    }
+
+    /// The API server URL, without a trailing slash.
+    pub fn base_url(&self) -> &str {
+        &self.inner.base_url
+    }
+
+    pub(crate) fn watch_tls(&self) -> Option<Arc<rustls::ClientConfig>> {
+        self.inner.watch_tls.clone()
+    }
+
+    /// The `Authorization` header value, re-reading the token file when `refresh`.
+    pub(crate) fn auth_header(&self, refresh: bool) -> Result<Option<String>> {
+        self.inner.auth.header(refresh)
     }
 
     /// The configured upper bound for one request.
@@ -534,7 +574,7 @@ fn lease_path(namespace: &str, name: Option<&str>) -> String {
 
 /// Percent-encode one path segment (Kubernetes names are DNS labels, but a
 /// bad config must produce a 404, not a request to another path).
-fn segment(s: &str) -> String {
+pub(crate) fn segment(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
@@ -562,6 +602,39 @@ fn parse_certs(what: &str, pem: &[u8]) -> Result<Vec<Certificate<'static>>> {
         return Err(bad("no PEM certificate found".into()));
     }
     Ok(certs)
+}
+
+fn rustls_key(pem: &[u8]) -> Result<rustls::pki_types::PrivateKeyDer<'static>> {
+    use rustls::pki_types::pem::PemObject;
+    rustls::pki_types::PrivateKeyDer::from_pem_slice(pem).map_err(|e| Error::InvalidCredentials {
+        what: "client key".into(),
+        detail: e.to_string(),
+    })
+}
+
+type Identity = (
+    Vec<rustls::pki_types::CertificateDer<'static>>,
+    rustls::pki_types::PrivateKeyDer<'static>,
+);
+
+fn watch_tls_config(
+    roots: rustls::RootCertStore,
+    identity: Option<Identity>,
+) -> Result<rustls::ClientConfig> {
+    let bad = |e: rustls::Error| Error::InvalidCredentials {
+        what: "TLS configuration".into(),
+        detail: e.to_string(),
+    };
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(bad)?
+    .with_root_certificates(roots);
+    match identity {
+        Some((chain, key)) => builder.with_client_auth_cert(chain, key).map_err(bad),
+        None => Ok(builder.with_no_client_auth()),
+    }
 }
 
 fn encode<T: serde::Serialize>(t: Target<'_>, value: &T) -> Result<Vec<u8>> {

@@ -127,7 +127,19 @@ impl Clock for SystemClock {
 struct ManualState {
     offset: Duration,
     auto_advance: bool,
-    sleepers: usize,
+    /// Deadlines of the threads sleeping now, by sleeper id.
+    sleeping: Vec<(u64, Duration)>,
+    next_id: u64,
+}
+
+impl ManualState {
+    /// Sleepers still blocked: woken ones are on their way out and don't count.
+    fn blocked(&self) -> usize {
+        self.sleeping
+            .iter()
+            .filter(|(_, d)| *d > self.offset)
+            .count()
+    }
 }
 
 /// A clock that only moves when told to, for deterministic tests.
@@ -167,7 +179,8 @@ impl ManualClock {
                 Mutex::new(ManualState {
                     offset: Duration::ZERO,
                     auto_advance: false,
-                    sleepers: 0,
+                    sleeping: Vec::new(),
+                    next_id: 0,
                 }),
                 Condvar::new(),
             )),
@@ -198,17 +211,20 @@ impl ManualClock {
         self.lock().offset
     }
 
-    /// How many threads are sleeping on this clock right now.
+    /// How many threads are blocked sleeping on this clock right now (a
+    /// sleeper whose deadline has passed no longer counts).
     pub fn sleepers(&self) -> usize {
-        self.lock().sleepers
+        self.lock().blocked()
     }
 
-    /// Block (real time, up to `timeout`) until at least `n` threads sleep on
-    /// this clock; true if they do.
+    /// Block (real time, up to `timeout`) until at least `n` threads are
+    /// blocked sleeping on this clock; true if they are. After
+    /// [`ManualClock::advance`], this waits for the woken threads to finish
+    /// their work and sleep again.
     pub fn wait_for_sleepers(&self, n: usize, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         let mut st = self.lock();
-        while st.sleepers < n {
+        while st.blocked() < n {
             let now = Instant::now();
             if now >= deadline {
                 return false;
@@ -245,7 +261,9 @@ impl Clock for ManualClock {
             self.inner.1.notify_all();
             return Wake::Elapsed;
         }
-        st.sleepers += 1;
+        let id = st.next_id;
+        st.next_id += 1;
+        st.sleeping.push((id, deadline));
         self.inner.1.notify_all();
         let result = loop {
             if st.offset >= deadline {
@@ -269,7 +287,9 @@ impl Clock for ManualClock {
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         };
-        st.sleepers -= 1;
+        st.sleeping.retain(|(i, _)| *i != id);
+        drop(st);
+        self.inner.1.notify_all();
         result
     }
 }

@@ -26,6 +26,7 @@ use crate::clock::{Clock, SystemClock, Wake, Wakeup};
 use crate::error::{Error, Result, StatusKind};
 use crate::lease::{LeaderElectionRecord, MicroTime};
 use crate::lock::Lock;
+use crate::watch::Watcher;
 
 /// client-go's `JitterFactor`: acquire retries wait `retry_period * [1, 2.2)`.
 pub const JITTER_FACTOR: f64 = 1.2;
@@ -68,6 +69,10 @@ pub struct ElectorConfig {
     /// After losing leadership (not after stop), go back to acquiring
     /// instead of ending. client-go ends; so does the default.
     pub rejoin: bool,
+    /// Watch the Lease (one more thread) so a release or an expiry is acted
+    /// on within a round trip instead of up to a retry period. Polling
+    /// continues underneath; the expiry rule is unchanged.
+    pub watch: bool,
 }
 
 impl Default for ElectorConfig {
@@ -79,6 +84,7 @@ impl Default for ElectorConfig {
             retry_period: Duration::from_secs(2),
             release_on_cancel: false,
             rejoin: false,
+            watch: false,
         }
     }
 }
@@ -162,6 +168,12 @@ impl ElectorBuilder {
     /// After losing leadership, compete again instead of ending.
     pub fn rejoin(mut self, yes: bool) -> Self {
         self.config.rejoin = yes;
+        self
+    }
+
+    /// Watch the Lease to act on changes within a round trip (see [`ElectorConfig::watch`]).
+    pub fn watch(mut self, yes: bool) -> Self {
+        self.config.watch = yes;
         self
     }
 
@@ -251,6 +263,20 @@ impl LeaderElector {
     /// Events arrive on the returned channel; it disconnects when the
     /// elector ends (after stop, or after losing leadership without `rejoin`).
     pub fn spawn(self) -> Result<(ElectorHandle, Receiver<LeaderEvent>)> {
+        let watcher = if self.config.watch {
+            match self.lock.watch(self.wake.clone(), self.config.retry_period) {
+                Some(w) => Some(w?),
+                None => {
+                    log::warn!(
+                        "lock {} cannot be watched; polling only",
+                        self.lock.describe()
+                    );
+                    None
+                }
+            }
+        } else {
+            None
+        };
         let (tx, rx) = mpsc::channel();
         let describe = self.lock.describe();
         let shared = Arc::new(Shared {
@@ -279,6 +305,7 @@ impl LeaderElector {
             ElectorHandle {
                 shared,
                 thread: Some(thread),
+                watcher,
             },
             rx,
         ))
@@ -315,6 +342,7 @@ impl Shared {
 pub struct ElectorHandle {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<Result<()>>>,
+    watcher: Option<Watcher>,
 }
 
 impl ElectorHandle {
@@ -375,9 +403,14 @@ impl ElectorHandle {
         self.stop_and_join()
     }
 
+    /// Lease changes reported by the watch (0 without one).
+    pub fn watch_changes(&self) -> u64 {
+        self.watcher.as_ref().map_or(0, Watcher::changes)
+    }
+
     fn stop_and_join(&mut self) -> Result<()> {
         self.shared.wake.stop();
-        match self.thread.take() {
+        let result = match self.thread.take() {
             Some(t) => t.join().unwrap_or_else(|_| {
                 Err(Error::InvalidConfig(format!(
                     "elector thread for {} panicked",
@@ -385,7 +418,10 @@ impl ElectorHandle {
                 )))
             }),
             None => Ok(()),
-        }
+        };
+        // After the elector (and its release) is done: drop joins the watch.
+        self.watcher = None;
+        result
     }
 }
 
@@ -484,6 +520,7 @@ impl Run {
             }
             let pause = self
                 .jittered(self.cfg().retry_period)
+                .min(self.until_expiry())
                 .max(retry_after(&attempt));
             // A poke (the watched Lease changed) only makes the next attempt
             // earlier; the expiry rule in try_acquire_or_renew still decides.
@@ -691,6 +728,20 @@ impl Run {
             .as_ref()
             .map_or(Duration::ZERO, LeaderElectionRecord::lease_duration);
         self.observed_at + duration > now
+    }
+
+    /// Time until the observed lease of another holder expires (plus a
+    /// millisecond so the attempt sees it expired); waking then, rather than
+    /// at the next jittered retry, makes crash failover take leaseDuration
+    /// from the last observed change, not that plus a retry period.
+    fn until_expiry(&self) -> Duration {
+        match &self.observed {
+            Some(r) if !r.holder_identity.is_empty() => {
+                let expires = self.observed_at + r.lease_duration();
+                expires.saturating_duration_since(self.now()) + Duration::from_millis(1)
+            }
+            _ => Duration::MAX,
+        }
     }
 
     fn maybe_report_transition(&mut self) {

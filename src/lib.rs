@@ -10,6 +10,7 @@ pub mod lease;
 pub mod lock;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod watch;
 
 pub use client::{Client, ClientConfig};
 pub use clock::{Clock, ManualClock, SystemClock, Wake, Wakeup};

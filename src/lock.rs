@@ -5,8 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::{lease_target, Client};
+use crate::clock::Wakeup;
 use crate::error::{Error, Result};
 use crate::lease::{LeaderElectionRecord, Lease};
+use crate::watch::Watcher;
 
 /// A resource lock holding a [`LeaderElectionRecord`], as client-go's
 /// `resourcelock.Interface`.
@@ -27,6 +29,11 @@ pub trait Lock: Send + fmt::Debug {
     fn describe(&self) -> String;
     /// Record a transition (`"<identity> became leader"`); must not block.
     fn record_event(&self, _message: &str) {}
+    /// Start watching the lock object, poking `on_change` on every change;
+    /// `None` when this lock kind cannot be watched (the elector then polls).
+    fn watch(&self, _on_change: Arc<Wakeup>, _backoff: Duration) -> Option<Result<Watcher>> {
+        None
+    }
 }
 
 /// Where a [`LeaseLock`] reports transitions, e.g. as Kubernetes Events.
@@ -159,5 +166,15 @@ impl Lock for LeaseLock {
         if let (Some(sink), Some(lease)) = (&self.events, &self.cached) {
             sink.record(lease, message);
         }
+    }
+
+    fn watch(&self, on_change: Arc<Wakeup>, backoff: Duration) -> Option<Result<Watcher>> {
+        Some(Watcher::spawn(
+            self.client.clone(),
+            &self.namespace,
+            &self.name,
+            on_change,
+            backoff,
+        ))
     }
 }

@@ -142,6 +142,7 @@ fn config() -> ElectorConfig {
         retry_period: Duration::from_secs(2),
         release_on_cancel: false,
         rejoin: false,
+        watch: false,
     }
 }
 
