@@ -7,6 +7,7 @@ pub mod clock;
 pub mod duration;
 pub mod elector;
 pub mod error;
+pub mod events;
 pub mod lease;
 pub mod lock;
 #[cfg(feature = "testing")]
@@ -17,5 +18,6 @@ pub use clock::{Clock, ManualClock, SystemClock, Wake, Wakeup};
 pub use duration::{format_go_duration, parse_go_duration, GoDurationError};
 pub use elector::{ElectorBuilder, ElectorConfig, ElectorHandle, LeaderElector, LeaderEvent};
 pub use error::{ApiStatus, Error, Result, StatusKind};
+pub use events::{EventRecorder, EventStats};
 pub use lease::{LeaderElectionRecord, Lease, LeaseSpec, MicroTime, ObjectMeta, Status};
 pub use lock::{EventSink, LeaseLock, Lock};
