@@ -4,6 +4,7 @@
 
 pub mod client;
 pub mod clock;
+pub mod config;
 pub mod duration;
 pub mod elector;
 pub mod error;
@@ -15,6 +16,7 @@ pub mod testing;
 
 pub use client::{Client, ClientConfig};
 pub use clock::{Clock, ManualClock, SystemClock, Wake, Wakeup};
+pub use config::{from_config, Election, LeaderElection, Tolerances};
 pub use duration::{format_go_duration, parse_go_duration, GoDurationError};
 pub use elector::{ElectorBuilder, ElectorConfig, ElectorHandle, LeaderElector, LeaderEvent};
 pub use error::{ApiStatus, Error, Result, StatusKind};
