@@ -4,8 +4,11 @@
 
 pub mod client;
 pub mod clock;
+pub mod config;
+pub mod duration;
 pub mod elector;
 pub mod error;
+pub mod events;
 pub mod lease;
 pub mod lock;
 #[cfg(feature = "testing")]
@@ -14,7 +17,10 @@ pub mod watch;
 
 pub use client::{Client, ClientConfig};
 pub use clock::{Clock, ManualClock, SystemClock, Wake, Wakeup};
+pub use config::{from_config, Election, LeaderElection, Tolerances};
+pub use duration::{format_go_duration, parse_go_duration, GoDurationError};
 pub use elector::{ElectorBuilder, ElectorConfig, ElectorHandle, LeaderElector, LeaderEvent};
 pub use error::{ApiStatus, Error, Result, StatusKind};
+pub use events::{EventRecorder, EventStats};
 pub use lease::{LeaderElectionRecord, Lease, LeaseSpec, MicroTime, ObjectMeta, Status};
 pub use lock::{EventSink, LeaseLock, Lock};

@@ -1,0 +1,791 @@
+//! OpenShift-style leader-election configuration: the
+//! `config.openshift.io/v1` `LeaderElection` stanza, library-go's defaulting
+//! (137s / 107s / 26s, or 270s / 240s / 60s on single-node clusters), the
+//! tolerances those timings buy, and [`from_config`] to turn it into an
+//! elector.
+//!
+//! ```no_run
+//! use lease_elector::config::{self, Election, LeaderElection};
+//! use lease_elector::{Client, ClientConfig, LeaderEvent};
+//!
+//! let file = LeaderElection::from_json(r#"{"name": "my-operator-lock"}"#)?;
+//! // Zero timings become OpenShift's defaults; the namespace comes from the
+//! // service account when neither the file nor the caller gives one.
+//! let cfg = config::defaulted(&file, "", "my-operator-lock");
+//! let client = Client::new(ClientConfig::in_cluster()?)?;
+//! match config::from_config(client, &cfg, "my-operator", "")? {
+//!     Election::Disabled => { /* run as leader without electing */ }
+//!     Election::Enabled(builder) => {
+//!         let (handle, events) = builder.build()?.spawn()?;
+//!         while let Ok(event) = events.recv() {
+//!             match event {
+//!                 LeaderEvent::StartedLeading { .. } => { /* start working */ }
+//!                 LeaderEvent::StoppedLeading { .. } => break,
+//!                 LeaderEvent::NewLeader { .. } => {}
+//!             }
+//!         }
+//!         handle.stop()?;
+//!     }
+//! }
+//! # Ok::<(), lease_elector::Error>(())
+//! ```
+
+use std::fmt;
+use std::path::Path;
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::client::{namespace_from_dir, Client, SERVICE_ACCOUNT_DIR};
+use crate::duration::{format_go_duration, go_duration, parse_go_duration};
+use crate::elector::{ElectorBuilder, ElectorConfig, LeaderElector, LeaderEvent};
+use crate::error::{Error, Result};
+use crate::events::EventRecorder;
+use crate::lock::LeaseLock;
+
+/// OpenShift's default lease duration (`137s`).
+pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(137);
+/// OpenShift's default renew deadline (`107s`).
+pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(107);
+/// OpenShift's default retry period (`26s`).
+pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(26);
+/// Single-node OpenShift lease duration (`270s`).
+pub const SNO_LEASE_DURATION: Duration = Duration::from_secs(270);
+/// Single-node OpenShift renew deadline (`240s`).
+pub const SNO_RENEW_DEADLINE: Duration = Duration::from_secs(240);
+/// Single-node OpenShift retry period (`60s`).
+pub const SNO_RETRY_PERIOD: Duration = Duration::from_secs(60);
+
+/// The `config.openshift.io/v1` `LeaderElection` stanza.
+///
+/// Reads JSON like
+/// `{"namespace": "ns", "name": "lock", "leaseDuration": "137s", "renewDeadline": "1m47s", "retryPeriod": "26s"}`;
+/// every field may be absent (zero or empty), unknown fields are ignored,
+/// durations are Go strings (or Go's `{"Duration": <nanoseconds>}`) and
+/// may not be negative. Zero durations mean "use the default": see [`defaulted`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", try_from = "Map<String, Value>")]
+pub struct LeaderElection {
+    /// Do not elect: see [`Election::Disabled`].
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub disable: bool,
+    /// Namespace of the Lease.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// Name of the Lease.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// How long non-leaders wait after the last renew before taking over.
+    #[serde(with = "go_duration")]
+    pub lease_duration: Duration,
+    /// How long the leader retries a failing renew before stepping down.
+    #[serde(with = "go_duration")]
+    pub renew_deadline: Duration,
+    /// Wait between attempts.
+    #[serde(with = "go_duration")]
+    pub retry_period: Duration,
+}
+
+/// Read field by field from a JSON object so that errors name the field
+/// and the value; unknown fields are ignored.
+impl TryFrom<Map<String, Value>> for LeaderElection {
+    type Error = String;
+
+    fn try_from(mut obj: Map<String, Value>) -> Result<Self, String> {
+        let mut take = |field: &str| obj.remove(field).unwrap_or(Value::Null);
+        Ok(LeaderElection {
+            disable: match take("disable") {
+                Value::Null => false,
+                Value::Bool(b) => b,
+                other => return Err(format!("disable: expected true or false, got {other}")),
+            },
+            namespace: string_field("namespace", take("namespace"))?,
+            name: string_field("name", take("name"))?,
+            lease_duration: duration_field("leaseDuration", &take("leaseDuration"))?,
+            renew_deadline: duration_field("renewDeadline", &take("renewDeadline"))?,
+            retry_period: duration_field("retryPeriod", &take("retryPeriod"))?,
+        })
+    }
+}
+
+fn string_field(field: &str, v: Value) -> Result<String, String> {
+    match v {
+        Value::Null => Ok(String::new()),
+        Value::String(s) => Ok(s),
+        other => Err(format!("{field}: expected a string, got {other}")),
+    }
+}
+
+fn duration_field(field: &str, v: &Value) -> Result<Duration, String> {
+    match v {
+        Value::Null => Ok(Duration::ZERO),
+        Value::String(s) => parse_go_duration(s).map_err(|e| format!("{field}: {e}")),
+        Value::Object(map) => match map.get("Duration").and_then(Value::as_i64) {
+            Some(nanos) => {
+                go_duration::nanos_to_duration(nanos).map_err(|e| format!("{field}: {e}"))
+            }
+            None => Err(format!(
+                "{field}: expected a Go duration string such as \"137s\", got {v}"
+            )),
+        },
+        other => Err(format!(
+            "{field}: expected a Go duration string such as \"137s\", got {other}"
+        )),
+    }
+}
+
+impl LeaderElection {
+    /// Read the stanza from JSON; errors name the field and the bad value.
+    pub fn from_json(json: &str) -> Result<Self> {
+        let obj: Map<String, Value> = serde_json::from_str(json)
+            .map_err(|e| Error::InvalidConfig(format!("not a LeaderElection object: {e}")))?;
+        LeaderElection::try_from(obj).map_err(Error::InvalidConfig)
+    }
+
+    /// Read the stanza from a JSON file.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| Error::ReadFile {
+            what: "leader election config",
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_json(&text).map_err(|e| match e {
+            Error::InvalidConfig(msg) => Error::InvalidConfig(format!("{}: {msg}", path.display())),
+            other => other,
+        })
+    }
+
+    /// What these timings tolerate; see [`Tolerances`].
+    pub fn tolerances(&self) -> Tolerances {
+        Tolerances::of(self.lease_duration, self.renew_deadline, self.retry_period)
+    }
+
+    /// The elector settings these timings give, releasing the Lease on stop
+    /// (as library-go does).
+    pub fn elector_config(&self) -> ElectorConfig {
+        ElectorConfig {
+            lease_duration: self.lease_duration,
+            renew_deadline: self.renew_deadline,
+            retry_period: self.retry_period,
+            release_on_cancel: true,
+            ..ElectorConfig::default()
+        }
+    }
+}
+
+/// library-go's `LeaderElectionDefaulting`: a copy of `config` with zero
+/// durations set to 137s / 107s / 26s, an empty namespace set to
+/// `default_namespace` or else to the pod's service-account namespace, and
+/// an empty name set to `default_name`.
+pub fn defaulted(
+    config: &LeaderElection,
+    default_namespace: &str,
+    default_name: &str,
+) -> LeaderElection {
+    defaulted_with_sa_dir(
+        config,
+        default_namespace,
+        default_name,
+        Path::new(SERVICE_ACCOUNT_DIR),
+    )
+}
+
+/// [`defaulted`], reading the fallback namespace from `sa_dir/namespace`
+/// (trimmed; ignored when empty or unreadable).
+pub fn defaulted_with_sa_dir(
+    config: &LeaderElection,
+    default_namespace: &str,
+    default_name: &str,
+    sa_dir: &Path,
+) -> LeaderElection {
+    let mut out = config.clone();
+    // 137-107 = 30s of clock skew; 107/26 = 4 renew attempts, surviving 78s
+    // of API server downtime; worst-case takeover 137+26 = 163s.
+    if out.lease_duration.is_zero() {
+        out.lease_duration = DEFAULT_LEASE_DURATION;
+    }
+    if out.renew_deadline.is_zero() {
+        out.renew_deadline = DEFAULT_RENEW_DEADLINE;
+    }
+    if out.retry_period.is_zero() {
+        out.retry_period = DEFAULT_RETRY_PERIOD;
+    }
+    if out.namespace.is_empty() {
+        if !default_namespace.is_empty() {
+            out.namespace = default_namespace.to_string();
+        } else if let Some(ns) = namespace_from_dir(sa_dir) {
+            out.namespace = ns;
+        }
+    }
+    if out.name.is_empty() {
+        out.name = default_name.to_string();
+    }
+    out
+}
+
+/// library-go's `LeaderElectionSNOConfig`: a copy of `config` with the
+/// single-node timings 270s / 240s / 60s (fewer API calls on a small
+/// control plane, still 30s of clock skew and 4 retries), everything else kept.
+pub fn single_node(config: &LeaderElection) -> LeaderElection {
+    LeaderElection {
+        lease_duration: SNO_LEASE_DURATION,
+        renew_deadline: SNO_RENEW_DEADLINE,
+        retry_period: SNO_RETRY_PERIOD,
+        ..config.clone()
+    }
+}
+
+/// What a set of timings tolerates, as reasoned in library-go's defaulting.
+///
+/// ```
+/// use lease_elector::config::{defaulted, LeaderElection};
+/// let t = defaulted(&LeaderElection::default(), "ns", "lock").tolerances();
+/// assert_eq!(t.to_string(), "leader election tolerates 4 retries \
+///     (renewDeadline 1m47s / retryPeriod 26s), 30s of clock skew, 1m18s of \
+///     API server downtime; worst-case acquisition 2m43s (non-graceful), 26s (graceful)");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tolerances {
+    /// Renew attempts before the leader gives up: `floor(renewDeadline / retryPeriod)`
+    /// (0 when the retry period is zero).
+    pub retries: u64,
+    /// Clock skew between candidates that is still safe: `leaseDuration − renewDeadline`.
+    pub clock_skew: Duration,
+    /// API server outage the leader survives: `(retries − 1) × retryPeriod`.
+    pub api_server_downtime: Duration,
+    /// Longest wait for a new leader when the old one died: `leaseDuration + retryPeriod`.
+    pub worst_non_graceful_acquisition: Duration,
+    /// Longest wait for a new leader when the old one released: `retryPeriod`.
+    pub worst_graceful_acquisition: Duration,
+    renew_deadline: Duration,
+    retry_period: Duration,
+}
+
+impl Tolerances {
+    /// The tolerances of these timings.
+    pub fn of(lease_duration: Duration, renew_deadline: Duration, retry_period: Duration) -> Self {
+        let retries = if retry_period.is_zero() {
+            0
+        } else {
+            u64::try_from(renew_deadline.as_nanos() / retry_period.as_nanos()).unwrap_or(u64::MAX)
+        };
+        let downtime = u32::try_from(retries.saturating_sub(1))
+            .ok()
+            .and_then(|n| retry_period.checked_mul(n))
+            .unwrap_or(Duration::MAX);
+        Tolerances {
+            retries,
+            clock_skew: lease_duration.saturating_sub(renew_deadline),
+            api_server_downtime: downtime,
+            worst_non_graceful_acquisition: lease_duration.saturating_add(retry_period),
+            worst_graceful_acquisition: retry_period,
+            renew_deadline,
+            retry_period,
+        }
+    }
+}
+
+impl fmt::Display for Tolerances {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let g = format_go_duration;
+        write!(
+            f,
+            "leader election tolerates {} retries (renewDeadline {} / retryPeriod {}), \
+             {} of clock skew, {} of API server downtime; \
+             worst-case acquisition {} (non-graceful), {} (graceful)",
+            self.retries,
+            g(self.renew_deadline),
+            g(self.retry_period),
+            g(self.clock_skew),
+            g(self.api_server_downtime),
+            g(self.worst_non_graceful_acquisition),
+            g(self.worst_graceful_acquisition),
+        )
+    }
+}
+
+/// A unique candidate identity, `<hostname>_<uuid>` as library-go builds it
+/// (a bare uuid when the hostname is unknown).
+///
+/// The hostname is read from `/proc/sys/kernel/hostname`, else from `HOSTNAME`.
+pub fn identity() -> String {
+    identity_with_hostname(hostname().as_deref())
+}
+
+/// [`identity`] with the hostname given (trimmed; `None` or blank gives a bare uuid).
+pub fn identity_with_hostname(hostname: Option<&str>) -> String {
+    let id = uuid::Uuid::new_v4();
+    match hostname.map(str::trim).filter(|h| !h.is_empty()) {
+        Some(h) => format!("{h}_{id}"),
+        None => id.to_string(),
+    }
+}
+
+fn hostname() -> Option<String> {
+    let from_proc = std::fs::read_to_string("/proc/sys/kernel/hostname").ok();
+    [from_proc, std::env::var("HOSTNAME").ok()]
+        .into_iter()
+        .flatten()
+        .map(|h| h.trim().to_string())
+        .find(|h| !h.is_empty())
+}
+
+/// What [`from_config`] decided.
+#[derive(Debug)]
+#[must_use = "an enabled election does nothing until built and spawned"]
+pub enum Election {
+    /// The config says `disable: true`. Recommended (and what library-go's
+    /// controller command does): run as the leader straight away, without
+    /// a Lease. No elector, thread or API request is created.
+    Disabled,
+    /// An elector builder for the config's Lease, with its timings,
+    /// `release_on_cancel(true)` and Events recorded; add a clock or
+    /// change settings, then `build()?.spawn()?`.
+    Enabled(ElectorBuilder),
+}
+
+impl Election {
+    /// The builder, or `None` when election is disabled.
+    pub fn into_builder(self) -> Option<ElectorBuilder> {
+        match self {
+            Election::Disabled => None,
+            Election::Enabled(b) => Some(b),
+        }
+    }
+}
+
+/// Turn a (usually [`defaulted`]) config into an elector builder, as
+/// library-go's `ToLeaderElectionWithLease`.
+///
+/// - `disable: true` gives [`Election::Disabled`] and nothing else is checked.
+/// - An empty namespace or name is an [`Error::InvalidConfig`]; so are
+///   timings the elector would refuse (checked here, before anything starts).
+/// - An empty `identity` becomes [`identity()`].
+/// - Transitions are recorded as Events from `component` (the Lease name
+///   when `component` is empty), reported by `identity`.
+/// - The [`Tolerances`] are logged once at info level.
+pub fn from_config(
+    client: Client,
+    config: &LeaderElection,
+    component: &str,
+    identity: &str,
+) -> Result<Election> {
+    if config.disable {
+        log::info!("leader election is disabled: running as leader without electing");
+        return Ok(Election::Disabled);
+    }
+    if config.namespace.is_empty() {
+        return Err(Error::InvalidConfig("namespace may not be empty".into()));
+    }
+    if config.name.is_empty() {
+        return Err(Error::InvalidConfig("name may not be empty".into()));
+    }
+    let identity = if identity.is_empty() {
+        self::identity()
+    } else {
+        identity.to_string()
+    };
+    let elector_config = config.elector_config();
+    elector_config.validate(&identity)?;
+    let component = if component.is_empty() {
+        &config.name
+    } else {
+        component
+    };
+    let events = EventRecorder::new(client.clone(), component).with_instance(identity.clone());
+    let lock = LeaseLock::new(client, &config.namespace, &config.name, identity)
+        .with_event_sink(Arc::new(events));
+    log::info!(
+        "lease {}/{}: {}",
+        config.namespace,
+        config.name,
+        config.tolerances()
+    );
+    Ok(Election::Enabled(
+        LeaderElector::builder(lock).config(elector_config),
+    ))
+}
+
+/// How the wait in [`wait_for_lost_leadership`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeadershipEnd {
+    /// `StoppedLeading` arrived (leadership lost, or the elector was stopped while leading).
+    StoppedLeading {
+        /// When leadership ended, on the elector's clock.
+        at: Instant,
+    },
+    /// The elector ended (its channel closed) without a `StoppedLeading`.
+    ElectorEnded,
+}
+
+/// Block until `events` reports `StoppedLeading` or closes.
+///
+/// Other events are consumed (and logged at debug), so call this where
+/// nothing else reads the channel, typically after `StartedLeading`.
+pub fn wait_for_lost_leadership(events: &Receiver<LeaderEvent>) -> LeadershipEnd {
+    loop {
+        match events.recv() {
+            Ok(LeaderEvent::StoppedLeading { at }) => return LeadershipEnd::StoppedLeading { at },
+            Ok(other) => log::debug!("waiting for lost leadership: {other:?}"),
+            Err(_) => return LeadershipEnd::ElectorEnded,
+        }
+    }
+}
+
+/// Opt-in, library-go style: block until leadership ends, log the warning
+/// `leader election lost` and exit the process with status 0, so the
+/// orchestrator restarts it as a fresh candidate.
+///
+/// Not the default: the elector itself only reports
+/// [`LeaderEvent::StoppedLeading`]. Note that a deliberate
+/// `ElectorHandle::stop` while leading also sends `StoppedLeading`, so this
+/// exits then too; use it only where stopping means the process ends anyway.
+pub fn exit_on_lost_leadership(events: &Receiver<LeaderEvent>) -> ! {
+    match wait_for_lost_leadership(events) {
+        LeadershipEnd::StoppedLeading { .. } => log::warn!("leader election lost"),
+        LeadershipEnd::ElectorEnded => log::warn!("leader election ended"),
+    }
+    log::logger().flush();
+    std::process::exit(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::ClientConfig;
+    use std::sync::mpsc;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    fn temp_dir() -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("le-config-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn reads_openshift_json() {
+        let c = LeaderElection::from_json(
+            r#"{"disable": false, "namespace": "openshift-foo", "name": "foo-lock",
+                "leaseDuration": "137s", "renewDeadline": "1m47s", "retryPeriod": "26s",
+                "someFutureField": {"x": 1}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            c,
+            LeaderElection {
+                disable: false,
+                namespace: "openshift-foo".into(),
+                name: "foo-lock".into(),
+                lease_duration: secs(137),
+                renew_deadline: secs(107),
+                retry_period: secs(26),
+            }
+        );
+        assert_eq!(
+            LeaderElection::from_json("{}").unwrap(),
+            LeaderElection::default()
+        );
+        let c = LeaderElection::from_json(
+            r#"{"disable": true, "namespace": null, "leaseDuration": {"Duration": 1500000000}}"#,
+        )
+        .unwrap();
+        assert!(c.disable);
+        assert_eq!(c.lease_duration, Duration::from_millis(1500));
+        // The same through serde, for configs embedding the stanza.
+        let c: LeaderElection = serde_json::from_str(r#"{"retryPeriod": "1m"}"#).unwrap();
+        assert_eq!(c.retry_period, secs(60));
+        let e = serde_json::from_str::<LeaderElection>(r#"{"retryPeriod": "1x"}"#).unwrap_err();
+        assert!(e.to_string().contains("retryPeriod: \"1x\""), "{e}");
+        assert!(serde_json::from_str::<LeaderElection>("[false]").is_err());
+    }
+
+    #[test]
+    fn errors_name_field_and_value() {
+        let cases = [
+            (
+                r#"{"leaseDuration": "13x"}"#,
+                r#"leaseDuration: "13x": unknown unit "x""#,
+            ),
+            (
+                r#"{"renewDeadline": "-5s"}"#,
+                r#"renewDeadline: "-5s": negative"#,
+            ),
+            (
+                r#"{"retryPeriod": "10"}"#,
+                r#"retryPeriod: "10": missing unit"#,
+            ),
+            (
+                r#"{"retryPeriod": 10}"#,
+                "retryPeriod: expected a Go duration string",
+            ),
+            (
+                r#"{"leaseDuration": {"Duration": -1}}"#,
+                "leaseDuration: -1ns: negative",
+            ),
+            (
+                r#"{"disable": "yes"}"#,
+                r#"disable: expected true or false, got "yes""#,
+            ),
+            (r#"{"name": 3}"#, "name: expected a string, got 3"),
+            ("[1]", "not a LeaderElection object"),
+            ("{", "not a LeaderElection object"),
+        ];
+        for (json, want) in cases {
+            let err = LeaderElection::from_json(json).unwrap_err();
+            assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+            assert!(err.to_string().contains(want), "{json}: {err}");
+        }
+    }
+
+    #[test]
+    fn from_file_reports_path() {
+        let dir = temp_dir();
+        let path = dir.join("le.json");
+        std::fs::write(&path, r#"{"name": "x", "retryPeriod": "2s"}"#).unwrap();
+        let c = LeaderElection::from_file(&path).unwrap();
+        assert_eq!((c.name.as_str(), c.retry_period), ("x", secs(2)));
+        std::fs::write(&path, r#"{"leaseDuration": "13x"}"#).unwrap();
+        let err = LeaderElection::from_file(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("le.json") && err.contains("unknown unit"),
+            "{err}"
+        );
+        let err = LeaderElection::from_file(dir.join("missing.json")).unwrap_err();
+        assert!(matches!(err, Error::ReadFile { .. }), "{err:?}");
+        assert!(err.to_string().contains("missing.json"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn serializes_as_go_would() {
+        let c = defaulted(&LeaderElection::default(), "ns", "lock");
+        assert_eq!(
+            serde_json::to_string(&c).unwrap(),
+            r#"{"namespace":"ns","name":"lock","leaseDuration":"2m17s","renewDeadline":"1m47s","retryPeriod":"26s"}"#
+        );
+        let back: LeaderElection =
+            serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+        assert_eq!(back, c);
+    }
+
+    #[test]
+    fn defaulting_follows_library_go() {
+        let sa = temp_dir();
+        std::fs::write(sa.join("namespace"), " from-sa \n").unwrap();
+        let input = LeaderElection::default();
+        let d = defaulted_with_sa_dir(&input, "", "my-lock", &sa);
+        assert_eq!(input, LeaderElection::default(), "input untouched");
+        assert_eq!(
+            (d.lease_duration, d.renew_deadline, d.retry_period),
+            (secs(137), secs(107), secs(26))
+        );
+        assert_eq!(d.namespace, "from-sa");
+        assert_eq!(d.name, "my-lock");
+        // The caller's default namespace wins over the service account.
+        let d = defaulted_with_sa_dir(&input, "given", "my-lock", &sa);
+        assert_eq!(d.namespace, "given");
+        // Set values are kept.
+        let set = LeaderElection {
+            namespace: "mine".into(),
+            name: "lock".into(),
+            lease_duration: secs(60),
+            renew_deadline: Duration::ZERO,
+            retry_period: secs(5),
+            disable: true,
+        };
+        let d = defaulted_with_sa_dir(&set, "given", "other", &sa);
+        assert_eq!(
+            d,
+            LeaderElection {
+                renew_deadline: secs(107),
+                ..set.clone()
+            }
+        );
+        // Blank or missing service-account namespace is ignored.
+        std::fs::write(sa.join("namespace"), "  \n").unwrap();
+        assert_eq!(defaulted_with_sa_dir(&input, "", "n", &sa).namespace, "");
+        std::fs::remove_file(sa.join("namespace")).unwrap();
+        assert_eq!(defaulted_with_sa_dir(&input, "", "n", &sa).namespace, "");
+        std::fs::remove_dir_all(&sa).unwrap();
+    }
+
+    #[test]
+    fn single_node_overrides_timings_only() {
+        let c = LeaderElection {
+            namespace: "ns".into(),
+            name: "n".into(),
+            lease_duration: secs(1),
+            ..LeaderElection::default()
+        };
+        let s = single_node(&c);
+        assert_eq!(
+            (s.lease_duration, s.renew_deadline, s.retry_period),
+            (secs(270), secs(240), secs(60))
+        );
+        assert_eq!((s.namespace.as_str(), s.name.as_str()), ("ns", "n"));
+    }
+
+    #[test]
+    fn tolerances_match_library_go_reasoning() {
+        let d = defaulted(&LeaderElection::default(), "ns", "n").tolerances();
+        assert_eq!(
+            (
+                d.retries,
+                d.clock_skew,
+                d.api_server_downtime,
+                d.worst_non_graceful_acquisition,
+                d.worst_graceful_acquisition
+            ),
+            (4, secs(30), secs(78), secs(163), secs(26))
+        );
+        let s = single_node(&LeaderElection::default()).tolerances();
+        assert_eq!(
+            (
+                s.retries,
+                s.clock_skew,
+                s.api_server_downtime,
+                s.worst_non_graceful_acquisition,
+                s.worst_graceful_acquisition
+            ),
+            (4, secs(30), secs(180), secs(330), secs(60))
+        );
+        assert_eq!(
+            s.to_string(),
+            "leader election tolerates 4 retries (renewDeadline 4m0s / retryPeriod 1m0s), \
+             30s of clock skew, 3m0s of API server downtime; \
+             worst-case acquisition 5m30s (non-graceful), 1m0s (graceful)"
+        );
+        // Degenerate timings saturate instead of panicking.
+        let z = Tolerances::of(Duration::ZERO, secs(10), Duration::ZERO);
+        assert_eq!(
+            (z.retries, z.clock_skew, z.api_server_downtime),
+            (0, Duration::ZERO, Duration::ZERO)
+        );
+        let big = Tolerances::of(Duration::MAX, Duration::MAX, Duration::from_nanos(1));
+        assert_eq!(big.api_server_downtime, Duration::MAX);
+        assert_eq!(big.worst_non_graceful_acquisition, Duration::MAX);
+    }
+
+    #[test]
+    fn identity_is_hostname_and_uuid() {
+        let id = identity_with_hostname(Some(" node-1\n"));
+        let (host, rest) = id.split_once('_').unwrap();
+        assert_eq!(host, "node-1");
+        assert!(uuid::Uuid::parse_str(rest).is_ok(), "{id}");
+        assert_ne!(
+            identity_with_hostname(Some("h")),
+            identity_with_hostname(Some("h"))
+        );
+        for none in [None, Some(""), Some("  ")] {
+            let id = identity_with_hostname(none);
+            assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
+        }
+        assert!(!identity().is_empty());
+    }
+
+    fn client() -> Client {
+        Client::new(ClientConfig::new("http://127.0.0.1:1")).unwrap()
+    }
+
+    #[test]
+    fn from_config_checks_and_builds() {
+        let good = defaulted(&LeaderElection::default(), "ns", "lock");
+        let disabled = LeaderElection {
+            disable: true,
+            ..LeaderElection::default()
+        };
+        assert!(matches!(
+            from_config(client(), &disabled, "c", "me").unwrap(),
+            Election::Disabled
+        ));
+        for (cfg, want) in [
+            (
+                LeaderElection {
+                    namespace: String::new(),
+                    ..good.clone()
+                },
+                "namespace may not be empty",
+            ),
+            (
+                LeaderElection {
+                    name: String::new(),
+                    ..good.clone()
+                },
+                "name may not be empty",
+            ),
+            // Not defaulted: zero timings are refused before anything starts.
+            (
+                LeaderElection {
+                    namespace: "ns".into(),
+                    name: "n".into(),
+                    ..LeaderElection::default()
+                },
+                "leaseDuration",
+            ),
+        ] {
+            let err = from_config(client(), &cfg, "c", "me").unwrap_err();
+            assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+            assert!(err.to_string().contains(want), "{err}");
+        }
+        let builder = from_config(client(), &good, "c", "me")
+            .unwrap()
+            .into_builder()
+            .unwrap();
+        let elector = builder.build().unwrap();
+        let c = elector.config();
+        assert_eq!(
+            (
+                c.lease_duration,
+                c.renew_deadline,
+                c.retry_period,
+                c.release_on_cancel
+            ),
+            (secs(137), secs(107), secs(26), true)
+        );
+        // An empty identity is generated.
+        assert!(from_config(client(), &good, "c", "")
+            .unwrap()
+            .into_builder()
+            .unwrap()
+            .build()
+            .is_ok());
+    }
+
+    #[test]
+    fn waits_for_stopped_leading() {
+        let (tx, rx) = mpsc::channel();
+        let at = Instant::now();
+        tx.send(LeaderEvent::StartedLeading { at }).unwrap();
+        tx.send(LeaderEvent::NewLeader {
+            identity: "me".into(),
+            at,
+        })
+        .unwrap();
+        tx.send(LeaderEvent::StoppedLeading { at }).unwrap();
+        assert_eq!(
+            wait_for_lost_leadership(&rx),
+            LeadershipEnd::StoppedLeading { at }
+        );
+        tx.send(LeaderEvent::StartedLeading { at }).unwrap();
+        drop(tx);
+        assert_eq!(wait_for_lost_leadership(&rx), LeadershipEnd::ElectorEnded);
+        // Blocks until the event arrives from another thread.
+        let (tx, rx) = mpsc::channel();
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            tx.send(LeaderEvent::StoppedLeading { at }).unwrap();
+        });
+        assert_eq!(
+            wait_for_lost_leadership(&rx),
+            LeadershipEnd::StoppedLeading { at }
+        );
+        sender.join().unwrap();
+    }
+}

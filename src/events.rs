@@ -1,0 +1,633 @@
+//! Kubernetes Events for leadership transitions, as client-go's resourcelock
+//! records them (`reason: LeaderElection`, on the Lease).
+//!
+//! Recording must never slow or break the election: [`EventRecorder::record`]
+//! only puts the event on a bounded queue (dropping it, with a warning, when
+//! the queue is full) and one sender thread, `lease-events/<component>`,
+//! POSTs them with a short time-out. Failures are logged, never returned.
+//! Dropping the recorder ends and joins that thread, waiting at most about
+//! one request time-out.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use lease_elector::events::EventRecorder;
+//! use lease_elector::{Client, ClientConfig, LeaseLock};
+//!
+//! let client = Client::new(ClientConfig::in_cluster()?)?;
+//! let events = EventRecorder::new(client.clone(), "my-operator").with_instance("pod-a");
+//! let lock = LeaseLock::new(client, "my-namespace", "my-operator-lock", "pod-a")
+//!     .with_event_sink(Arc::new(events));
+//! # Ok::<(), lease_elector::Error>(())
+//! ```
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+
+use crate::client::Client;
+use crate::clock::{Clock, SystemClock};
+use crate::lease::{Lease, MicroTime, LEASE_API_VERSION};
+use crate::lock::EventSink;
+
+/// Events waiting to be sent before new ones are dropped.
+pub const DEFAULT_QUEUE_CAPACITY: usize = 64;
+
+/// Upper bound for one Event POST.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The `reason` client-go gives leader-election events.
+pub const EVENT_REASON: &str = "LeaderElection";
+
+/// Counts of what happened to recorded events, for tests and metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EventStats {
+    /// Accepted by the API server.
+    pub sent: u64,
+    /// Sent, but the server refused or did not answer (each logged).
+    pub failed: u64,
+    /// Never sent: the queue was full, the sender thread could not start,
+    /// or the recorder was dropped before their turn came.
+    pub dropped: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    sent: AtomicU64,
+    failed: AtomicU64,
+    dropped: AtomicU64,
+    /// Set on drop: events still queued after this instant are dropped so
+    /// that drop waits about one request time-out at most.
+    give_up_at: Mutex<Option<Instant>>,
+}
+
+impl Counters {
+    fn give_up_at(&self) -> Option<Instant> {
+        *self
+            .give_up_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+struct Queued {
+    namespace: String,
+    lease: String,
+    event: Value,
+}
+
+struct Worker {
+    queue: SyncSender<Queued>,
+    thread: JoinHandle<()>,
+}
+
+/// An [`EventSink`] that records core/v1 Events on the Lease, like
+/// client-go's `resourcelock` with an event recorder.
+///
+/// Cheap to call from the elector thread; see the [module docs](self).
+pub struct EventRecorder {
+    client: Client,
+    component: String,
+    instance: String,
+    clock: Arc<dyn Clock>,
+    request_timeout: Duration,
+    capacity: usize,
+    counters: Arc<Counters>,
+    /// Started by the first `record`, so a recorder that never records
+    /// costs no thread.
+    worker: Mutex<Option<Worker>>,
+}
+
+impl fmt::Debug for EventRecorder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventRecorder")
+            .field("component", &self.component)
+            .field("instance", &self.instance)
+            .field("request_timeout", &self.request_timeout)
+            .field("capacity", &self.capacity)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl EventRecorder {
+    /// A recorder reporting as `component` (`source.component` and
+    /// `reportingComponent` of each Event).
+    pub fn new(client: Client, component: impl Into<String>) -> Self {
+        EventRecorder {
+            client,
+            component: component.into(),
+            instance: String::new(),
+            clock: Arc::new(SystemClock),
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            capacity: DEFAULT_QUEUE_CAPACITY,
+            counters: Arc::new(Counters::default()),
+            worker: Mutex::new(None),
+        }
+    }
+
+    /// Set `reportingInstance` (usually the candidate identity); empty omits it.
+    pub fn with_instance(mut self, instance: impl Into<String>) -> Self {
+        self.instance = instance.into();
+        self
+    }
+
+    /// Read event timestamps from this clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Upper bound for one POST (default [`DEFAULT_REQUEST_TIMEOUT`]); also
+    /// about the longest that dropping the recorder waits.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// How many events may wait (default [`DEFAULT_QUEUE_CAPACITY`], at least 1).
+    pub fn with_capacity(mut self, capacity: usize) -> Self {
+        self.capacity = capacity.max(1);
+        self
+    }
+
+    /// The component events are reported as.
+    pub fn component(&self) -> &str {
+        &self.component
+    }
+
+    /// What happened to the events recorded so far.
+    pub fn stats(&self) -> EventStats {
+        EventStats {
+            sent: self.counters.sent.load(Ordering::Relaxed),
+            failed: self.counters.failed.load(Ordering::Relaxed),
+            dropped: self.counters.dropped.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The core/v1 Event for `message` about `lease`, as it is POSTed.
+    pub fn event_for(&self, lease: &Lease, message: &str) -> Value {
+        let meta = &lease.metadata;
+        let mut involved = Map::new();
+        involved.insert("kind".into(), "Lease".into());
+        involved.insert("apiVersion".into(), LEASE_API_VERSION.into());
+        involved.insert("namespace".into(), meta.namespace.clone().into());
+        involved.insert("name".into(), meta.name.clone().into());
+        if let Some(uid) = &meta.uid {
+            involved.insert("uid".into(), uid.clone().into());
+        }
+        if let Some(rv) = &meta.resource_version {
+            involved.insert("resourceVersion".into(), rv.clone().into());
+        }
+        let now = rfc3339_seconds(MicroTime::from_system_time(self.clock.system_time()));
+        // client-go names events `<object>.<hex>`; random bits keep names
+        // unique across replicas recording in the same nanosecond.
+        let suffix = uuid::Uuid::new_v4().as_u64_pair().0;
+        let mut event = json!({
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": format!("{}.{suffix:016x}", meta.name),
+                "namespace": meta.namespace,
+            },
+            "involvedObject": involved,
+            "reason": EVENT_REASON,
+            "message": message,
+            "type": "Normal",
+            "source": { "component": self.component },
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "eventTime": null,
+            "count": 1,
+            "reportingComponent": self.component,
+        });
+        if !self.instance.is_empty() {
+            event["reportingInstance"] = self.instance.clone().into();
+        }
+        event
+    }
+
+    fn drop_event(&self, why: &str, lease: &str, message: &str) {
+        self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+        log::warn!("dropping event {message:?} on lease {lease}: {why}");
+    }
+
+    fn start_worker(&self) -> std::io::Result<Worker> {
+        let (queue, rx) = mpsc::sync_channel(self.capacity);
+        let client = self.client.clone();
+        let counters = self.counters.clone();
+        let timeout = self.request_timeout;
+        let thread = thread::Builder::new()
+            .name(format!("lease-events/{}", self.component))
+            .spawn(move || send_all(&client, &rx, &counters, timeout))?;
+        Ok(Worker { queue, thread })
+    }
+}
+
+impl EventSink for EventRecorder {
+    /// Queue an Event; never blocks on the network.
+    fn record(&self, lease: &Lease, message: &str) {
+        let desc = format!("{}/{}", lease.metadata.namespace, lease.metadata.name);
+        if lease.metadata.namespace.is_empty() {
+            return self.drop_event("the Lease has no namespace", &desc, message);
+        }
+        let item = Queued {
+            namespace: lease.metadata.namespace.clone(),
+            lease: desc.clone(),
+            event: self.event_for(lease, message),
+        };
+        let mut worker = self.worker.lock().unwrap_or_else(PoisonError::into_inner);
+        if worker.is_none() {
+            match self.start_worker() {
+                Ok(w) => *worker = Some(w),
+                Err(e) => {
+                    return self.drop_event(
+                        &format!("cannot start the event thread: {e}"),
+                        &desc,
+                        message,
+                    )
+                }
+            }
+        }
+        let Some(w) = worker.as_ref() else { return };
+        match w.queue.try_send(item) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => self.drop_event(
+                &format!("{} events are already waiting", self.capacity),
+                &desc,
+                message,
+            ),
+            Err(TrySendError::Disconnected(_)) => {
+                self.drop_event("the event thread has ended", &desc, message)
+            }
+        }
+    }
+}
+
+impl Drop for EventRecorder {
+    fn drop(&mut self) {
+        let worker = self
+            .worker
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(Worker { queue, thread }) = worker else {
+            return;
+        };
+        *self
+            .counters
+            .give_up_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now() + self.request_timeout);
+        // Closing the queue ends the thread's loop once it is drained.
+        drop(queue);
+        if thread.join().is_err() {
+            log::error!("event thread for {} panicked", self.component);
+        }
+    }
+}
+
+/// The sender thread: POST each queued event until the queue is closed.
+fn send_all(client: &Client, rx: &Receiver<Queued>, counters: &Counters, timeout: Duration) {
+    let mut abandoned = 0u64;
+    for item in rx {
+        // Real time on purpose: this bounds network waits at shutdown, it
+        // takes no part in the election's timing.
+        let budget = match counters.give_up_at() {
+            None => timeout,
+            Some(at) => at.saturating_duration_since(Instant::now()).min(timeout),
+        };
+        if budget.is_zero() {
+            counters.dropped.fetch_add(1, Ordering::Relaxed);
+            abandoned += 1;
+            continue;
+        }
+        match client.create_event(&item.namespace, &item.event, budget) {
+            Ok(()) => {
+                counters.sent.fetch_add(1, Ordering::Relaxed);
+                log::debug!(
+                    "recorded event {:?} on lease {}",
+                    item.event["message"],
+                    item.lease
+                );
+            }
+            Err(e) => {
+                counters.failed.fetch_add(1, Ordering::Relaxed);
+                log::warn!(
+                    "could not record event {} on lease {}: {e}",
+                    item.event["message"],
+                    item.lease
+                );
+            }
+        }
+    }
+    if abandoned > 0 {
+        log::warn!("dropped {abandoned} queued event(s) at shutdown: the API server was too slow");
+    }
+}
+
+/// `metav1.Time` wire form: RFC 3339, whole seconds, UTC.
+fn rfc3339_seconds(t: MicroTime) -> String {
+    // MicroTime prints `YYYY-MM-DDTHH:MM:SS.ffffffZ`; keep the seconds.
+    let s = t.to_string();
+    match s.split_once('.') {
+        Some((secs, _)) => format!("{secs}Z"),
+        None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::ClientConfig;
+    use crate::lease::LeaderElectionRecord;
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::OnceLock;
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    /// Captures log records with the name of the thread that wrote them,
+    /// so each test can look at its own `lease-events/<component>` thread.
+    struct Capture(Mutex<Vec<(String, log::Level, String)>>);
+
+    impl log::Log for Capture {
+        fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+            true
+        }
+        fn log(&self, r: &log::Record<'_>) {
+            let thread = thread::current().name().unwrap_or("").to_string();
+            self.0
+                .lock()
+                .unwrap()
+                .push((thread, r.level(), r.args().to_string()));
+        }
+        fn flush(&self) {}
+    }
+
+    fn logs() -> &'static Capture {
+        static LOGS: OnceLock<&'static Capture> = OnceLock::new();
+        LOGS.get_or_init(|| {
+            let c: &'static Capture = Box::leak(Box::new(Capture(Mutex::new(Vec::new()))));
+            let _ = log::set_logger(c);
+            log::set_max_level(log::LevelFilter::Debug);
+            c
+        })
+    }
+
+    fn warnings_from(thread: &str) -> Vec<String> {
+        logs()
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(t, l, _)| t == thread && *l == log::Level::Warn)
+            .map(|(_, _, m)| m.clone())
+            .collect()
+    }
+
+    #[derive(Clone, Copy)]
+    enum Reply {
+        Created,
+        Fail500,
+        Hang,
+    }
+
+    /// One request as the stub saw it.
+    #[derive(Debug)]
+    struct Seen {
+        method: String,
+        path: String,
+        body: Value,
+    }
+
+    /// A throwaway HTTP server answering every request the same way.
+    fn stub(reply: Reply) -> (String, Arc<Mutex<Vec<Seen>>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        thread::spawn(move || {
+            let mut hung = Vec::new();
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { return };
+                let Some(req) = read_request(&mut conn) else {
+                    continue;
+                };
+                log.lock().unwrap().push(req);
+                let (status, body) = match reply {
+                    Reply::Created => ("201 Created", "{}"),
+                    Reply::Fail500 => (
+                        "500 Internal Server Error",
+                        r#"{"kind":"Status","reason":"InternalError","message":"etcd is down"}"#,
+                    ),
+                    Reply::Hang => {
+                        hung.push(conn);
+                        continue;
+                    }
+                };
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        (url, seen)
+    }
+
+    fn read_request(conn: &mut TcpStream) -> Option<Seen> {
+        let mut reader = BufReader::new(conn.try_clone().ok()?);
+        let mut line = String::new();
+        reader.read_line(&mut line).ok()?;
+        let mut parts = line.split_whitespace();
+        let method = parts.next()?.to_string();
+        let path = parts.next()?.to_string();
+        let mut len = 0;
+        loop {
+            let mut h = String::new();
+            reader.read_line(&mut h).ok()?;
+            if h.trim().is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    len = v.trim().parse().ok()?;
+                }
+            }
+        }
+        let mut body = vec![0; len];
+        reader.read_exact(&mut body).ok()?;
+        Some(Seen {
+            method,
+            path,
+            body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+        })
+    }
+
+    fn lease() -> Lease {
+        let mut lease = Lease::new("team-a", "my-lock", &LeaderElectionRecord::default());
+        lease.metadata.uid = Some("uid-1".into());
+        lease.metadata.resource_version = Some("42".into());
+        lease
+    }
+
+    fn recorder(url: &str, component: &str) -> EventRecorder {
+        let client = Client::new(ClientConfig::new(url)).unwrap();
+        EventRecorder::new(client, component)
+            .with_instance("pod-a_1234")
+            .with_request_timeout(Duration::from_millis(300))
+    }
+
+    #[test]
+    fn posts_events_shaped_like_client_go() {
+        let (url, seen) = stub(Reply::Created);
+        let clock = Arc::new(crate::clock::ManualClock::new());
+        let rec = recorder(&url, "shape-test").with_clock(clock.clone());
+        rec.record(&lease(), "pod-a_1234 became leader");
+        rec.record(&lease(), "pod-a_1234 stopped leading");
+        // Dropping joins the thread, so everything queued was sent.
+        drop(rec);
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 2);
+        let first = &seen[0];
+        assert_eq!(first.method, "POST");
+        assert_eq!(first.path, "/api/v1/namespaces/team-a/events");
+        let e = &first.body;
+        let name = e["metadata"]["name"].as_str().unwrap();
+        let (lease_name, suffix) = name.split_once('.').unwrap();
+        assert_eq!(lease_name, "my-lock");
+        assert_eq!(suffix.len(), 16);
+        assert!(suffix.bytes().all(|c| c.is_ascii_hexdigit()), "{name}");
+        assert_ne!(seen[1].body["metadata"]["name"], e["metadata"]["name"]);
+        assert_eq!(e["metadata"]["namespace"], "team-a");
+        assert_eq!(
+            e["involvedObject"],
+            json!({"kind": "Lease", "apiVersion": "coordination.k8s.io/v1",
+                   "namespace": "team-a", "name": "my-lock", "uid": "uid-1",
+                   "resourceVersion": "42"})
+        );
+        assert_eq!(e["reason"], "LeaderElection");
+        assert_eq!(e["type"], "Normal");
+        assert_eq!(e["message"], "pod-a_1234 became leader");
+        assert_eq!(seen[1].body["message"], "pod-a_1234 stopped leading");
+        assert_eq!(e["source"]["component"], "shape-test");
+        assert_eq!(e["reportingComponent"], "shape-test");
+        assert_eq!(e["reportingInstance"], "pod-a_1234");
+        assert_eq!(e["count"], 1);
+        assert!(e["eventTime"].is_null());
+        let want = rfc3339_seconds(MicroTime::from_system_time(clock.system_time()));
+        assert_eq!(e["firstTimestamp"], want.as_str());
+        assert_eq!(e["lastTimestamp"], want.as_str());
+    }
+
+    #[test]
+    fn timestamps_are_whole_seconds_utc() {
+        let t = UNIX_EPOCH + Duration::from_micros(1_764_680_400_123_456);
+        assert_eq!(
+            rfc3339_seconds(MicroTime::from_system_time(t)),
+            "2025-12-02T13:00:00Z"
+        );
+        let now = rfc3339_seconds(MicroTime::from_system_time(SystemTime::now()));
+        assert_eq!(now.len(), "2006-01-02T15:04:05Z".len(), "{now}");
+    }
+
+    #[test]
+    fn server_errors_are_logged_not_returned() {
+        logs();
+        let (url, seen) = stub(Reply::Fail500);
+        let rec = recorder(&url, "fail-500");
+        rec.record(&lease(), "x became leader");
+        drop(rec);
+        assert_eq!(seen.lock().unwrap().len(), 1);
+        let warnings = warnings_from("lease-events/fail-500");
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("500"), "{warnings:?}");
+        assert!(warnings[0].contains("team-a/my-lock"), "{warnings:?}");
+    }
+
+    #[test]
+    fn connection_refused_is_logged_and_counted() {
+        logs();
+        let url = {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            format!("http://{}", l.local_addr().unwrap())
+        };
+        let rec = recorder(&url, "refused");
+        rec.record(&lease(), "x became leader");
+        // Wait for the attempt without dropping, to read the stats.
+        let start = Instant::now();
+        while rec.stats().failed == 0 && start.elapsed() < Duration::from_secs(5) {
+            thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(
+            rec.stats(),
+            EventStats {
+                sent: 0,
+                failed: 1,
+                dropped: 0
+            }
+        );
+        drop(rec);
+        let warnings = warnings_from("lease-events/refused");
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+    }
+
+    #[test]
+    fn hanging_server_never_blocks_record_and_drop_is_bounded() {
+        logs();
+        let (url, seen) = stub(Reply::Hang);
+        let rec = recorder(&url, "hang").with_capacity(2);
+        let start = Instant::now();
+        for i in 0..10 {
+            rec.record(&lease(), &format!("event {i}"));
+        }
+        assert!(
+            start.elapsed() < Duration::from_millis(200),
+            "{:?}",
+            start.elapsed()
+        );
+        // One in flight (or not yet taken), two queued: the rest dropped.
+        let dropped = rec.stats().dropped;
+        assert!((7..=8).contains(&dropped), "dropped {dropped}");
+        let start = Instant::now();
+        drop(rec);
+        // One request time-out (300ms) for the request in flight; queued
+        // events left after it are abandoned, not sent one by one.
+        assert!(
+            start.elapsed() < Duration::from_millis(1500),
+            "drop took {:?}",
+            start.elapsed()
+        );
+        assert!(seen.lock().unwrap().len() <= 3);
+        // The queue-full warnings are logged by the recording thread.
+        let me = thread::current().name().unwrap_or("").to_string();
+        let full = warnings_from(&me)
+            .into_iter()
+            .filter(|w| w.contains("2 events are already waiting"))
+            .count() as u64;
+        assert!(full >= 7, "{full}");
+    }
+
+    #[test]
+    fn unused_recorder_starts_no_thread() {
+        let client = Client::new(ClientConfig::new("http://127.0.0.1:1")).unwrap();
+        let rec = EventRecorder::new(client, "idle");
+        assert!(rec.worker.lock().unwrap().is_none());
+        drop(rec);
+    }
+
+    #[test]
+    fn lease_without_namespace_is_dropped() {
+        let client = Client::new(ClientConfig::new("http://127.0.0.1:1")).unwrap();
+        let rec = EventRecorder::new(client, "no-ns");
+        let mut l = lease();
+        l.metadata.namespace.clear();
+        rec.record(&l, "x became leader");
+        assert_eq!(rec.stats().dropped, 1);
+        assert!(rec.worker.lock().unwrap().is_none());
+    }
+}
