@@ -41,7 +41,7 @@ use serde_json::{Map, Value};
 
 use crate::client::{namespace_from_dir, Client, SERVICE_ACCOUNT_DIR};
 use crate::duration::{format_go_duration, go_duration, parse_go_duration};
-use crate::elector::{ElectorBuilder, ElectorConfig, LeaderElector, LeaderEvent};
+use crate::elector::{ElectorBuilder, ElectorConfig, LeaderElector, LeaderEvent, StopReason};
 use crate::error::{Error, Result};
 use crate::events::EventRecorder;
 use crate::lock::LeaseLock;
@@ -413,8 +413,13 @@ pub fn from_config(
 /// How the wait in [`wait_for_lost_leadership`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeadershipEnd {
-    /// `StoppedLeading` arrived (leadership lost, or the elector was stopped while leading).
-    StoppedLeading {
+    /// Leadership was lost (renew deadline passed, or another holder took over).
+    Lost {
+        /// When leadership ended, on the elector's clock.
+        at: Instant,
+    },
+    /// The elector was stopped while leading (`ElectorHandle::stop` or drop).
+    Stopped {
         /// When leadership ended, on the elector's clock.
         at: Instant,
     },
@@ -429,28 +434,34 @@ pub enum LeadershipEnd {
 pub fn wait_for_lost_leadership(events: &Receiver<LeaderEvent>) -> LeadershipEnd {
     loop {
         match events.recv() {
-            Ok(LeaderEvent::StoppedLeading { at }) => return LeadershipEnd::StoppedLeading { at },
+            Ok(LeaderEvent::StoppedLeading { at, reason }) => {
+                return match reason {
+                    StopReason::Lost => LeadershipEnd::Lost { at },
+                    _ => LeadershipEnd::Stopped { at },
+                }
+            }
             Ok(other) => log::debug!("waiting for lost leadership: {other:?}"),
             Err(_) => return LeadershipEnd::ElectorEnded,
         }
     }
 }
 
-/// Opt-in, library-go style: block until leadership ends, log the warning
-/// `leader election lost` and exit the process with status 0, so the
-/// orchestrator restarts it as a fresh candidate.
+/// Opt-in, library-go style: block until leadership is lost, then log the
+/// warning `leader election lost` and exit the process with status 0, so
+/// the orchestrator restarts it as a fresh candidate.
 ///
 /// Not the default: the elector itself only reports
-/// [`LeaderEvent::StoppedLeading`]. Note that a deliberate
-/// `ElectorHandle::stop` while leading also sends `StoppedLeading`, so this
-/// exits then too; use it only where stopping means the process ends anyway.
-pub fn exit_on_lost_leadership(events: &Receiver<LeaderEvent>) -> ! {
+/// [`LeaderEvent::StoppedLeading`]. Returns (without exiting) when the
+/// elector was stopped deliberately or ended without leading.
+pub fn exit_on_lost_leadership(events: &Receiver<LeaderEvent>) -> LeadershipEnd {
     match wait_for_lost_leadership(events) {
-        LeadershipEnd::StoppedLeading { .. } => log::warn!("leader election lost"),
-        LeadershipEnd::ElectorEnded => log::warn!("leader election ended"),
+        LeadershipEnd::Lost { .. } => {
+            log::warn!("leader election lost");
+            log::logger().flush();
+            std::process::exit(0)
+        }
+        other => other,
     }
-    log::logger().flush();
-    std::process::exit(0)
 }
 
 #[cfg(test)]
@@ -768,24 +779,35 @@ mod tests {
             at,
         })
         .unwrap();
-        tx.send(LeaderEvent::StoppedLeading { at }).unwrap();
-        assert_eq!(
-            wait_for_lost_leadership(&rx),
-            LeadershipEnd::StoppedLeading { at }
-        );
+        tx.send(LeaderEvent::StoppedLeading {
+            at,
+            reason: StopReason::Lost,
+        })
+        .unwrap();
+        assert_eq!(wait_for_lost_leadership(&rx), LeadershipEnd::Lost { at });
+        tx.send(LeaderEvent::StoppedLeading {
+            at,
+            reason: StopReason::Stopped,
+        })
+        .unwrap();
+        // A deliberate stop is not a loss: the exiting helper returns.
+        assert_eq!(exit_on_lost_leadership(&rx), LeadershipEnd::Stopped { at });
         tx.send(LeaderEvent::StartedLeading { at }).unwrap();
         drop(tx);
         assert_eq!(wait_for_lost_leadership(&rx), LeadershipEnd::ElectorEnded);
         // Blocks until the event arrives from another thread.
         let (tx, rx) = mpsc::channel();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
         let sender = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20));
-            tx.send(LeaderEvent::StoppedLeading { at }).unwrap();
+            go_rx.recv().unwrap();
+            tx.send(LeaderEvent::StoppedLeading {
+                at,
+                reason: StopReason::Lost,
+            })
+            .unwrap();
         });
-        assert_eq!(
-            wait_for_lost_leadership(&rx),
-            LeadershipEnd::StoppedLeading { at }
-        );
+        go_tx.send(()).unwrap();
+        assert_eq!(wait_for_lost_leadership(&rx), LeadershipEnd::Lost { at });
         sender.join().unwrap();
     }
 }

@@ -2,8 +2,7 @@
 //!
 //! Read top to bottom like client-go's `leaderelection.go`: configuration
 //! and validation, the handle the caller keeps, then the thread's loop:
-//! [`Run::acquire`], [`Run::renew`], [`Run::release`], all built on
-//! [`Run::try_acquire_or_renew`].
+//! `acquire`, `renew`, `release`, all built on `try_acquire_or_renew`.
 //!
 //! Deliberate differences from client-go, each on the safe side:
 //! - The renew deadline counts from the *start* of the last successful renew
@@ -41,10 +40,12 @@ pub enum LeaderEvent {
         /// When the lease was acquired.
         at: Instant,
     },
-    /// This candidate no longer leads (lost, or stopped): stop working.
+    /// This candidate no longer leads: stop working.
     StoppedLeading {
         /// When leadership ended.
         at: Instant,
+        /// Whether it was lost or given up through `stop()`.
+        reason: StopReason,
     },
     /// Another (or this) identity was observed holding the lease.
     NewLeader {
@@ -53,6 +54,17 @@ pub enum LeaderEvent {
         /// When it was observed.
         at: Instant,
     },
+}
+
+/// Why leadership ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StopReason {
+    /// No renew succeeded within the renew deadline, or another holder
+    /// took the lease.
+    Lost,
+    /// [`ElectorHandle::stop`] (or dropping the handle) ended it.
+    Stopped,
 }
 
 /// Timing and behaviour of an elector; see [`LeaderElector::builder`].
@@ -398,7 +410,9 @@ impl ElectorHandle {
 
     /// Stop the elector and wait for its thread. When it was leading and
     /// `release_on_cancel` is set, the lease is released first; a failed
-    /// release is returned (the lease then expires normally).
+    /// release is returned (the lease then expires normally). With an
+    /// Events recorder attached, this also waits for queued Events to be
+    /// sent, at most one Event request time-out.
     pub fn stop(mut self) -> Result<()> {
         self.stop_and_join()
     }
@@ -473,7 +487,7 @@ impl Run {
             }
             match self.renew() {
                 TermEnd::Stopped => {
-                    self.step_down();
+                    self.step_down(StopReason::Stopped);
                     return if self.cfg().release_on_cancel {
                         self.release()
                     } else {
@@ -481,7 +495,7 @@ impl Run {
                     };
                 }
                 TermEnd::Lost => {
-                    self.step_down();
+                    self.step_down(StopReason::Lost);
                     if !self.cfg().rejoin {
                         return Ok(());
                     }
@@ -574,7 +588,7 @@ impl Run {
 
     /// Leave the leading state and tell the caller (before any release, so
     /// the caller stops working before anyone else can start).
-    fn step_down(&mut self) {
+    fn step_down(&mut self, reason: StopReason) {
         let at = self.now();
         {
             let mut st = self.shared.lock();
@@ -583,7 +597,7 @@ impl Run {
         self.lock
             .record_event(&format!("{} stopped leading", self.lock.identity()));
         log::info!("stopped leading lease {}", self.shared.describe);
-        self.emit(LeaderEvent::StoppedLeading { at });
+        self.emit(LeaderEvent::StoppedLeading { at, reason });
     }
 
     /// Hand the lease back: empty holder, 1s duration, transitions kept.

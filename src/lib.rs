@@ -19,7 +19,9 @@ pub use client::{Client, ClientConfig};
 pub use clock::{Clock, ManualClock, SystemClock, Wake, Wakeup};
 pub use config::{from_config, Election, LeaderElection, Tolerances};
 pub use duration::{format_go_duration, parse_go_duration, GoDurationError};
-pub use elector::{ElectorBuilder, ElectorConfig, ElectorHandle, LeaderElector, LeaderEvent};
+pub use elector::{
+    ElectorBuilder, ElectorConfig, ElectorHandle, LeaderElector, LeaderEvent, StopReason,
+};
 pub use error::{ApiStatus, Error, Result, StatusKind};
 pub use events::{EventRecorder, EventStats};
 pub use lease::{LeaderElectionRecord, Lease, LeaseSpec, MicroTime, ObjectMeta, Status};

@@ -163,7 +163,7 @@ fn wait_started(rx: &Receiver<LeaderEvent>) -> Instant {
 fn wait_stopped(rx: &Receiver<LeaderEvent>) -> Instant {
     loop {
         match next(rx) {
-            LeaderEvent::StoppedLeading { at } => return at,
+            LeaderEvent::StoppedLeading { at, .. } => return at,
             LeaderEvent::NewLeader { .. } => continue,
             other => panic!("expected StoppedLeading, got {other:?}"),
         }
