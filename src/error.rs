@@ -198,7 +198,10 @@ impl fmt::Display for Error {
                 target,
                 action,
                 source,
-            } => write!(f, "{action} {target}: no answer from the API server: {source}"),
+            } => write!(
+                f,
+                "{action} {target}: no answer from the API server: {source}"
+            ),
             Error::Decode {
                 target,
                 action,

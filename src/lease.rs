@@ -70,7 +70,11 @@ pub struct MicroTimeError {
 
 impl fmt::Display for MicroTimeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?} is not an RFC 3339 time: {}", self.input, self.reason)
+        write!(
+            f,
+            "{:?} is not an RFC 3339 time: {}",
+            self.input, self.reason
+        )
     }
 }
 
@@ -124,7 +128,9 @@ fn parse(s: &str, strict: bool) -> Result<MicroTime, MicroTimeError> {
         if !part.iter().all(u8::is_ascii_digit) {
             return Err(err("expected digits"));
         }
-        Ok(part.iter().fold(0i64, |acc, c| acc * 10 + i64::from(c - b'0')))
+        Ok(part
+            .iter()
+            .fold(0i64, |acc, c| acc * 10 + i64::from(c - b'0')))
     };
     let sep = |at: usize, allowed: &[u8]| -> Result<(), MicroTimeError> {
         match b.get(at) {
@@ -168,7 +174,11 @@ fn parse(s: &str, strict: bool) -> Result<MicroTime, MicroTimeError> {
             return Err(err("fraction must have exactly six digits"));
         }
         for i in 0..6 {
-            let digit = if i < n { i64::from(b[start + i] - b'0') } else { 0 };
+            let digit = if i < n {
+                i64::from(b[start + i] - b'0')
+            } else {
+                0
+            };
             micros = micros * 10 + digit;
         }
     } else if strict {
