@@ -205,6 +205,16 @@ impl Stream {
         }
     }
 
+    /// Close now: the acceptor keeps a clone of the socket (for shutdown),
+    /// so dropping this one would not close the connection.
+    fn close(&mut self) {
+        if let Stream::Tls(s) = self {
+            s.conn.send_close_notify();
+            let _ = s.flush();
+        }
+        let _ = self.socket().shutdown(Shutdown::Both);
+    }
+
     /// Without blocking: has the peer closed the connection?
     pub(crate) fn peer_gone(&mut self) -> bool {
         if self.socket().set_nonblocking(true).is_err() {
@@ -297,7 +307,7 @@ fn serve_connection(shared: &Arc<Shared>, socket: TcpStream) {
             break;
         }
     }
-    let _ = conn.get_mut().flush();
+    conn.get_mut().close();
 }
 
 fn finish(shared: &Shared, method: &str, target: &str, status: u16, bytes_in: u64, bytes_out: u64) {
