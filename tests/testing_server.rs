@@ -783,3 +783,30 @@ fn stats_count_requests() {
     assert_eq!(server.stats().requests, 0);
     assert!(server.requests().is_empty());
 }
+
+#[test]
+fn watch_ends_when_the_client_goes_away() {
+    for tls in [false, true] {
+        let server = TestApiServer::builder().tls(tls).build().unwrap();
+        let a = if tls {
+            tls_agent(&server, false)
+        } else {
+            agent()
+        };
+        let url = format!(
+            "{}?watch=true&fieldSelector=metadata.name%3Dl1",
+            leases(&server)
+        );
+        server.put_lease(NS, lease("l1"));
+        let resp = a.get(&url).call().unwrap();
+        let mut r = BufReader::new(resp.into_body().into_reader());
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        assert!(line.contains("ADDED"), "{line}");
+        drop(r);
+        drop(a);
+        // The server notices the closed connection and logs the finished watch.
+        eventually("the watch to end", || server.requests().len() == 1);
+        assert_eq!(server.requests()[0].status, 200);
+    }
+}

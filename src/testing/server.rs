@@ -277,6 +277,12 @@ fn serve_connection(shared: &Arc<Shared>, socket: TcpStream) {
     while !shared.stopping() {
         let incoming = match http::read_request(&mut conn) {
             Ok(i) => i,
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                // A malformed chunked body: answer it, the framing is lost.
+                let resp = status::bad_request(&format!("malformed request body: {e}"));
+                let _ = http::write_response(conn.get_mut(), &resp, true);
+                break;
+            }
             Err(e) => {
                 log::debug!("test-apiserver: connection ended: {e}");
                 break;

@@ -58,6 +58,16 @@ pub(crate) fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
     obj.get("metadata")?.get(field)?.as_str()
 }
 
+/// Five random characters, as `generateName` appends.
+pub(crate) fn random_suffix() -> String {
+    uuid::Uuid::new_v4()
+        .simple()
+        .to_string()
+        .chars()
+        .take(5)
+        .collect()
+}
+
 fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
 }
@@ -171,8 +181,7 @@ impl Store {
                     .and_then(Value::as_str)
                     .unwrap_or("event-")
                     .to_string();
-                let suffix: String = uuid::Uuid::new_v4().simple().to_string()[..5].to_string();
-                m.insert("name".into(), format!("{prefix}{suffix}").into());
+                m.insert("name".into(), format!("{prefix}{}", random_suffix()).into());
             }
             m.insert("namespace".into(), ns.into());
             m.insert("resourceVersion".into(), rv.to_string().into());
