@@ -353,6 +353,14 @@ fn validation_is_strict() {
     assert_eq!(got.code, 400);
     assert!(server.lease(NS, "t").is_none());
 
+    // Only JSON is understood.
+    let yaml = a
+        .post(leases(&server))
+        .header("Content-Type", "application/yaml")
+        .send("kind: Lease")
+        .unwrap();
+    assert_eq!(yaml.status().as_u16(), 415);
+
     // The strict six-digit form passes.
     assert_eq!(post(&lease("t")).code, 201);
 }
@@ -364,7 +372,7 @@ fn bodies_chunked_and_capped() {
     let (a, b) = body.split_at(body.len() / 2);
     let req = format!(
         "POST /apis/coordination.k8s.io/v1/namespaces/{NS}/leases HTTP/1.1\r\nHost: x\r\n\
-         Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
+         Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
         a.len(),
         b.len()
     );

@@ -99,6 +99,13 @@ fn json_response(code: u16, v: &Value) -> Response {
 /// Serve a non-watch request. Writes to `store` bump its resourceVersion;
 /// the caller wakes watchers.
 pub(crate) fn handle(store: &mut Store, route: &Route, req: &Request) -> Response {
+    let writes = matches!(
+        (route, req.method.as_str()),
+        (Route::Lease { .. }, "PUT") | (Route::Leases { .. } | Route::Events { .. }, "POST")
+    );
+    if writes && !is_json(req.header("content-type")) {
+        return status::unsupported_media_type(req.header("content-type").unwrap_or(""));
+    }
     match (route, req.method.as_str()) {
         (Route::Lease { ns, name }, "GET") => match store.get(ns, name) {
             Some(obj) => json_response(200, obj),
@@ -107,7 +114,7 @@ pub(crate) fn handle(store: &mut Store, route: &Route, req: &Request) -> Respons
         (Route::Lease { ns, name }, "PUT") => update(store, ns, name, &req.body),
         (Route::Leases { ns }, "POST") => create(store, ns, &req.body),
         (Route::Leases { ns }, "GET") => list(store, ns, req),
-        (Route::Events { ns }, "POST") => match decode_object(&req.body, "Event") {
+        (Route::Events { ns }, "POST") => match decode_object(&req.body, "Event", false) {
             Ok(obj) => json_response(201, &store.add_event(ns, obj)),
             Err(resp) => resp,
         },
@@ -122,8 +129,17 @@ fn cannot_handle(kind: &str, detail: &str) -> Response {
     ))
 }
 
-/// Decode a JSON object whose `kind` must be `kind`.
-fn decode_object(body: &[u8], kind: &str) -> Result<Value, Response> {
+/// Only JSON bodies are accepted (the real server also takes YAML and
+/// protobuf, which no client of this crate sends).
+fn is_json(content_type: Option<&str>) -> bool {
+    content_type
+        .and_then(|ct| ct.split(';').next())
+        .is_some_and(|ct| ct.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// Decode a JSON object whose `kind` must be `kind` (or, unless
+/// `require_kind`, absent: the real server defaults it from the URL).
+fn decode_object(body: &[u8], kind: &str, require_kind: bool) -> Result<Value, Response> {
     let obj: Value = serde_json::from_slice(body).map_err(|e| {
         status::bad_request(&format!("couldn't get version/kind; json parse error: {e}"))
     })?;
@@ -134,6 +150,7 @@ fn decode_object(body: &[u8], kind: &str) -> Result<Value, Response> {
     };
     match map.get("kind").and_then(Value::as_str) {
         Some(k) if k == kind => {}
+        Some("") | None if !require_kind => {}
         Some("") | None => {
             let shown: String = String::from_utf8_lossy(body).chars().take(256).collect();
             return Err(status::bad_request(&format!(
@@ -156,7 +173,7 @@ fn decode_object(body: &[u8], kind: &str) -> Result<Value, Response> {
 /// `ValidateLease` would; the 422 checks are returned separately because
 /// the API server runs them after the precondition checks of an update.
 fn decode_lease(body: &[u8], ns: &str) -> Result<(Value, Option<Response>), Response> {
-    let obj = decode_object(body, "Lease")?;
+    let obj = decode_object(body, "Lease", true)?;
     if let Some(v) = obj.get("apiVersion").and_then(Value::as_str) {
         if v != LEASE_API_VERSION {
             return Err(status::bad_request(&format!(

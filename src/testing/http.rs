@@ -322,6 +322,7 @@ pub(crate) fn reason_phrase(status: u16) -> &'static str {
         410 => "Gone",
         413 => "Payload Too Large",
         414 => "URI Too Long",
+        415 => "Unsupported Media Type",
         422 => "Unprocessable Entity",
         429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",

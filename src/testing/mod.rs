@@ -96,7 +96,8 @@
 //! - `POST /api/v1/namespaces/{ns}/events`
 //!
 //! Everything else is a 404 `Status`; a wrong method a 405 `Status`.
-//! Bodies are capped at 1 MiB (413). A `PUT` of a Lease that does not exist
+//! Bodies are capped at 1 MiB (413) and must be `Content-Type:
+//! application/json` (415). A `PUT` of a Lease that does not exist
 //! is a 404 (the real API server would create it when no
 //! `resourceVersion` is sent).
 
