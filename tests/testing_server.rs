@@ -818,3 +818,30 @@ fn watch_ends_when_the_client_goes_away() {
         assert_eq!(server.requests()[0].status, 200);
     }
 }
+
+#[test]
+fn keep_alive_serves_several_requests_per_connection() {
+    let server = TestApiServer::start().unwrap();
+    let get = format!(
+        "GET /apis/coordination.k8s.io/v1/namespaces/{NS}/leases/a HTTP/1.1\r\nHost: x\r\n\r\n"
+    );
+    let last = get.replace("Host: x\r\n", "Host: x\r\nConnection: close\r\n");
+    let out = raw_exchange(&server, format!("{get}{get}{last}").as_bytes());
+    assert_eq!(
+        out.matches("HTTP/1.1 404 Not Found\r\n").count(),
+        3,
+        "{out}"
+    );
+    assert_eq!(server.stats().requests, 3);
+}
+
+#[test]
+fn drop_stops_the_server() {
+    let server = TestApiServer::start().unwrap();
+    let addr = server.url().trim_start_matches("http://").to_string();
+    let url = format!("{}?watch=true", leases(&server));
+    let (_rx, reader) = watch_lines(&agent(), &url);
+    drop(server);
+    let _ = reader.join().unwrap();
+    assert!(TcpStream::connect(addr).is_err());
+}
