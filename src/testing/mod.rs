@@ -1,1 +1,338 @@
-//! Embedded Kubernetes API server for tests (work in progress).
+//! An embedded Kubernetes API server for tests (feature `testing`).
+//!
+//! [`TestApiServer`] serves the Lease subset of the Kubernetes API on
+//! `127.0.0.1` (an ephemeral port), over plain HTTP or TLS, from ordinary
+//! threads: GET/POST/PUT of `coordination.k8s.io/v1` Leases with
+//! optimistic concurrency, watches, core/v1 Event creation, bearer-token
+//! and client-certificate authentication. It validates like the real API
+//! server and answers errors with real `Status` bodies, so a program that
+//! works against it behaves the same against a cluster. Faults (error
+//! statuses, latency, dropped connections, garbage bodies, outages, token
+//! rotation) can be injected while a test runs.
+//!
+//! # Testing your own leader-elected program
+//!
+//! Start a server, point your program's Kubernetes client at
+//! [`url`](TestApiServer::url) (trusting [`ca_pem`](TestApiServer::ca_pem)
+//! when TLS is on, sending one of the configured tokens), then watch the
+//! Lease it writes and break things underneath it:
+//!
+//! ```no_run
+//! use lease_elector::testing::{Fault, TestApiServer};
+//!
+//! let server = TestApiServer::builder().tls(true).tokens(&["s3cret"]).build()?;
+//! // Hand `server.url()`, `server.ca_pem()` and the token "s3cret" to the
+//! // program under test (e.g. through its kubeconfig or its config struct)
+//! // and start it; here we just look at what it did.
+//! # let wait_until_leading = || {};
+//! wait_until_leading();
+//! let lease = server.lease("default", "my-lease").expect("the program created its lease");
+//! assert_eq!(lease["spec"]["holderIdentity"], "pod-a");
+//!
+//! // The next two renewals fail with 500, then the API server goes away.
+//! server.inject(Fault::status(500).method("PUT").times(2));
+//! server.set_outage(true);
+//! // ... assert the program steps down in time ...
+//! server.set_outage(false);
+//!
+//! // Someone else takes the lease over behind the program's back.
+//! let mut stolen = lease.clone();
+//! stolen["spec"]["holderIdentity"] = "pod-b".into();
+//! server.put_lease("default", stolen);
+//! // ... assert the program notices it lost leadership ...
+//! assert!(server.stats().updates > 0);
+//! server.shutdown();
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! A complete, runnable round trip with a plain HTTP client:
+//!
+//! ```
+//! use lease_elector::testing::TestApiServer;
+//! use std::io::{Read, Write};
+//!
+//! let server = TestApiServer::start()?;
+//! let addr = server.url().trim_start_matches("http://").to_string();
+//! let mut conn = std::net::TcpStream::connect(addr)?;
+//! write!(
+//!     conn,
+//!     "GET /apis/coordination.k8s.io/v1/namespaces/default/leases/x HTTP/1.1\r\n\
+//!      Host: test\r\nConnection: close\r\n\r\n"
+//! )?;
+//! let mut answer = String::new();
+//! conn.read_to_string(&mut answer)?;
+//! assert!(answer.starts_with("HTTP/1.1 404"));
+//! assert!(answer.contains(r#"leases.coordination.k8s.io \"x\" not found"#));
+//! server.shutdown();
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! # Faults
+//!
+//! [`inject`](TestApiServer::inject) queues [`Fault`] rules. When a request
+//! arrives (after the outage check and authentication), the rules are
+//! matched against it in insertion order, all at once:
+//!
+//! - each matching **latency** rule fires: it uses up one of its counts and
+//!   adds its delay; matching goes on with the next rule;
+//! - the first matching **status**, **raw** or **drop** rule fires, uses up
+//!   one count and ends the matching; rules after it are not looked at.
+//!
+//! The summed delay is then slept (shutdown cuts it short and the
+//! connection is closed without an answer; an outage that started during
+//! it drops the request), and the request gets the fired rule's answer, or
+//! is served normally when none fired. Rules whose counts are used up are
+//! removed. For "slow and then failing" queue the latency rule first; a
+//! latency rule queued behind a status rule that matches the same request
+//! does not delay it.
+//!
+//! # Endpoints
+//!
+//! - `GET|PUT /apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}`
+//! - `POST /apis/coordination.k8s.io/v1/namespaces/{ns}/leases`
+//! - `GET /apis/coordination.k8s.io/v1/namespaces/{ns}/leases[?fieldSelector=metadata.name=NAME]`
+//!   (a `LeaseList`), and with `watch=true` a watch stream
+//!   (`resourceVersion`, `timeoutSeconds` supported)
+//! - `POST /api/v1/namespaces/{ns}/events`
+//!
+//! Everything else is a 404 `Status`; a wrong method a 405 `Status`.
+//! Bodies are capped at 1 MiB (413) and must be `Content-Type:
+//! application/json` (415). A `PUT` of a Lease that does not exist
+//! is a 404 (the real API server would create it when no
+//! `resourceVersion` is sent).
+
+mod api;
+mod faults;
+mod http;
+mod server;
+mod stats;
+mod status;
+mod store;
+mod tls;
+mod watch;
+
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+pub use faults::Fault;
+pub use stats::{RequestLog, Stats};
+
+use server::{Shared, State};
+
+/// The client certificate (PEM) signed by the fixture client CA, for mTLS
+/// tests against a server built with
+/// [`client_ca(true)`](TestApiServerBuilder::client_ca).
+pub fn client_cert_pem() -> &'static [u8] {
+    tls::CLIENT_CERT_PEM
+}
+
+/// The PKCS#8 private key (PEM) of [`client_cert_pem`].
+pub fn client_key_pem() -> &'static [u8] {
+    tls::CLIENT_KEY_PEM
+}
+
+/// A running embedded API server; stopped by [`shutdown`](Self::shutdown)
+/// or when dropped.
+pub struct TestApiServer {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    tls: bool,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for TestApiServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestApiServer")
+            .field("url", &self.url())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Options for a [`TestApiServer`]; see [`TestApiServer::builder`].
+#[derive(Debug, Clone, Default)]
+pub struct TestApiServerBuilder {
+    tls: bool,
+    tokens: Vec<String>,
+    client_ca: bool,
+}
+
+impl TestApiServerBuilder {
+    /// Serve HTTPS with the fixture server certificate (valid for
+    /// `127.0.0.1`, `::1` and `localhost`, signed by
+    /// [`TestApiServer::ca_pem`]). Default: plain HTTP.
+    pub fn tls(mut self, on: bool) -> Self {
+        self.tls = on;
+        self
+    }
+
+    /// Require `Authorization: Bearer <token>` with one of `tokens`.
+    /// Default (and empty): no authentication.
+    pub fn tokens(mut self, tokens: &[&str]) -> Self {
+        self.tokens = tokens.iter().map(|t| t.to_string()).collect();
+        self
+    }
+
+    /// Require and verify a client certificate signed by the fixture client
+    /// CA ([`client_cert_pem`] is one); a request over such a connection is
+    /// authenticated without a token. Needs [`tls(true)`](Self::tls).
+    pub fn client_ca(mut self, on: bool) -> Self {
+        self.client_ca = on;
+        self
+    }
+
+    /// Bind `127.0.0.1:0` and start serving.
+    pub fn build(self) -> io::Result<TestApiServer> {
+        if self.client_ca && !self.tls {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "client_ca(true) needs tls(true)",
+            ));
+        }
+        let tls = if self.tls {
+            Some(tls::server_config(self.client_ca)?)
+        } else {
+            None
+        };
+        let listener = TcpListener::bind(("127.0.0.1", 0))?;
+        let addr = listener.local_addr()?;
+        let state = State {
+            tokens: self.tokens,
+            ..State::default()
+        };
+        let shared = Arc::new(Shared::new(state, tls));
+        let acceptor = server::spawn_acceptor(shared.clone(), listener)?;
+        log::debug!("test-apiserver: listening on {addr}");
+        Ok(TestApiServer {
+            shared,
+            addr,
+            tls: self.tls,
+            acceptor: Some(acceptor),
+        })
+    }
+}
+
+impl TestApiServer {
+    /// Start a plain HTTP server without authentication.
+    pub fn start() -> io::Result<TestApiServer> {
+        Self::builder().build()
+    }
+
+    /// Options: TLS, tokens, client certificates.
+    pub fn builder() -> TestApiServerBuilder {
+        TestApiServerBuilder::default()
+    }
+
+    /// `http://127.0.0.1:PORT` or `https://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The CA bundle (PEM) clients must trust to talk TLS to this server.
+    pub fn ca_pem(&self) -> &'static [u8] {
+        tls::CA_PEM
+    }
+
+    /// The stored Lease `namespace/name`, as the API would return it.
+    pub fn lease(&self, namespace: &str, name: &str) -> Option<serde_json::Value> {
+        self.shared.lock().store.get(namespace, name).cloned()
+    }
+
+    /// Store `lease` (named by its `metadata.name`) in `namespace`, creating
+    /// or overwriting it without validation (so a test can seed hostile
+    /// values) and bumping the resourceVersion; watchers see the change.
+    /// Its `metadata.resourceVersion` is replaced by the new version.
+    ///
+    /// # Panics
+    ///
+    /// When `lease` has no non-empty string `metadata.name`: a test bug.
+    pub fn put_lease(&self, namespace: &str, lease: serde_json::Value) {
+        let Some(name) = store::meta_str(&lease, "name")
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+        else {
+            panic!("TestApiServer::put_lease: the lease has no metadata.name: {lease}");
+        };
+        self.shared.lock().store.write(namespace, &name, lease);
+        self.shared.notify();
+    }
+
+    /// Delete the Lease `namespace/name` if it exists (watchers see `DELETED`).
+    pub fn delete_lease(&self, namespace: &str, name: &str) {
+        if self.shared.lock().store.delete(namespace, name) {
+            self.shared.notify();
+        }
+    }
+
+    /// The core/v1 Events POSTed so far, as stored.
+    pub fn events(&self) -> Vec<serde_json::Value> {
+        self.shared.lock().store.events()
+    }
+
+    /// Queue a fault rule (see [the module docs](self#faults) for matching).
+    pub fn inject(&self, fault: Fault) {
+        self.shared.lock().faults.push(fault);
+    }
+
+    /// Remove every queued fault rule.
+    pub fn clear_faults(&self) {
+        self.shared.lock().faults.clear();
+    }
+
+    /// While `down`, every new connection is accepted and closed at once
+    /// without an answer, open keep-alive connections are closed on their
+    /// next request, and watch streams are cut.
+    pub fn set_outage(&self, down: bool) {
+        self.shared.lock().outage = down;
+        self.shared.notify();
+    }
+
+    /// Replace the accepted bearer tokens (rotation); an empty slice turns
+    /// authentication off.
+    pub fn set_tokens(&self, tokens: &[&str]) {
+        self.shared.lock().tokens = tokens.iter().map(|t| t.to_string()).collect();
+    }
+
+    /// Requests bearing `token` are authenticated but get 403 `Forbidden`
+    /// on everything, with the message RBAC would give.
+    pub fn forbid_token(&self, token: &str) {
+        self.shared.lock().forbidden.push(token.to_string());
+    }
+
+    /// Counters since start or the last [`reset_stats`](Self::reset_stats).
+    pub fn stats(&self) -> Stats {
+        self.shared.lock().recorder.stats.clone()
+    }
+
+    /// Zero the counters and empty the request log.
+    pub fn reset_stats(&self) {
+        self.shared.lock().recorder.reset();
+    }
+
+    /// The last (up to 10 000) finished requests, oldest first. A watch
+    /// appears once its stream has ended.
+    pub fn requests(&self) -> Vec<RequestLog> {
+        self.shared.lock().recorder.log()
+    }
+
+    /// Stop serving: close every connection (ending watches) and join
+    /// every server thread, including ones sleeping in injected latency.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        if let Some(acceptor) = self.acceptor.take() {
+            server::stop(&self.shared, self.addr, acceptor);
+            log::debug!("test-apiserver: {} stopped", self.addr);
+        }
+    }
+}
+
+impl Drop for TestApiServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,451 @@
+//! Threads: the acceptor, one thread per connection, and the shared state
+//! they work on. Shutdown wakes and joins all of them.
+
+use std::io::{self, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use rustls::{ServerConfig, ServerConnection, StreamOwned};
+
+use super::api::{self, Route};
+use super::faults::{self, Action, Fault};
+use super::http::{self, Incoming, Request, Response};
+use super::stats::{Kind, Recorder, RequestLog};
+use super::status::{self, Target};
+use super::store::Store;
+use super::watch;
+
+/// Everything requests read and write, under one lock.
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    pub(crate) store: Store,
+    pub(crate) faults: Vec<Fault>,
+    pub(crate) recorder: Recorder,
+    pub(crate) tokens: Vec<String>,
+    pub(crate) forbidden: Vec<String>,
+    pub(crate) outage: bool,
+}
+
+struct ConnEntry {
+    /// A handle on the socket, to unblock the thread at shutdown.
+    socket: TcpStream,
+    thread: JoinHandle<()>,
+}
+
+/// State shared by the handle and every server thread.
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    /// Signalled on every store change, outage change and shutdown.
+    changed: Condvar,
+    stopping: AtomicBool,
+    tls: Option<Arc<ServerConfig>>,
+    conns: Mutex<Vec<ConnEntry>>,
+    next_conn: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn new(state: State, tls: Option<Arc<ServerConfig>>) -> Self {
+        Shared {
+            state: Mutex::new(state),
+            changed: Condvar::new(),
+            stopping: AtomicBool::new(false),
+            tls,
+            conns: Mutex::new(Vec::new()),
+            next_conn: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        // Every update of State is a single step: a panicking holder cannot
+        // leave it half-written in a way later requests would trip over.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Wake watchers and sleepers; call after changing `State`.
+    pub(crate) fn notify(&self) {
+        self.changed.notify_all();
+    }
+
+    pub(crate) fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// Wait on the change signal for at most `d`.
+    pub(crate) fn wait<'a>(
+        &self,
+        guard: MutexGuard<'a, State>,
+        d: Duration,
+    ) -> MutexGuard<'a, State> {
+        self.changed
+            .wait_timeout(guard, d)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0
+    }
+
+    /// Sleep `d`, returning early (false) when the server stops.
+    fn sleep(&self, d: Duration) -> bool {
+        let deadline = Instant::now() + d;
+        let mut st = self.lock();
+        loop {
+            if self.stopping() {
+                return false;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return true;
+            }
+            st = self.wait(st, deadline - now);
+        }
+    }
+}
+
+/// Start the acceptor thread on `listener`.
+pub(crate) fn spawn_acceptor(
+    shared: Arc<Shared>,
+    listener: TcpListener,
+) -> io::Result<JoinHandle<()>> {
+    thread::Builder::new()
+        .name("test-apiserver/acceptor".into())
+        .spawn(move || accept_loop(&shared, &listener))
+}
+
+fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
+    for stream in listener.incoming() {
+        if shared.stopping() {
+            break;
+        }
+        let stream = match stream {
+            Ok(s) => s,
+            Err(e) => {
+                log::debug!("test-apiserver: accept failed: {e}");
+                // Do not spin on a persistent error (e.g. out of descriptors).
+                shared.sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        if shared.lock().outage {
+            log::debug!("test-apiserver: outage, closing new connection");
+            drop(stream);
+            continue;
+        }
+        let socket = match stream.try_clone() {
+            Ok(s) => s,
+            Err(e) => {
+                log::debug!("test-apiserver: cannot clone socket: {e}");
+                continue;
+            }
+        };
+        let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+        let sh = shared.clone();
+        let spawned = thread::Builder::new()
+            .name(format!("test-apiserver/conn-{id}"))
+            .spawn(move || serve_connection(&sh, stream));
+        match spawned {
+            Ok(thread) => {
+                let mut conns = shared.conns.lock().unwrap_or_else(PoisonError::into_inner);
+                // Reap finished connections so a long test does not pile them up.
+                let (done, live): (Vec<_>, Vec<_>) =
+                    conns.drain(..).partition(|c| c.thread.is_finished());
+                *conns = live;
+                conns.push(ConnEntry { socket, thread });
+                drop(conns);
+                for c in done {
+                    let _ = c.thread.join();
+                }
+            }
+            Err(e) => log::warn!("test-apiserver: cannot start connection thread: {e}"),
+        }
+    }
+}
+
+/// Stop accepting, wake every thread and join them all.
+pub(crate) fn stop(shared: &Shared, addr: SocketAddr, acceptor: JoinHandle<()>) {
+    {
+        let _st = shared.lock();
+        shared.stopping.store(true, Ordering::SeqCst);
+        shared.notify();
+    }
+    // The acceptor is blocked in accept(): one connection wakes it.
+    if let Err(e) = TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
+        log::warn!("test-apiserver: cannot wake the acceptor: {e}");
+    }
+    let _ = acceptor.join();
+    let conns = std::mem::take(&mut *shared.conns.lock().unwrap_or_else(PoisonError::into_inner));
+    for c in &conns {
+        // Unblocks reads and writes; the threads see `stopping` and return.
+        let _ = c.socket.shutdown(Shutdown::Both);
+    }
+    for c in conns {
+        let _ = c.thread.join();
+    }
+}
+
+/// A connection, plain or TLS.
+pub(crate) enum Stream {
+    Plain(TcpStream),
+    Tls(Box<StreamOwned<ServerConnection, TcpStream>>),
+}
+
+impl Stream {
+    fn socket(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(s) => &s.sock,
+        }
+    }
+
+    /// The peer authenticated with a (verified) client certificate.
+    fn has_client_cert(&self) -> bool {
+        match self {
+            Stream::Plain(_) => false,
+            Stream::Tls(s) => s.conn.peer_certificates().is_some_and(|c| !c.is_empty()),
+        }
+    }
+
+    /// Close now: the acceptor keeps a clone of the socket (for shutdown),
+    /// so dropping this one would not close the connection.
+    fn close(&mut self) {
+        if let Stream::Tls(s) = self {
+            s.conn.send_close_notify();
+            let _ = s.flush();
+        }
+        let _ = self.socket().shutdown(Shutdown::Both);
+    }
+
+    /// Without blocking: has the peer closed the connection?
+    pub(crate) fn peer_gone(&mut self) -> bool {
+        if self.socket().set_nonblocking(true).is_err() {
+            return true;
+        }
+        let mut buf = [0u8; 512];
+        // Read through TLS so a close_notify counts as the end.
+        let gone = match self.read(&mut buf) {
+            Ok(0) => true,
+            Ok(_) => false, // nothing is expected here; ignore it
+            Err(e) => e.kind() != io::ErrorKind::WouldBlock,
+        };
+        gone || self.socket().set_nonblocking(false).is_err()
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            Stream::Tls(s) => s.flush(),
+        }
+    }
+}
+
+/// What to do with the connection after a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    KeepAlive,
+    Close,
+}
+
+fn serve_connection(shared: &Arc<Shared>, socket: TcpStream) {
+    let stream = match &shared.tls {
+        None => Stream::Plain(socket),
+        Some(cfg) => match ServerConnection::new(cfg.clone()) {
+            Ok(conn) => Stream::Tls(Box::new(StreamOwned::new(conn, socket))),
+            Err(e) => {
+                log::debug!("test-apiserver: TLS setup failed: {e}");
+                return;
+            }
+        },
+    };
+    let mut conn = BufReader::new(stream);
+    while !shared.stopping() {
+        let incoming = match http::read_request(&mut conn) {
+            Ok(i) => i,
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                // A malformed chunked body: answer it, the framing is lost.
+                let resp = status::bad_request(&format!("malformed request body: {e}"));
+                let _ = http::write_response(conn.get_mut(), &resp, true);
+                break;
+            }
+            Err(e) => {
+                log::debug!("test-apiserver: connection ended: {e}");
+                break;
+            }
+        };
+        let next = match incoming {
+            Incoming::Closed => break,
+            Incoming::Request(req) => handle(shared, &mut conn, req),
+            Incoming::Bad {
+                status: code,
+                message,
+                method,
+                target,
+                bytes_in,
+            } => {
+                let resp = match code {
+                    413 => status::too_large(),
+                    400 => status::bad_request(&message),
+                    _ => status::failure(code, "", &message, serde_json::json!({})),
+                };
+                shared.lock().recorder.start(Kind::Other, bytes_in);
+                let out = http::write_response(conn.get_mut(), &resp, true).unwrap_or(0);
+                finish(shared, &method, &target, code, bytes_in, out);
+                Next::Close
+            }
+        };
+        if next == Next::Close {
+            break;
+        }
+    }
+    conn.get_mut().close();
+}
+
+fn finish(shared: &Shared, method: &str, target: &str, status: u16, bytes_in: u64, bytes_out: u64) {
+    log::debug!("test-apiserver: {method} {target} -> {status}");
+    shared.lock().recorder.finish(RequestLog {
+        method: method.to_string(),
+        path: target.to_string(),
+        status,
+        bytes_in,
+        bytes_out,
+    });
+}
+
+/// `Some(answer)` when the request must not be served: 401 or 403.
+fn authenticate(
+    st: &State,
+    req: &Request,
+    stream: &Stream,
+    target: Option<&Target>,
+) -> Option<Response> {
+    if stream.has_client_cert() {
+        return None;
+    }
+    let token = req
+        .header("authorization")
+        .and_then(|h| {
+            h.strip_prefix("Bearer ")
+                .or_else(|| h.strip_prefix("bearer "))
+        })
+        .map(str::trim);
+    if let Some(t) = token {
+        if st.forbidden.iter().any(|f| f == t) {
+            return Some(match target {
+                Some(target) => status::forbidden(target),
+                None => status::forbidden_path(&req.method, &req.target),
+            });
+        }
+    }
+    if st.tokens.is_empty() || token.is_some_and(|t| st.tokens.iter().any(|k| k == t)) {
+        None
+    } else {
+        Some(status::unauthorized())
+    }
+}
+
+/// Serve one request: outage, auth, faults, then the endpoint.
+fn handle(shared: &Arc<Shared>, conn: &mut BufReader<Stream>, req: Request) -> Next {
+    let route = Route::of(&req.segments);
+    let (kind, target) = api::classify(&route, &req);
+    let keep = if req.keep_alive {
+        Next::KeepAlive
+    } else {
+        Next::Close
+    };
+    let dropped = |shared: &Shared| {
+        finish(shared, &req.method, &req.target, 0, req.bytes_in, 0);
+        Next::Close
+    };
+
+    let decision = {
+        let mut st = shared.lock();
+        st.recorder.start(kind, req.bytes_in);
+        if st.outage {
+            drop(st);
+            return dropped(shared);
+        }
+        if let Some(resp) = authenticate(&st, &req, conn.get_ref(), target.as_ref()) {
+            drop(st);
+            return respond(shared, conn, &req, &resp, keep);
+        }
+        let d = faults::decide(&mut st.faults, &req.method, &req.target);
+        st.recorder.stats.faults_fired += d.fired;
+        d
+    };
+    if !decision.delay.is_zero() && !shared.sleep(decision.delay) {
+        return dropped(shared);
+    }
+    if decision.delay > Duration::ZERO && shared.lock().outage {
+        return dropped(shared);
+    }
+    let resp = match decision.action {
+        Some(Action::Drop) => return dropped(shared),
+        Some(Action::Status(code)) => status::injected(code, target.as_ref()),
+        Some(Action::Raw(code, body)) => Response::json(code, body),
+        Some(Action::Latency(_)) | None => {
+            if kind == Kind::Watch {
+                if let Route::Leases { ns } = &route {
+                    return watch::serve(shared, conn, &req, ns, keep);
+                }
+            }
+            let mut st = shared.lock();
+            let before = st.store.rv();
+            let resp = api::handle(&mut st.store, &route, &req);
+            if st.store.rv() != before {
+                shared.notify();
+            }
+            resp
+        }
+    };
+    respond(shared, conn, &req, &resp, keep)
+}
+
+fn respond(
+    shared: &Shared,
+    conn: &mut BufReader<Stream>,
+    req: &Request,
+    resp: &Response,
+    keep: Next,
+) -> Next {
+    match http::write_response(conn.get_mut(), resp, keep == Next::Close) {
+        Ok(out) => {
+            finish(
+                shared,
+                &req.method,
+                &req.target,
+                resp.status,
+                req.bytes_in,
+                out,
+            );
+            keep
+        }
+        Err(e) => {
+            log::debug!("test-apiserver: writing the response failed: {e}");
+            finish(
+                shared,
+                &req.method,
+                &req.target,
+                resp.status,
+                req.bytes_in,
+                0,
+            );
+            Next::Close
+        }
+    }
+}

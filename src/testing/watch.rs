@@ -1,0 +1,181 @@
+//! Watch streams: one chunked JSON line per change of the watched Lease(s).
+
+use std::io::BufReader;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::api;
+use super::http::{self, Request};
+use super::server::{Next, Shared, Stream};
+use super::status;
+use super::store::{meta_str, EventType};
+
+/// How often an idle watch checks whether its client went away.
+const PROBE_EVERY: Duration = Duration::from_millis(100);
+
+/// Why a stream ended.
+enum End {
+    /// Server shutdown: finish the body, then close.
+    Shutdown,
+    /// `timeoutSeconds` elapsed: finish the body, keep the connection.
+    Timeout,
+    /// Outage or the client went away: close at once.
+    Abort,
+}
+
+fn line(kind: EventType, object: &Value) -> Vec<u8> {
+    let mut l = json!({ "type": kind.as_str(), "object": object })
+        .to_string()
+        .into_bytes();
+    l.push(b'\n');
+    l
+}
+
+/// Serve a watch on the Leases of `ns` (one Lease with a `metadata.name`
+/// field selector) until shutdown, outage, time-out or client close.
+///
+/// Without `resourceVersion` (or with `"0"`), current objects are sent
+/// first as `ADDED`; with one, current objects newer than it are sent first
+/// as `MODIFIED`. Then every later change is sent as it happens.
+pub(crate) fn serve(
+    shared: &Arc<Shared>,
+    conn: &mut BufReader<Stream>,
+    req: &Request,
+    ns: &str,
+    keep: Next,
+) -> Next {
+    let bad = |conn: &mut BufReader<Stream>, resp: http::Response| {
+        let out = http::write_response(conn.get_mut(), &resp, keep == Next::Close).unwrap_or(0);
+        finish(shared, req, resp.status, out);
+        keep
+    };
+    let name = match api::name_selector(req) {
+        Ok(n) => n,
+        Err(resp) => return bad(conn, resp),
+    };
+    let since = match req
+        .query("resourceVersion")
+        .filter(|v| !v.is_empty() && *v != "0")
+    {
+        None => None,
+        Some(v) => match v.parse::<u64>() {
+            Ok(rv) => Some(rv),
+            Err(_) => {
+                let msg = format!("invalid resource version: {v}");
+                return bad(conn, status::bad_request(&msg));
+            }
+        },
+    };
+    let timeout = req
+        .query("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .map(|s| Instant::now() + Duration::from_secs(s));
+    let matches = |o: &Value| {
+        name.as_deref()
+            .is_none_or(|n| meta_str(o, "name") == Some(n))
+    };
+
+    let (initial, mut last) = {
+        let st = shared.lock();
+        let current = st.store.list(ns).into_iter().filter(|o| matches(o));
+        let initial: Vec<Vec<u8>> = match since {
+            None => current.map(|o| line(EventType::Added, &o)).collect(),
+            Some(rv) => current
+                .filter(|o| {
+                    meta_str(o, "resourceVersion")
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .is_some_and(|orv| orv > rv)
+                })
+                .map(|o| line(EventType::Modified, &o))
+                .collect(),
+        };
+        (initial, st.store.rv())
+    };
+
+    let mut out = 0u64;
+    let end = 'stream: {
+        match http::write_chunked_head(conn.get_mut()) {
+            Ok(n) => out += n,
+            Err(_) => break 'stream End::Abort,
+        }
+        for l in &initial {
+            match http::write_chunk(conn.get_mut(), l) {
+                Ok(n) => out += n,
+                Err(_) => break 'stream End::Abort,
+            }
+        }
+        loop {
+            let (lines, end) = {
+                let mut st = shared.lock();
+                let mut waited = false;
+                loop {
+                    if shared.stopping() {
+                        break (Vec::new(), Some(End::Shutdown));
+                    }
+                    if st.outage {
+                        break (Vec::new(), Some(End::Abort));
+                    }
+                    let changes = st.store.changes_since(last, ns, name.as_deref());
+                    if let Some(c) = changes.last() {
+                        last = c.rv;
+                        break (
+                            changes.iter().map(|c| line(c.kind, &c.object)).collect(),
+                            None,
+                        );
+                    }
+                    let now = Instant::now();
+                    if timeout.is_some_and(|t| now >= t) {
+                        break (Vec::new(), Some(End::Timeout));
+                    }
+                    if waited {
+                        break (Vec::new(), None);
+                    }
+                    let wait = timeout.map_or(PROBE_EVERY, |t| PROBE_EVERY.min(t - now));
+                    st = shared.wait(st, wait);
+                    waited = true;
+                }
+            };
+            if let Some(end) = end {
+                break 'stream end;
+            }
+            for l in &lines {
+                match http::write_chunk(conn.get_mut(), l) {
+                    Ok(n) => out += n,
+                    Err(_) => break 'stream End::Abort,
+                }
+            }
+            if lines.is_empty() && conn.get_mut().peer_gone() {
+                break 'stream End::Abort;
+            }
+        }
+    };
+    let next = match end {
+        End::Abort => Next::Close,
+        End::Shutdown | End::Timeout => match http::write_chunk(conn.get_mut(), b"") {
+            Ok(n) => {
+                out += n;
+                if matches!(end, End::Shutdown) {
+                    Next::Close
+                } else {
+                    keep
+                }
+            }
+            Err(_) => Next::Close,
+        },
+    };
+    finish(shared, req, 200, out);
+    next
+}
+
+fn finish(shared: &Shared, req: &Request, status: u16, out: u64) {
+    log::debug!("test-apiserver: {} {} -> {status}", req.method, req.target);
+    shared.lock().recorder.finish(super::stats::RequestLog {
+        method: req.method.clone(),
+        path: req.target.clone(),
+        status,
+        bytes_in: req.bytes_in,
+        bytes_out: out,
+    });
+}

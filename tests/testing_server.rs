@@ -1,0 +1,847 @@
+//! The embedded API server over real HTTP and TLS on loopback, driven with
+//! a plain ureq client.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use lease_elector::testing::{client_cert_pem, client_key_pem, Fault, TestApiServer};
+use lease_elector::Status;
+use serde_json::{json, Value};
+use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig, TlsProvider};
+
+const NS: &str = "ns1";
+
+fn leases(server: &TestApiServer) -> String {
+    format!(
+        "{}/apis/coordination.k8s.io/v1/namespaces/{NS}/leases",
+        server.url()
+    )
+}
+
+fn lease_url(server: &TestApiServer, name: &str) -> String {
+    format!("{}/{name}", leases(server))
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(20)))
+        .build()
+        .new_agent()
+}
+
+fn tls_agent(server: &TestApiServer, client_cert: bool) -> ureq::Agent {
+    let ca = Certificate::from_pem(server.ca_pem()).unwrap();
+    let mut tls = TlsConfig::builder()
+        .provider(TlsProvider::Rustls)
+        .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .root_certs(RootCerts::new_with_certs(&[ca]));
+    if client_cert {
+        let cert = Certificate::from_pem(client_cert_pem()).unwrap();
+        let key = PrivateKey::from_pem(client_key_pem()).unwrap();
+        tls = tls.client_cert(Some(ClientCert::new_with_certs(&[cert], key)));
+    }
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(20)))
+        .tls_config(tls.build())
+        .build()
+        .new_agent()
+}
+
+#[derive(Debug)]
+struct Answer {
+    code: u16,
+    retry_after: Option<String>,
+    body: String,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+    fn status(&self) -> Status {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+    fn rv(&self) -> u64 {
+        self.json()["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+}
+
+fn call(
+    agent: &ureq::Agent,
+    method: &str,
+    url: &str,
+    token: Option<&str>,
+    body: Option<&Value>,
+) -> Result<Answer, ureq::Error> {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let resp = match (method, body) {
+        ("GET" | "DELETE", None) => {
+            let mut req = if method == "GET" {
+                agent.get(url)
+            } else {
+                agent.delete(url)
+            };
+            if let Some(a) = &auth {
+                req = req.header("Authorization", a);
+            }
+            req.call()?
+        }
+        ("POST" | "PUT", Some(b)) => {
+            let mut req = if method == "POST" {
+                agent.post(url)
+            } else {
+                agent.put(url)
+            };
+            if let Some(a) = &auth {
+                req = req.header("Authorization", a);
+            }
+            req.header("Content-Type", "application/json")
+                .send(b.to_string())?
+        }
+        _ => panic!("unsupported call {method} with body {body:?}"),
+    };
+    let code = resp.status().as_u16();
+    let retry_after = resp
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_string());
+    let body = resp.into_body().read_to_string()?;
+    Ok(Answer {
+        code,
+        retry_after,
+        body,
+    })
+}
+
+fn lease(name: &str) -> Value {
+    json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": { "name": name, "namespace": NS },
+        "spec": {
+            "holderIdentity": "pod-a",
+            "leaseDurationSeconds": 15,
+            "acquireTime": "2026-01-01T00:00:00.000000Z",
+            "renewTime": "2026-01-01T00:00:01.000000Z",
+            "leaseTransitions": 0
+        }
+    })
+}
+
+/// Poll `cond` (a condition, not a guessed delay) until it holds.
+fn eventually(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn raw_exchange(server: &TestApiServer, request: &[u8]) -> String {
+    let addr = server.url().trim_start_matches("http://").to_string();
+    let mut conn = TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    conn.write_all(request).unwrap();
+    let mut out = String::new();
+    let _ = conn.read_to_string(&mut out);
+    out
+}
+
+#[test]
+fn create_then_already_exists() {
+    let server = TestApiServer::start().unwrap();
+    let a = agent();
+    let created = call(&a, "POST", &leases(&server), None, Some(&lease("l1"))).unwrap();
+    assert_eq!(created.code, 201);
+    let obj = created.json();
+    let meta = &obj["metadata"];
+    assert_eq!(meta["namespace"], NS);
+    assert!(!meta["uid"].as_str().unwrap().is_empty());
+    assert!(meta["creationTimestamp"].as_str().unwrap().ends_with('Z'));
+    assert!(created.rv() > 0);
+    assert_eq!(server.lease(NS, "l1").unwrap(), obj);
+
+    let again = call(&a, "POST", &leases(&server), None, Some(&lease("l1"))).unwrap();
+    assert_eq!(again.code, 409);
+    let st = again.status();
+    assert_eq!(st.reason, "AlreadyExists");
+    assert_eq!(
+        st.message,
+        r#"leases.coordination.k8s.io "l1" already exists"#
+    );
+    assert_eq!(st.code, 409);
+}
+
+#[test]
+fn get_missing_is_a_real_status() {
+    let server = TestApiServer::start().unwrap();
+    let got = call(&agent(), "GET", &lease_url(&server, "nope"), None, None).unwrap();
+    assert_eq!(got.code, 404);
+    assert_eq!(
+        got.json(),
+        json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "leases.coordination.k8s.io \"nope\" not found", "reason": "NotFound",
+            "details": {"name": "nope", "group": "coordination.k8s.io", "kind": "leases"},
+            "code": 404
+        })
+    );
+}
+
+#[test]
+fn unknown_paths_and_methods() {
+    let server = TestApiServer::start().unwrap();
+    let a = agent();
+    let url = format!("{}/apis/apps/v1/deployments", server.url());
+    let got = call(&a, "GET", &url, None, None).unwrap();
+    assert_eq!((got.code, got.status().reason.as_str()), (404, "NotFound"));
+    let got = call(&a, "DELETE", &lease_url(&server, "x"), None, None).unwrap();
+    assert_eq!(
+        (got.code, got.status().reason.as_str()),
+        (405, "MethodNotAllowed")
+    );
+}
+
+#[test]
+fn update_conflicts_on_stale_resource_version() {
+    let server = TestApiServer::start().unwrap();
+    let a = agent();
+    let url = lease_url(&server, "l1");
+    let rv1 = call(&a, "POST", &leases(&server), None, Some(&lease("l1")))
+        .unwrap()
+        .rv();
+
+    let mut body = lease("l1");
+    body["metadata"]["resourceVersion"] = rv1.to_string().into();
+    body["spec"]["holderIdentity"] = "pod-b".into();
+    let updated = call(&a, "PUT", &url, None, Some(&body)).unwrap();
+    assert_eq!(updated.code, 200);
+    let rv2 = updated.rv();
+    assert!(rv2 > rv1);
+    assert_eq!(updated.json()["spec"]["holderIdentity"], "pod-b");
+
+    // Same stale body again: rv1 is no longer current.
+    let stale = call(&a, "PUT", &url, None, Some(&body)).unwrap();
+    assert_eq!(stale.code, 409);
+    let st = stale.status();
+    assert_eq!(st.reason, "Conflict");
+    assert_eq!(
+        st.message,
+        "Operation cannot be fulfilled on leases.coordination.k8s.io \"l1\": the object has been \
+         modified; please apply your changes to the latest version and try again"
+    );
+    assert_eq!(
+        server.lease(NS, "l1").unwrap()["metadata"]["resourceVersion"],
+        rv2.to_string()
+    );
+
+    // No resourceVersion: unconditional.
+    let unconditional = call(&a, "PUT", &url, None, Some(&lease("l1"))).unwrap();
+    assert_eq!(unconditional.code, 200);
+    assert!(unconditional.rv() > rv2);
+
+    // put_lease bumps the same counter.
+    server.put_lease(NS, lease("l1"));
+    let seeded: u64 = server.lease(NS, "l1").unwrap()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(seeded, unconditional.rv() + 1);
+
+    let missing = call(
+        &a,
+        "PUT",
+        &lease_url(&server, "l2"),
+        None,
+        Some(&lease("l2")),
+    )
+    .unwrap();
+    assert_eq!(
+        (missing.code, missing.status().reason.as_str()),
+        (404, "NotFound")
+    );
+    let renamed = call(&a, "PUT", &url, None, Some(&lease("other"))).unwrap();
+    assert_eq!(
+        (renamed.code, renamed.status().reason.as_str()),
+        (400, "BadRequest")
+    );
+
+    server.delete_lease(NS, "l1");
+    assert!(server.lease(NS, "l1").is_none());
+}
+
+#[test]
+fn unknown_fields_are_preserved() {
+    let server = TestApiServer::start().unwrap();
+    let a = agent();
+    let mut body = lease("l1");
+    body["metadata"]["labels"] = json!({"app": "x"});
+    body["metadata"]["managedFields"] = json!([{"manager": "kubectl", "operation": "Update"}]);
+    body["spec"]["futureField"] = json!({"nested": [1, 2, 3]});
+    body["status"] = json!({"somethingNew": true});
+    let created = call(&a, "POST", &leases(&server), None, Some(&body)).unwrap();
+    assert_eq!(created.code, 201);
+    let got = call(&a, "GET", &lease_url(&server, "l1"), None, None)
+        .unwrap()
+        .json();
+    assert_eq!(got["metadata"]["labels"], body["metadata"]["labels"]);
+    assert_eq!(
+        got["metadata"]["managedFields"],
+        body["metadata"]["managedFields"]
+    );
+    assert_eq!(got["spec"]["futureField"], body["spec"]["futureField"]);
+    assert_eq!(got["status"], body["status"]);
+}
+
+#[test]
+fn validation_is_strict() {
+    let server = TestApiServer::start().unwrap();
+    let a = agent();
+    let post = |body: &Value| call(&a, "POST", &leases(&server), None, Some(body)).unwrap();
+
+    for bad_time in [
+        "2026-01-01T00:00:00Z",
+        "2026-01-01T00:00:00.123Z",
+        "yesterday",
+    ] {
+        let mut body = lease("t");
+        body["spec"]["renewTime"] = bad_time.into();
+        let got = post(&body);
+        assert_eq!(got.code, 400, "{bad_time}: {}", got.body);
+        assert_eq!(got.status().reason, "BadRequest");
+        assert!(got.status().message.contains(bad_time));
+    }
+    let mut body = lease("t");
+    body["spec"]["acquireTime"] = "2026-01-01T00:00:00.12345Z".into();
+    assert_eq!(post(&body).code, 400);
+
+    let mut body = lease("t");
+    body["spec"]["leaseDurationSeconds"] = 0.into();
+    let got = post(&body);
+    assert_eq!((got.code, got.status().reason.as_str()), (422, "Invalid"));
+    assert_eq!(
+        got.status().message,
+        "Lease.coordination.k8s.io \"t\" is invalid: spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0"
+    );
+    let mut body = lease("t");
+    body["spec"]["leaseTransitions"] = (-1).into();
+    assert_eq!(post(&body).code, 422);
+
+    let mut body = lease("t");
+    body["kind"] = "ConfigMap".into();
+    assert_eq!(post(&body).code, 400);
+    let got = call(
+        &a,
+        "POST",
+        &leases(&server),
+        None,
+        Some(&json!("not an object")),
+    )
+    .unwrap();
+    assert_eq!(got.code, 400);
+    assert!(server.lease(NS, "t").is_none());
+
+    // Only JSON is understood.
+    let yaml = a
+        .post(leases(&server))
+        .header("Content-Type", "application/yaml")
+        .send("kind: Lease")
+        .unwrap();
+    assert_eq!(yaml.status().as_u16(), 415);
+
+    // The strict six-digit form passes.
+    assert_eq!(post(&lease("t")).code, 201);
+}
+
+#[test]
+fn bodies_chunked_and_capped() {
+    let server = TestApiServer::start().unwrap();
+    let body = lease("chunky").to_string();
+    let (a, b) = body.split_at(body.len() / 2);
+    let req = format!(
+        "POST /apis/coordination.k8s.io/v1/namespaces/{NS}/leases HTTP/1.1\r\nHost: x\r\n\
+         Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
+        a.len(),
+        b.len()
+    );
+    let out = raw_exchange(&server, req.as_bytes());
+    assert!(out.starts_with("HTTP/1.1 201 "), "{out}");
+    assert!(server.lease(NS, "chunky").is_some());
+
+    let req = format!(
+        "POST /apis/coordination.k8s.io/v1/namespaces/{NS}/leases HTTP/1.1\r\nHost: x\r\n\
+         Content-Length: {}\r\n\r\n",
+        2 * 1024 * 1024
+    );
+    let out = raw_exchange(&server, req.as_bytes());
+    assert!(out.starts_with("HTTP/1.1 413 "), "{out}");
+    assert!(out.contains("RequestEntityTooLarge"));
+}
+
+#[test]
+fn auth_tokens_rotation_and_forbidden() {
+    let server = TestApiServer::builder().tokens(&["t1"]).build().unwrap();
+    let a = agent();
+    let url = lease_url(&server, "l1");
+
+    let none = call(&a, "GET", &url, None, None).unwrap();
+    assert_eq!(none.code, 401);
+    assert_eq!(none.status().reason, "Unauthorized");
+    assert_eq!(none.status().message, "Unauthorized");
+    assert_eq!(
+        call(&a, "GET", &url, Some("wrong"), None).unwrap().code,
+        401
+    );
+    assert_eq!(call(&a, "GET", &url, Some("t1"), None).unwrap().code, 404);
+
+    server.set_tokens(&["t2", "t3"]);
+    assert_eq!(call(&a, "GET", &url, Some("t1"), None).unwrap().code, 401);
+    assert_eq!(call(&a, "GET", &url, Some("t2"), None).unwrap().code, 404);
+    assert_eq!(call(&a, "GET", &url, Some("t3"), None).unwrap().code, 404);
+
+    server.forbid_token("evil");
+    let forbidden = call(&a, "PUT", &url, Some("evil"), Some(&lease("l1"))).unwrap();
+    assert_eq!(forbidden.code, 403);
+    let st = forbidden.status();
+    assert_eq!(st.reason, "Forbidden");
+    assert_eq!(
+        st.message,
+        "leases.coordination.k8s.io \"l1\" is forbidden: User \"system:serviceaccount:test:default\" \
+         cannot update resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"ns1\""
+    );
+
+    server.set_tokens(&[]);
+    assert_eq!(call(&a, "GET", &url, None, None).unwrap().code, 404);
+}
+
+#[test]
+fn status_faults_with_filters_and_counts() {
+    let server = TestApiServer::start().unwrap();
+    let a = agent();
+    let url = lease_url(&server, "l1");
+    assert_eq!(
+        call(&a, "POST", &leases(&server), None, Some(&lease("l1")))
+            .unwrap()
+            .code,
+        201
+    );
+
+    server.inject(Fault::status(429).method("GET").times(2));
+    server.inject(Fault::status(500).path_contains("/leases/l1").method("PUT"));
+    for _ in 0..2 {
+        let got = call(&a, "GET", &url, None, None).unwrap();
+        assert_eq!(got.code, 429);
+        assert_eq!(got.retry_after.as_deref(), Some("1"));
+        assert_eq!(got.status().reason, "TooManyRequests");
+    }
+    assert_eq!(call(&a, "GET", &url, None, None).unwrap().code, 200);
+
+    // The PUT rule does not match another lease.
+    let other = call(
+        &a,
+        "PUT",
+        &lease_url(&server, "l2"),
+        None,
+        Some(&lease("l2")),
+    )
+    .unwrap();
+    assert_eq!(other.code, 404);
+    let failed = call(&a, "PUT", &url, None, Some(&lease("l1"))).unwrap();
+    assert_eq!(
+        (failed.code, failed.status().reason.as_str()),
+        (500, "InternalError")
+    );
+    assert_eq!(
+        call(&a, "PUT", &url, None, Some(&lease("l1")))
+            .unwrap()
+            .code,
+        200
+    );
+
+    for (code, reason) in [
+        (409, "Conflict"),
+        (503, "ServiceUnavailable"),
+        (401, "Unauthorized"),
+        (403, "Forbidden"),
+        (404, "NotFound"),
+    ] {
+        server.inject(Fault::status(code));
+        let got = call(&a, "GET", &url, None, None).unwrap();
+        assert_eq!((got.code, got.status().reason.as_str()), (code, reason));
+    }
+
+    server.inject(Fault::status(503).times(usize::MAX));
+    for _ in 0..3 {
+        assert_eq!(call(&a, "GET", &url, None, None).unwrap().code, 503);
+    }
+    server.clear_faults();
+    assert_eq!(call(&a, "GET", &url, None, None).unwrap().code, 200);
+    assert_eq!(server.stats().faults_fired, 2 + 1 + 5 + 3);
+}
+
+#[test]
+fn raw_and_drop_faults() {
+    let server = TestApiServer::start().unwrap();
+    let a = agent();
+    let url = lease_url(&server, "l1");
+
+    server.inject(Fault::raw(200, b"{\"kind\":\"Lea".to_vec()));
+    let got = call(&a, "GET", &url, None, None).unwrap();
+    assert_eq!((got.code, got.body.as_str()), (200, "{\"kind\":\"Lea"));
+
+    server.inject(Fault::drop_connection().method("GET"));
+    assert!(call(&a, "GET", &url, None, None).is_err());
+    assert_eq!(call(&a, "GET", &url, None, None).unwrap().code, 404);
+    let log = server.requests();
+    let statuses: Vec<u16> = log.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [200, 0, 404]);
+    assert!(log[0].path.ends_with("/leases/l1"));
+}
+
+#[test]
+fn latency_is_observed_and_combines() {
+    let server = TestApiServer::start().unwrap();
+    let a = agent();
+    let url = lease_url(&server, "l1");
+    let delay = Duration::from_millis(300);
+
+    server.inject(Fault::latency(delay));
+    let t = Instant::now();
+    assert_eq!(call(&a, "GET", &url, None, None).unwrap().code, 404);
+    assert!(t.elapsed() >= delay);
+
+    // Latency first, then the status rule fires on the same request.
+    server.inject(Fault::latency(delay));
+    server.inject(Fault::status(503));
+    let t = Instant::now();
+    assert_eq!(call(&a, "GET", &url, None, None).unwrap().code, 503);
+    assert!(t.elapsed() >= delay);
+    assert_eq!(server.stats().faults_fired, 3);
+}
+
+#[test]
+fn outage_drops_and_recovers() {
+    let server = TestApiServer::start().unwrap();
+    let a = agent();
+    let url = lease_url(&server, "l1");
+    assert_eq!(call(&a, "GET", &url, None, None).unwrap().code, 404);
+
+    server.set_outage(true);
+    // Both the pooled keep-alive connection and a fresh one get no answer.
+    assert!(call(&a, "GET", &url, None, None).is_err());
+    assert!(call(&agent(), "GET", &url, None, None).is_err());
+
+    server.set_outage(false);
+    assert_eq!(call(&a, "GET", &url, None, None).unwrap().code, 404);
+}
+
+fn watch_lines(
+    a: &ureq::Agent,
+    url: &str,
+) -> (
+    mpsc::Receiver<Value>,
+    thread::JoinHandle<Result<(), String>>,
+) {
+    let resp = a.get(url).call().unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    assert_eq!(
+        resp.headers()
+            .get("transfer-encoding")
+            .unwrap()
+            .to_str()
+            .unwrap(),
+        "chunked"
+    );
+    let (tx, rx) = mpsc::channel();
+    let reader = thread::spawn(move || {
+        let mut r = BufReader::new(resp.into_body().into_reader());
+        loop {
+            let mut line = String::new();
+            match r.read_line(&mut line) {
+                Ok(0) => return Ok(()),
+                Ok(_) => tx.send(serde_json::from_str(&line).unwrap()).unwrap(),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    });
+    (rx, reader)
+}
+
+#[test]
+fn watch_streams_changes_and_ends_on_shutdown() {
+    let server = TestApiServer::start().unwrap();
+    let a = agent();
+    let rv1 = call(&a, "POST", &leases(&server), None, Some(&lease("l1")))
+        .unwrap()
+        .rv();
+    let url = format!(
+        "{}?watch=true&fieldSelector=metadata.name%3Dl1",
+        leases(&server)
+    );
+    let (rx, reader) = watch_lines(&agent(), &url);
+    let wait = Duration::from_secs(10);
+
+    let added = rx.recv_timeout(wait).unwrap();
+    assert_eq!(added["type"], "ADDED");
+    assert_eq!(
+        added["object"]["metadata"]["resourceVersion"],
+        rv1.to_string()
+    );
+
+    // Changes to another lease are not sent.
+    call(&a, "POST", &leases(&server), None, Some(&lease("l2"))).unwrap();
+    let mut body = lease("l1");
+    body["metadata"]["resourceVersion"] = rv1.to_string().into();
+    body["spec"]["holderIdentity"] = "pod-b".into();
+    let rv2 = call(&a, "PUT", &lease_url(&server, "l1"), None, Some(&body))
+        .unwrap()
+        .rv();
+    let modified = rx.recv_timeout(wait).unwrap();
+    assert_eq!(modified["type"], "MODIFIED");
+    assert_eq!(modified["object"]["spec"]["holderIdentity"], "pod-b");
+    assert_eq!(
+        modified["object"]["metadata"]["resourceVersion"],
+        rv2.to_string()
+    );
+
+    server.delete_lease(NS, "l1");
+    assert_eq!(rx.recv_timeout(wait).unwrap()["type"], "DELETED");
+    assert_eq!(server.stats().watches, 1);
+
+    let t = Instant::now();
+    server.shutdown();
+    assert!(t.elapsed() < Duration::from_secs(5));
+    // The stream ends (cleanly or with a cut connection) and nothing more arrives.
+    let _ = reader.join().unwrap();
+    assert!(rx.try_recv().is_err());
+}
+
+#[test]
+fn watch_from_resource_version_and_timeout() {
+    let server = TestApiServer::start().unwrap();
+    let a = agent();
+    let rv1 = call(&a, "POST", &leases(&server), None, Some(&lease("l1")))
+        .unwrap()
+        .rv();
+    server.put_lease(NS, lease("l1"));
+    // Unencoded selector, an older resourceVersion, and a 1 s time-out.
+    let url = format!(
+        "{}?watch=true&fieldSelector=metadata.name=l1&resourceVersion={rv1}&timeoutSeconds=1",
+        leases(&server)
+    );
+    let (rx, reader) = watch_lines(&a, &url);
+    let first = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(first["type"], "MODIFIED");
+    assert_eq!(
+        first["object"]["metadata"]["resourceVersion"],
+        (rv1 + 1).to_string()
+    );
+    // timeoutSeconds ends the body cleanly.
+    assert_eq!(reader.join().unwrap(), Ok(()));
+    assert!(rx.try_recv().is_err());
+    assert_eq!(server.requests().last().unwrap().status, 200);
+}
+
+#[test]
+fn watch_is_cut_by_an_outage() {
+    let server = TestApiServer::start().unwrap();
+    let url = format!("{}?watch=true", leases(&server));
+    let (rx, reader) = watch_lines(&agent(), &url);
+    server.put_lease(NS, lease("l1"));
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(10)).unwrap()["type"],
+        "ADDED"
+    );
+    server.set_outage(true);
+    // Cut without the final chunk: the reader sees an error, not a clean end.
+    assert!(reader.join().unwrap().is_err());
+}
+
+#[test]
+fn events_are_recorded() {
+    let server = TestApiServer::start().unwrap();
+    let event = json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": { "generateName": "l1.", "namespace": NS },
+        "involvedObject": { "kind": "Lease", "name": "l1", "namespace": NS },
+        "reason": "LeaderElection",
+        "message": "pod-a became leader",
+        "type": "Normal"
+    });
+    let url = format!("{}/api/v1/namespaces/{NS}/events", server.url());
+    let got = call(&agent(), "POST", &url, None, Some(&event)).unwrap();
+    assert_eq!(got.code, 201);
+    let events = server.events();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["message"], "pod-a became leader");
+    assert!(events[0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .starts_with("l1."));
+    assert_eq!(events[0], got.json());
+    assert_eq!(server.stats().events, 1);
+}
+
+#[test]
+fn tls_serves_and_is_verified() {
+    let server = TestApiServer::builder()
+        .tls(true)
+        .tokens(&["t"])
+        .build()
+        .unwrap();
+    assert!(server.url().starts_with("https://127.0.0.1:"));
+    let url = lease_url(&server, "l1");
+    let a = tls_agent(&server, false);
+    assert_eq!(call(&a, "GET", &url, Some("t"), None).unwrap().code, 404);
+    assert_eq!(call(&a, "GET", &url, None, None).unwrap().code, 401);
+    let created = call(&a, "POST", &leases(&server), Some("t"), Some(&lease("l1"))).unwrap();
+    assert_eq!(created.code, 201);
+
+    // Without the fixture CA the server certificate is not trusted.
+    let untrusting = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .tls_config(
+            TlsConfig::builder()
+                .provider(TlsProvider::Rustls)
+                .unversioned_rustls_crypto_provider(Arc::new(
+                    rustls::crypto::ring::default_provider(),
+                ))
+                .root_certs(RootCerts::new_with_certs(&[]))
+                .build(),
+        )
+        .build()
+        .new_agent();
+    assert!(call(&untrusting, "GET", &url, Some("t"), None).is_err());
+}
+
+#[test]
+fn mtls_client_cert_authenticates() {
+    let server = TestApiServer::builder()
+        .tls(true)
+        .client_ca(true)
+        .tokens(&["t"])
+        .build()
+        .unwrap();
+    let url = lease_url(&server, "l1");
+    // The client certificate alone authenticates.
+    let with_cert = tls_agent(&server, true);
+    assert_eq!(call(&with_cert, "GET", &url, None, None).unwrap().code, 404);
+    // Without one the handshake is refused, token or not.
+    let without = tls_agent(&server, false);
+    assert!(call(&without, "GET", &url, Some("t"), None).is_err());
+    assert!(TestApiServer::builder().client_ca(true).build().is_err());
+}
+
+#[test]
+fn shutdown_wakes_a_connection_stuck_in_latency() {
+    let server = TestApiServer::start().unwrap();
+    server.inject(Fault::latency(Duration::from_secs(3600)));
+    let url = lease_url(&server, "l1");
+    let client = thread::spawn(move || call(&agent(), "GET", &url, None, None).map(|a| a.code));
+    eventually("the request to reach the server", || {
+        server.stats().requests == 1
+    });
+
+    let t = Instant::now();
+    server.shutdown();
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(client.join().unwrap().is_err());
+}
+
+#[test]
+fn stats_count_requests() {
+    let server = TestApiServer::start().unwrap();
+    let a = agent();
+    let url = lease_url(&server, "l1");
+    call(&a, "GET", &url, None, None).unwrap();
+    call(&a, "POST", &leases(&server), None, Some(&lease("l1"))).unwrap();
+    call(&a, "POST", &leases(&server), None, Some(&lease("l1"))).unwrap();
+    call(&a, "PUT", &url, None, Some(&lease("l1"))).unwrap();
+    call(&a, "GET", &url, None, None).unwrap();
+
+    let s = server.stats();
+    assert_eq!(
+        (s.requests, s.gets, s.creates, s.updates, s.watches, s.events),
+        (5, 2, 2, 1, 0, 0)
+    );
+    let log = server.requests();
+    assert_eq!(log.len(), 5);
+    let statuses: Vec<u16> = log.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [404, 201, 409, 200, 200]);
+    assert_eq!(log[1].method, "POST");
+    assert_eq!(s.bytes_in, log.iter().map(|r| r.bytes_in).sum::<u64>());
+    assert_eq!(s.bytes_out, log.iter().map(|r| r.bytes_out).sum::<u64>());
+    assert!(log.iter().all(|r| r.bytes_out > 0));
+    assert!(log[1].bytes_in > lease("l1").to_string().len() as u64);
+
+    server.reset_stats();
+    assert_eq!(server.stats().requests, 0);
+    assert!(server.requests().is_empty());
+}
+
+#[test]
+fn watch_ends_when_the_client_goes_away() {
+    for tls in [false, true] {
+        let server = TestApiServer::builder().tls(tls).build().unwrap();
+        let a = if tls {
+            tls_agent(&server, false)
+        } else {
+            agent()
+        };
+        let url = format!(
+            "{}?watch=true&fieldSelector=metadata.name%3Dl1",
+            leases(&server)
+        );
+        server.put_lease(NS, lease("l1"));
+        let resp = a.get(&url).call().unwrap();
+        let mut r = BufReader::new(resp.into_body().into_reader());
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        assert!(line.contains("ADDED"), "{line}");
+        drop(r);
+        drop(a);
+        // The server notices the closed connection and logs the finished watch.
+        eventually("the watch to end", || server.requests().len() == 1);
+        assert_eq!(server.requests()[0].status, 200);
+    }
+}
+
+#[test]
+fn keep_alive_serves_several_requests_per_connection() {
+    let server = TestApiServer::start().unwrap();
+    let get = format!(
+        "GET /apis/coordination.k8s.io/v1/namespaces/{NS}/leases/a HTTP/1.1\r\nHost: x\r\n\r\n"
+    );
+    let last = get.replace("Host: x\r\n", "Host: x\r\nConnection: close\r\n");
+    let out = raw_exchange(&server, format!("{get}{get}{last}").as_bytes());
+    assert_eq!(
+        out.matches("HTTP/1.1 404 Not Found\r\n").count(),
+        3,
+        "{out}"
+    );
+    assert_eq!(server.stats().requests, 3);
+}
+
+#[test]
+fn drop_stops_the_server() {
+    let server = TestApiServer::start().unwrap();
+    let addr = server.url().trim_start_matches("http://").to_string();
+    let url = format!("{}?watch=true", leases(&server));
+    let (_rx, reader) = watch_lines(&agent(), &url);
+    drop(server);
+    let _ = reader.join().unwrap();
+    assert!(TcpStream::connect(addr).is_err());
+}
