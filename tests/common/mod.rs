@@ -1,0 +1,201 @@
+//! Harness: electors over real HTTP against the embedded API server, all on
+//! one manual clock that the test steps in lockstep with them.
+
+#![allow(dead_code)]
+
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lease_elector::testing::TestApiServer;
+use lease_elector::{
+    Client, ClientConfig, ElectorConfig, ElectorHandle, LeaderElector, LeaderEvent, LeaseLock,
+    ManualClock,
+};
+
+pub const NS: &str = "test";
+pub const LEASE: &str = "the-lease";
+/// Real time allowed for anything to happen; only reached on failure.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+pub fn timings() -> ElectorConfig {
+    ElectorConfig {
+        lease_duration: Duration::from_secs(15),
+        renew_deadline: Duration::from_secs(10),
+        retry_period: Duration::from_secs(2),
+        release_on_cancel: true,
+        rejoin: false,
+        watch: false,
+    }
+}
+
+pub fn client(server: &TestApiServer) -> Client {
+    Client::new(ClientConfig::new(server.url()).timeout(Duration::from_secs(5))).unwrap()
+}
+
+pub struct Candidate {
+    pub id: String,
+    pub handle: Option<ElectorHandle>,
+    pub events: Receiver<LeaderEvent>,
+    pub log: Vec<LeaderEvent>,
+}
+
+impl Candidate {
+    pub fn handle(&self) -> &ElectorHandle {
+        self.handle.as_ref().expect("candidate running")
+    }
+
+    /// Move every event already sent into `log`; returns how many arrived.
+    pub fn drain(&mut self) -> usize {
+        let before = self.log.len();
+        while let Ok(ev) = self.events.try_recv() {
+            self.log.push(ev);
+        }
+        self.log.len() - before
+    }
+
+    pub fn started(&self) -> usize {
+        self.log
+            .iter()
+            .filter(|e| matches!(e, LeaderEvent::StartedLeading { .. }))
+            .count()
+    }
+
+    pub fn stopped(&self) -> usize {
+        self.log
+            .iter()
+            .filter(|e| matches!(e, LeaderEvent::StoppedLeading { .. }))
+            .count()
+    }
+}
+
+pub struct Cluster {
+    pub server: TestApiServer,
+    pub clock: ManualClock,
+    pub candidates: Vec<Candidate>,
+}
+
+impl Cluster {
+    pub fn new() -> Self {
+        Self::with_server(TestApiServer::start().unwrap())
+    }
+
+    pub fn with_server(server: TestApiServer) -> Self {
+        Cluster {
+            server,
+            clock: ManualClock::new(),
+            candidates: Vec::new(),
+        }
+    }
+
+    pub fn add(&mut self, id: &str, config: ElectorConfig) -> usize {
+        let lock = LeaseLock::new(client(&self.server), NS, LEASE, id);
+        self.add_lock(id, lock, config)
+    }
+
+    pub fn add_lock(&mut self, id: &str, lock: LeaseLock, config: ElectorConfig) -> usize {
+        let (handle, events) = LeaderElector::builder(lock)
+            .config(config)
+            .clock(Arc::new(self.clock.clone()))
+            .build()
+            .unwrap()
+            .spawn()
+            .unwrap();
+        self.candidates.push(Candidate {
+            id: id.to_string(),
+            handle: Some(handle),
+            events,
+            log: Vec::new(),
+        });
+        self.candidates.len() - 1
+    }
+
+    fn running(&self) -> usize {
+        self.candidates
+            .iter()
+            .filter(|c| c.handle.as_ref().is_some_and(|h| !h.is_finished()))
+            .count()
+    }
+
+    /// Wait until every running elector sleeps on the clock (an elector
+    /// that ends meanwhile stops counting).
+    pub fn settle(&self) {
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            let n = self.running();
+            if self.clock.wait_for_sleepers(n, Duration::from_millis(20)) {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{n} electors should be waiting on the clock, {} are",
+                self.clock.sleepers()
+            );
+        }
+    }
+
+    /// Let every elector act on the current time, then move the clock.
+    pub fn step(&mut self, d: Duration) {
+        self.settle();
+        self.clock.advance(d);
+        self.settle();
+        for c in &mut self.candidates {
+            c.drain();
+        }
+    }
+
+    /// Step `d` at a time until `pred` holds; panics after `limit` of clock time.
+    pub fn step_until(
+        &mut self,
+        d: Duration,
+        limit: Duration,
+        mut pred: impl FnMut(&Cluster) -> bool,
+    ) -> Duration {
+        let start = self.clock.elapsed();
+        loop {
+            for c in &mut self.candidates {
+                c.drain();
+            }
+            if pred(self) {
+                return self.clock.elapsed() - start;
+            }
+            assert!(
+                self.clock.elapsed() - start <= limit,
+                "condition not met within {limit:?} of clock time"
+            );
+            self.step(d);
+        }
+    }
+
+    pub fn leaders(&self) -> Vec<&str> {
+        self.candidates
+            .iter()
+            .filter(|c| c.handle.as_ref().is_some_and(ElectorHandle::is_leader))
+            .map(|c| c.id.as_str())
+            .collect()
+    }
+
+    pub fn lease_spec(&self) -> serde_json::Value {
+        self.server.lease(NS, LEASE).expect("lease exists")["spec"].clone()
+    }
+
+    pub fn holder(&self) -> String {
+        self.lease_spec()["holderIdentity"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    }
+
+    pub fn stop(&mut self, i: usize) {
+        let h = self.candidates[i].handle.take().expect("running");
+        h.stop().unwrap();
+        self.candidates[i].drain();
+    }
+
+    pub fn index(&self, id: &str) -> usize {
+        self.candidates
+            .iter()
+            .position(|c| c.id == id)
+            .expect("known id")
+    }
+}
