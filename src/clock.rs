@@ -22,11 +22,17 @@ struct WakeState {
     poked: bool,
 }
 
-/// A stop/poke signal a sleeping elector thread can be woken by.
 #[derive(Debug, Default)]
-pub struct Wakeup {
+struct WakeInner {
     state: Mutex<WakeState>,
     cv: Condvar,
+}
+
+/// A stop/poke signal a sleeping elector thread can be woken by; clones
+/// share the signal.
+#[derive(Debug, Default, Clone)]
+pub struct Wakeup {
+    inner: Arc<WakeInner>,
 }
 
 impl Wakeup {
@@ -37,19 +43,28 @@ impl Wakeup {
 
     fn lock(&self) -> MutexGuard<'_, WakeState> {
         // The state is two booleans: a panic elsewhere cannot leave it torn.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// True when a stop or an untaken poke is pending.
+    pub fn is_pending(&self) -> bool {
+        let st = self.lock();
+        st.stopped || st.poked
     }
 
     /// Wake every sleeper now and for ever after.
     pub fn stop(&self) {
         self.lock().stopped = true;
-        self.cv.notify_all();
+        self.inner.cv.notify_all();
     }
 
     /// Wake the current (or next) sleeper once.
     pub fn poke(&self) {
         self.lock().poked = true;
-        self.cv.notify_all();
+        self.inner.cv.notify_all();
     }
 
     /// True once [`Wakeup::stop`] was called.
@@ -86,6 +101,7 @@ impl Wakeup {
                 return Wake::Elapsed;
             }
             st = self
+                .inner
                 .cv
                 .wait_timeout(st, deadline - now)
                 .unwrap_or_else(PoisonError::into_inner)
@@ -127,17 +143,18 @@ impl Clock for SystemClock {
 struct ManualState {
     offset: Duration,
     auto_advance: bool,
-    /// Deadlines of the threads sleeping now, by sleeper id.
-    sleeping: Vec<(u64, Duration)>,
+    /// The threads sleeping now: id, deadline, and what can wake them.
+    sleeping: Vec<(u64, Duration, Wakeup)>,
     next_id: u64,
 }
 
 impl ManualState {
-    /// Sleepers still blocked: woken ones are on their way out and don't count.
+    /// Sleepers still blocked: ones whose deadline passed or that have a
+    /// stop or poke pending are on their way out and don't count.
     fn blocked(&self) -> usize {
         self.sleeping
             .iter()
-            .filter(|(_, d)| *d > self.offset)
+            .filter(|(_, d, w)| *d > self.offset && !w.is_pending())
             .count()
     }
 }
@@ -263,7 +280,7 @@ impl Clock for ManualClock {
         }
         let id = st.next_id;
         st.next_id += 1;
-        st.sleeping.push((id, deadline));
+        st.sleeping.push((id, deadline, wake.clone()));
         self.inner.1.notify_all();
         let result = loop {
             if st.offset >= deadline {
@@ -287,7 +304,7 @@ impl Clock for ManualClock {
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         };
-        st.sleeping.retain(|(i, _)| *i != id);
+        st.sleeping.retain(|(i, _, _)| *i != id);
         drop(st);
         self.inner.1.notify_all();
         result
@@ -302,7 +319,7 @@ mod tests {
     #[test]
     fn manual_sleep_waits_for_advance() {
         let clock = ManualClock::new();
-        let wake = Arc::new(Wakeup::new());
+        let wake = Wakeup::new();
         let (c2, w2) = (clock.clone(), wake.clone());
         let t = thread::spawn(move || c2.sleep(Duration::from_secs(10), &w2));
         assert!(clock.wait_for_sleepers(1, Duration::from_secs(5)));
@@ -315,7 +332,7 @@ mod tests {
     #[test]
     fn manual_sleep_is_stoppable() {
         let clock = ManualClock::new();
-        let wake = Arc::new(Wakeup::new());
+        let wake = Wakeup::new();
         let (c2, w2) = (clock.clone(), wake.clone());
         let t = thread::spawn(move || c2.sleep(Duration::from_secs(10), &w2));
         assert!(clock.wait_for_sleepers(1, Duration::from_secs(5)));

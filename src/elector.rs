@@ -208,7 +208,7 @@ impl ElectorBuilder {
             lock: self.lock,
             config: self.config,
             clock: self.clock,
-            wake: Arc::new(Wakeup::new()),
+            wake: Wakeup::new(),
         })
     }
 }
@@ -246,7 +246,7 @@ pub struct LeaderElector {
     lock: Box<dyn Lock>,
     config: ElectorConfig,
     clock: Arc<dyn Clock>,
-    wake: Arc<Wakeup>,
+    wake: Wakeup,
 }
 
 impl LeaderElector {
@@ -266,7 +266,7 @@ impl LeaderElector {
 
     /// A signal that makes a waiting candidate try again at once (used by a
     /// Lease watch; the expiry rule still applies).
-    pub fn wakeup(&self) -> Arc<Wakeup> {
+    pub fn wakeup(&self) -> Wakeup {
         self.wake.clone()
     }
 
@@ -334,7 +334,7 @@ struct SharedState {
 #[derive(Debug)]
 struct Shared {
     state: Mutex<SharedState>,
-    wake: Arc<Wakeup>,
+    wake: Wakeup,
     clock: Arc<dyn Clock>,
     config: ElectorConfig,
     describe: String,

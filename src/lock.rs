@@ -31,7 +31,7 @@ pub trait Lock: Send + fmt::Debug {
     fn record_event(&self, _message: &str) {}
     /// Start watching the lock object, poking `on_change` on every change;
     /// `None` when this lock kind cannot be watched (the elector then polls).
-    fn watch(&self, _on_change: Arc<Wakeup>, _backoff: Duration) -> Option<Result<Watcher>> {
+    fn watch(&self, _on_change: Wakeup, _backoff: Duration) -> Option<Result<Watcher>> {
         None
     }
 }
@@ -168,7 +168,7 @@ impl Lock for LeaseLock {
         }
     }
 
-    fn watch(&self, on_change: Arc<Wakeup>, backoff: Duration) -> Option<Result<Watcher>> {
+    fn watch(&self, on_change: Wakeup, backoff: Duration) -> Option<Result<Watcher>> {
         Some(Watcher::spawn(
             self.client.clone(),
             &self.namespace,

@@ -13,7 +13,7 @@ use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::client::{segment, Client, MAX_BODY};
 use crate::clock::{Wake, Wakeup};
@@ -23,6 +23,8 @@ use crate::error::{Error, Result};
 const WATCH_TIMEOUT_SECS: u64 = 300;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
+/// A stream that stayed open this long was healthy: reconnect quickly.
+const HEALTHY_STREAM: Duration = Duration::from_secs(1);
 
 #[derive(Debug)]
 struct WatchShared {
@@ -42,12 +44,12 @@ pub struct Watcher {
 
 impl Watcher {
     /// Watch Lease `namespace/name`, poking `on_change` on every change.
-    /// Reconnects wait `backoff` (at least 100ms) after a failure.
+    /// Failed reconnects back off from 100ms up to `backoff`.
     pub fn spawn(
         client: Client,
         namespace: &str,
         name: &str,
-        on_change: Arc<Wakeup>,
+        on_change: Wakeup,
         backoff: Duration,
     ) -> Result<Watcher> {
         let shared = Arc::new(WatchShared {
@@ -65,7 +67,6 @@ impl Watcher {
             resource_version: None,
             refresh_token: false,
         };
-        let backoff = backoff.max(MIN_BACKOFF);
         let thread = thread::Builder::new()
             .name(format!("lease-watch/{namespace}/{name}"))
             .spawn(move || stream.run(backoff))
@@ -117,7 +118,7 @@ struct WatchStream {
     namespace: String,
     name: String,
     shared: Arc<WatchShared>,
-    on_change: Arc<Wakeup>,
+    on_change: Wakeup,
     resource_version: Option<String>,
     refresh_token: bool,
 }
@@ -132,21 +133,29 @@ struct WatchEvent {
 }
 
 impl WatchStream {
-    fn run(mut self, backoff: Duration) {
+    /// Watch until stopped. Reconnects wait 100ms, doubling up to
+    /// `max_backoff` while attempts keep failing fast; a stream that lived
+    /// a while resets the wait.
+    fn run(mut self, max_backoff: Duration) {
         let target = format!("lease {}/{}", self.namespace, self.name);
+        let mut delay = MIN_BACKOFF;
         while !self.shared.stop.is_stopped() {
-            match self.watch_once() {
-                Ok(()) => log::debug!("watch on {target} ended; reopening"),
-                Err(e) => {
-                    if self.shared.stop.is_stopped() {
-                        break;
-                    }
-                    log::debug!("watch on {target}: {e}; retrying in {backoff:?}");
-                    if self.shared.stop.wait_timeout(backoff) == Wake::Stopped {
-                        break;
-                    }
-                }
+            let opened = Instant::now();
+            let result = self.watch_once();
+            if self.shared.stop.is_stopped() {
+                break;
             }
+            if opened.elapsed() >= HEALTHY_STREAM {
+                delay = MIN_BACKOFF;
+            }
+            match result {
+                Ok(()) => log::debug!("watch on {target} ended; reopening in {delay:?}"),
+                Err(e) => log::debug!("watch on {target}: {e}; retrying in {delay:?}"),
+            }
+            if self.shared.stop.wait_timeout(delay) == Wake::Stopped {
+                break;
+            }
+            delay = (delay * 2).min(max_backoff.max(MIN_BACKOFF));
         }
     }
 

@@ -1,0 +1,151 @@
+//! Electors that watch the Lease, over real HTTP on the embedded server.
+//! The clock is manual and, in most tests, never advanced: anything that
+//! happens was caused by the watch, not by a retry timer.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use lease_elector::{Clock, ElectorConfig, LeaderEvent};
+
+const STEP: Duration = Duration::from_millis(500);
+
+fn watching() -> ElectorConfig {
+    ElectorConfig {
+        watch: true,
+        ..timings()
+    }
+}
+
+/// Poll a condition that has no event to wait on; bounded by WAIT.
+fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn leader_with_watching_follower() -> Cluster {
+    let mut c = Cluster::new();
+    c.add("a", timings());
+    c.step_until(STEP, Duration::from_secs(5), |c| c.leaders() == ["a"]);
+    c.add("b", watching());
+    c.step_until(STEP, Duration::from_secs(5), |c| {
+        c.candidates[1].handle().leader().as_deref() == Some("a")
+    });
+    eventually("b's watch to connect", || c.server.stats().watches >= 1);
+    c
+}
+
+#[test]
+fn release_is_acted_on_without_any_timer_firing() {
+    let mut c = leader_with_watching_follower();
+    c.settle();
+    let frozen = c.clock.elapsed();
+    c.stop(0); // releases
+    let b = &c.candidates[1];
+    loop {
+        match b
+            .events
+            .recv_timeout(WAIT)
+            .expect("b takes over via the watch")
+        {
+            LeaderEvent::StartedLeading { .. } => break,
+            _ => continue,
+        }
+    }
+    assert_eq!(c.clock.elapsed(), frozen, "no clock time passed");
+    assert!(b.handle().is_leader());
+    assert_eq!(c.holder(), "b");
+    assert!(b.handle().watch_changes() >= 1);
+}
+
+#[test]
+fn crash_failover_takes_exactly_the_lease_duration_after_the_last_renew() {
+    let mut c = Cluster::new();
+    let mut crashy = timings();
+    crashy.release_on_cancel = false;
+    c.add("a", crashy);
+    c.step_until(STEP, Duration::from_secs(5), |c| c.leaders() == ["a"]);
+    c.add("b", watching());
+    eventually("b's watch to connect", || c.server.stats().watches >= 1);
+    // A few renewals by a, each seen by b through the watch (and acted on:
+    // settle() counts a sleeper with a pending poke as not yet settled).
+    for _ in 0..4 {
+        let before = c.candidates[1].handle().watch_changes();
+        c.step(Duration::from_secs(2));
+        eventually("b to see a's renew", || {
+            c.candidates[1].handle().watch_changes() > before
+        });
+        c.settle();
+    }
+    let last_renew = c.clock.now();
+    c.stop(0); // a crash: nothing released
+    let b = 1;
+    let started = loop {
+        c.step(Duration::from_millis(250));
+        if let Some(at) = c.candidates[b].log.iter().find_map(|e| match e {
+            LeaderEvent::StartedLeading { at } => Some(*at),
+            _ => None,
+        }) {
+            break at;
+        }
+        assert!(
+            c.clock.now() - last_renew < Duration::from_secs(20),
+            "no takeover"
+        );
+    };
+    let failover = started - last_renew;
+    // b woke at the expiry of what it observed, not at its next retry.
+    assert!(
+        failover >= Duration::from_secs(15),
+        "{failover:?}: before expiry"
+    );
+    assert!(failover <= Duration::from_millis(15_250), "{failover:?}");
+}
+
+#[test]
+fn watch_reconnects_after_an_outage() {
+    let mut c = leader_with_watching_follower();
+    c.server.set_outage(true);
+    // The server cuts open watches when it notices the outage; the cut
+    // stream is logged when it ends.
+    eventually("the watch to be cut", || {
+        c.server
+            .requests()
+            .iter()
+            .any(|r| r.path.contains("watch=true"))
+    });
+    c.server.set_outage(false);
+    eventually("the watch to reconnect", || c.server.stats().watches >= 2);
+    c.settle();
+    let frozen = c.clock.elapsed();
+    c.stop(0);
+    loop {
+        match c.candidates[1]
+            .events
+            .recv_timeout(WAIT)
+            .expect("takeover via the new watch")
+        {
+            LeaderEvent::StartedLeading { .. } => break,
+            _ => continue,
+        }
+    }
+    assert_eq!(c.clock.elapsed(), frozen);
+}
+
+#[test]
+fn stop_joins_the_watch_at_once() {
+    let mut c = leader_with_watching_follower();
+    let t0 = Instant::now();
+    c.stop(1);
+    // The watch thread sat in a blocking read; shutting its socket down
+    // ends it immediately rather than at the server's watch time-out.
+    assert!(
+        t0.elapsed() < Duration::from_secs(2),
+        "stop took {:?}",
+        t0.elapsed()
+    );
+}
