@@ -368,6 +368,13 @@ impl ElectorHandle {
         }
     }
 
+    /// When the last successful acquire or renew request started, on the
+    /// elector's clock, while leading.
+    pub fn last_renew(&self) -> Option<Instant> {
+        let st = self.shared.lock();
+        st.leading.then_some(st.last_renew).flatten()
+    }
+
     /// The last observed holder of the lease, if any. Never blocks on the network.
     pub fn leader(&self) -> Option<String> {
         self.shared.lock().leader.clone()

@@ -1,4 +1,56 @@
-//! Synchronous, blocking Kubernetes leader election on `coordination.k8s.io/v1` Leases.
+//! Synchronous, blocking Kubernetes leader election on `coordination.k8s.io/v1`
+//! Leases: client-go's `tools/leaderelection` semantics and OpenShift
+//! library-go's defaults, for programs without an async runtime.
+//!
+//! One thread per elector renews the Lease; the caller learns about
+//! leadership through a channel of [`LeaderEvent`]s and never has code run
+//! on that thread. [`ElectorHandle`] answers `is_leader()` without touching
+//! the network and stops the elector, releasing the lease when asked.
+//!
+//! - [`client`]: in-cluster or explicit API server access ([`ClientConfig`]).
+//! - [`lock`]: the [`Lock`] trait and the Lease implementation ([`LeaseLock`]).
+//! - [`elector`]: the state machine and its thread ([`LeaderElector`]).
+//! - [`config`]: OpenShift's `LeaderElection` config, defaults and tolerances.
+//! - [`events`]: Kubernetes Events for transitions.
+//! - [`watch`]: optional Lease watch for faster takeovers.
+//! - [`clock`]: injectable time ([`ManualClock`] for tests).
+//! - `testing` (feature `testing`): an embedded API server with fault injection.
+//!
+//! # Example
+//!
+//! Two candidates on the embedded test API server; the leader releases and
+//! the other takes over on its next retry instead of waiting out the lease.
+//!
+//! ```
+//! use lease_elector::testing::TestApiServer;
+//! use lease_elector::{Client, ClientConfig, LeaderElector, LeaderEvent, LeaseLock};
+//! use std::time::Duration;
+//!
+//! let server = TestApiServer::start()?;
+//! let candidate = |id: &str| -> lease_elector::Result<_> {
+//!     let client = Client::new(ClientConfig::new(server.url()))?;
+//!     let lock = LeaseLock::new(client, "default", "my-operator", id);
+//!     LeaderElector::builder(lock)
+//!         .lease_duration(Duration::from_secs(15))
+//!         .renew_deadline(Duration::from_secs(10))
+//!         .retry_period(Duration::from_millis(200))
+//!         .release_on_cancel(true)
+//!         .build()?
+//!         .spawn()
+//! };
+//! let (a, a_events) = candidate("a")?;
+//! while !matches!(a_events.recv()?, LeaderEvent::StartedLeading { .. }) {}
+//!
+//! let (b, b_events) = candidate("b")?;
+//! match b_events.recv()? {
+//!     LeaderEvent::NewLeader { identity, .. } => assert_eq!(identity, "a"),
+//!     other => panic!("{other:?}"),
+//! }
+//! a.stop()?; // StoppedLeading for a, then the lease is released
+//! while !matches!(b_events.recv()?, LeaderEvent::StartedLeading { .. }) {}
+//! assert!(b.is_leader());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -26,3 +78,8 @@ pub use error::{ApiStatus, Error, Result, StatusKind};
 pub use events::{EventRecorder, EventStats};
 pub use lease::{LeaderElectionRecord, Lease, LeaseSpec, MicroTime, ObjectMeta, Status};
 pub use lock::{EventSink, LeaseLock, Lock};
+
+/// The README's Rust examples, compiled as doc tests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
