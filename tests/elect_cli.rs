@@ -1,0 +1,174 @@
+//! The `elect` example as a user runs it: a real process against the
+//! embedded API server, its exact stdout lines, and a clean exit.
+//!
+//! `cargo test` builds the examples first; the binary is found next to
+//! this test's own executable (`target/<profile>/examples/elect`).
+
+use std::io::{BufRead, BufReader, Lines};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use lease_elector::testing::TestApiServer;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn elect_binary() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    // target/<profile>/deps/elect_cli-<hash> → target/<profile>/examples/elect
+    let profile_dir = exe.parent().unwrap().parent().unwrap();
+    let bin = profile_dir.join("examples").join("elect");
+    assert!(
+        bin.exists(),
+        "{} missing: run via `cargo test`",
+        bin.display()
+    );
+    bin
+}
+
+struct Elect {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Elect {
+    fn start(server: &TestApiServer, identity: &str, extra: &[&str]) -> Elect {
+        let mut child = Command::new(elect_binary())
+            .args([
+                "--server",
+                &server.url(),
+                "--namespace",
+                "cli",
+                "--name",
+                "lock",
+            ])
+            .args(["--identity", identity])
+            .args([
+                "--lease-duration",
+                "4",
+                "--renew-deadline",
+                "3s",
+                "--retry-period",
+                "0.2",
+            ])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout: Lines<BufReader<ChildStdout>> =
+            BufReader::new(child.stdout.take().unwrap()).lines();
+        let (tx, lines) = mpsc::channel();
+        thread::spawn(move || {
+            for line in stdout.map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Elect { child, lines }
+    }
+
+    fn expect(&self, line: &str) {
+        let got = self
+            .lines
+            .recv_timeout(WAIT)
+            .unwrap_or_else(|e| panic!("waiting for {line:?}: {e}"));
+        assert_eq!(got, line);
+    }
+
+    fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    fn exit_code(mut self) -> Option<i32> {
+        let (tx, rx) = mpsc::channel();
+        let waiter = thread::spawn(move || {
+            let status = self.child.wait().unwrap();
+            let _ = tx.send(status.code());
+            self
+        });
+        let code = rx.recv_timeout(WAIT).expect("elect exits");
+        let rest: Vec<String> = waiter.join().unwrap().lines.try_iter().collect();
+        assert!(rest.is_empty(), "unexpected output after exit: {rest:?}");
+        code
+    }
+}
+
+#[test]
+fn sigterm_releases_and_exits_zero() {
+    let server = TestApiServer::start().unwrap();
+    let a = Elect::start(&server, "cli-a", &["--release-on-cancel"]);
+    a.expect("NEW_LEADER cli-a");
+    a.expect("LEADING cli-a");
+    let b = Elect::start(&server, "cli-b", &["--ignore-stdin"]);
+    b.expect("NEW_LEADER cli-a");
+    a.signal("-TERM");
+    a.expect("STOPPED cli-a");
+    assert_eq!(a.exit_code(), Some(0));
+    // Released, so b takes over on its next retry rather than after 4s.
+    b.expect("NEW_LEADER cli-b");
+    b.expect("LEADING cli-b");
+    assert_eq!(
+        server.lease("cli", "lock").unwrap()["spec"]["leaseTransitions"],
+        1
+    );
+    b.signal("-INT");
+    b.expect("STOPPED cli-b");
+    assert_eq!(b.exit_code(), Some(0));
+    let spec = &server.lease("cli", "lock").unwrap()["spec"];
+    assert_eq!(
+        spec["holderIdentity"], "cli-b",
+        "no --release-on-cancel: kept"
+    );
+}
+
+#[test]
+fn closing_stdin_stops_it() {
+    let server = TestApiServer::start().unwrap();
+    let mut a = Elect::start(&server, "cli-c", &["--release-on-cancel"]);
+    a.expect("NEW_LEADER cli-c");
+    a.expect("LEADING cli-c");
+    drop(a.child.stdin.take());
+    a.expect("STOPPED cli-c");
+    assert_eq!(a.exit_code(), Some(0));
+    assert_eq!(
+        server.lease("cli", "lock").unwrap()["spec"]["holderIdentity"],
+        ""
+    );
+}
+
+#[test]
+fn bad_arguments_exit_two_with_usage() {
+    let out = Command::new(elect_binary())
+        .arg("--bogus")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("usage: elect"));
+    let out = Command::new(elect_binary())
+        .args([
+            "--server",
+            "http://127.0.0.1:1",
+            "--name",
+            "x",
+            "--lease-duration",
+            "1.5",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--namespace is required"));
+}
