@@ -8,8 +8,9 @@
 //!       [--release-on-cancel] [--ignore-stdin]
 //! ```
 //!
-//! Without `--server` it uses in-cluster config (and the pod's namespace
-//! when `--namespace` is absent). Durations are seconds or Go duration
+//! Without `--server` it uses `--kubeconfig F` (JSON form, optional
+//! `--context C`) if given, else in-cluster config; the namespace defaults
+//! to the kubeconfig context's or the pod's. Durations are seconds or Go duration
 //! strings (`15`, `15s`, `1m30s`). It keeps competing after losing the
 //! lease, and exits 0 on SIGTERM/SIGINT or when stdin closes (releasing
 //! the lease first with `--release-on-cancel`); pass `--ignore-stdin` in a
@@ -26,6 +27,8 @@ use lease_elector::{Client, ClientConfig, LeaderElector, LeaderEvent, LeaseLock}
 #[derive(Debug, Default)]
 struct Args {
     server: Option<String>,
+    kubeconfig: Option<String>,
+    context: Option<String>,
     namespace: Option<String>,
     name: Option<String>,
     identity: Option<String>,
@@ -38,7 +41,7 @@ struct Args {
     ignore_stdin: bool,
 }
 
-const USAGE: &str = "usage: elect [--server URL] [--namespace NS] --name NAME [--identity ID] \
+const USAGE: &str = "usage: elect [--server URL | --kubeconfig F [--context C]] [--namespace NS] --name NAME [--identity ID] \
 [--token-file F] [--ca-file F] [--lease-duration S --renew-deadline S --retry-period S] \
 [--release-on-cancel] [--ignore-stdin]";
 
@@ -57,6 +60,8 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
         match flag.as_str() {
             "--server" => a.server = Some(value()?),
+            "--kubeconfig" => a.kubeconfig = Some(value()?),
+            "--context" => a.context = Some(value()?),
             "--namespace" => a.namespace = Some(value()?),
             "--name" => a.name = Some(value()?),
             "--identity" => a.identity = Some(value()?),
@@ -97,15 +102,16 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let mut config = match &args.server {
-        Some(url) => {
+    let mut config = match (&args.server, &args.kubeconfig) {
+        (Some(url), _) => {
             let mut c = ClientConfig::new(url.clone());
             if let Some(ca) = &args.ca_file {
                 c = c.ca_file(ca)?;
             }
             c
         }
-        None => ClientConfig::in_cluster()?,
+        (None, Some(path)) => ClientConfig::from_kubeconfig(path, args.context.as_deref())?,
+        (None, None) => ClientConfig::in_cluster()?,
     };
     if let Some(f) = &args.token_file {
         config = config.token_file(f);

@@ -177,7 +177,12 @@ impl ClientConfig {
         &self.base_url
     }
 
-    /// The pod's namespace, when read from an in-cluster service-account folder.
+    pub(crate) fn with_namespace(mut self, namespace: Option<String>) -> Self {
+        self.namespace = namespace;
+        self
+    }
+
+    /// The default namespace: the pod's (in-cluster) or the kubeconfig context's.
     pub fn namespace(&self) -> Option<&str> {
         self.namespace.as_deref()
     }

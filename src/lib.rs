@@ -61,6 +61,7 @@ pub mod duration;
 pub mod elector;
 pub mod error;
 pub mod events;
+pub mod kubeconfig;
 pub mod lease;
 pub mod lock;
 #[cfg(feature = "testing")]

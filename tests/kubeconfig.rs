@@ -1,0 +1,222 @@
+//! Out-of-cluster config from a kubeconfig (JSON form), used for real
+//! against the embedded API server over TLS.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use lease_elector::testing::{self, TestApiServer};
+use lease_elector::{Client, ClientConfig, Error};
+use serde_json::json;
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Self {
+        let p = std::env::temp_dir().join(format!("le-kubeconfig-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    fn write(&self, name: &str, data: impl AsRef<[u8]>) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::write(&p, data).unwrap();
+        p
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn base64(data: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(A[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn kubeconfig(
+    server: &str,
+    cluster: serde_json::Value,
+    user: serde_json::Value,
+) -> serde_json::Value {
+    let mut cluster = cluster;
+    cluster["server"] = json!(server);
+    json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "test", "cluster": cluster},
+                     {"name": "other", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "me", "user": user}],
+        "contexts": [{"name": "ctx", "context": {"cluster": "test", "user": "me", "namespace": "from-context"}}],
+        "current-context": "ctx"
+    })
+}
+
+fn reaches(cfg: ClientConfig, server: &TestApiServer) {
+    server.put_lease(
+        "ns",
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "probe"}}),
+    );
+    let lease = Client::new(cfg)
+        .unwrap()
+        .get_lease("ns", "probe", Duration::from_secs(5))
+        .unwrap();
+    assert_eq!(lease.metadata.name, "probe");
+}
+
+#[test]
+fn inline_ca_and_token() {
+    let server = TestApiServer::builder()
+        .tls(true)
+        .tokens(&["kc-token"])
+        .build()
+        .unwrap();
+    let dir = TempDir::new();
+    let path = dir.write(
+        "config.json",
+        kubeconfig(
+            &server.url(),
+            json!({"certificate-authority-data": base64(server.ca_pem())}),
+            json!({"token": "kc-token"}),
+        )
+        .to_string(),
+    );
+    let cfg = ClientConfig::from_kubeconfig(&path, None).unwrap();
+    assert_eq!(cfg.namespace(), Some("from-context"));
+    assert!(!format!("{cfg:?}").contains("kc-token"));
+    reaches(cfg, &server);
+}
+
+#[test]
+fn files_relative_to_the_kubeconfig_and_client_certificates() {
+    let server = TestApiServer::builder()
+        .tls(true)
+        .client_ca(true)
+        .build()
+        .unwrap();
+    let dir = TempDir::new();
+    dir.write("ca.pem", server.ca_pem());
+    dir.write("client.pem", testing::client_cert_pem());
+    dir.write("client-key.pem", testing::client_key_pem());
+    let path = dir.write(
+        "config.json",
+        kubeconfig(
+            &server.url(),
+            json!({"certificate-authority": "ca.pem"}),
+            json!({"client-certificate": "client.pem", "client-key": "client-key.pem"}),
+        )
+        .to_string(),
+    );
+    reaches(
+        ClientConfig::from_kubeconfig(&path, Some("ctx")).unwrap(),
+        &server,
+    );
+}
+
+#[test]
+fn token_file_from_kubeconfig() {
+    let server = TestApiServer::builder()
+        .tls(true)
+        .tokens(&["from-file"])
+        .build()
+        .unwrap();
+    let dir = TempDir::new();
+    dir.write("token", "from-file\n");
+    let path = dir.write(
+        "config.json",
+        kubeconfig(
+            &server.url(),
+            json!({"certificate-authority-data": base64(server.ca_pem())}),
+            json!({"tokenFile": "token"}),
+        )
+        .to_string(),
+    );
+    reaches(ClientConfig::from_kubeconfig(&path, None).unwrap(), &server);
+}
+
+#[test]
+fn unsupported_and_broken_kubeconfigs_are_clear_errors() {
+    let dir = TempDir::new();
+    let check = |name: &str, content: String, context: Option<&str>, expect: &str| {
+        let path = dir.write(name, content);
+        let err = ClientConfig::from_kubeconfig(&path, context).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains(expect), "{name}: {msg}");
+        assert!(msg.contains(name), "{name}: error names the file: {msg}");
+    };
+    check(
+        "yaml",
+        "apiVersion: v1\nkind: Config\n".into(),
+        None,
+        "kubectl config view",
+    );
+    let ok_cluster = json!({"certificate-authority-data": base64(b"x")});
+    check(
+        "insecure",
+        kubeconfig(
+            "https://h:1",
+            json!({"insecure-skip-tls-verify": true}),
+            json!({}),
+        )
+        .to_string(),
+        None,
+        "insecure-skip-tls-verify",
+    );
+    check(
+        "exec",
+        kubeconfig(
+            "https://h:1",
+            ok_cluster.clone(),
+            json!({"exec": {"command": "aws"}}),
+        )
+        .to_string(),
+        None,
+        "plugin",
+    );
+    check(
+        "nocontext",
+        kubeconfig("https://h:1", ok_cluster.clone(), json!({})).to_string(),
+        Some("nope"),
+        "no context named \"nope\"",
+    );
+    check(
+        "halfcert",
+        kubeconfig(
+            "https://h:1",
+            ok_cluster.clone(),
+            json!({"client-certificate-data": base64(b"x")}),
+        )
+        .to_string(),
+        None,
+        "both a client certificate and a key",
+    );
+    check(
+        "badb64",
+        kubeconfig(
+            "https://h:1",
+            json!({"certificate-authority-data": "!!"}),
+            json!({}),
+        )
+        .to_string(),
+        None,
+        "base64",
+    );
+    check("truncated", "{\"clusters\": [".into(), None, "kubeconfig");
+    let missing = ClientConfig::from_kubeconfig(dir.0.join("absent.json"), None).unwrap_err();
+    assert!(matches!(missing, Error::ReadFile { .. }), "{missing}");
+}
