@@ -8,7 +8,7 @@ use crate::client::{lease_target, Client};
 use crate::clock::Wakeup;
 use crate::error::{Error, Result};
 use crate::lease::{LeaderElectionRecord, Lease};
-use crate::watch::Watcher;
+use crate::watch::{LatestLease, Watcher};
 
 /// A resource lock holding a [`LeaderElectionRecord`], as client-go's
 /// `resourcelock.Interface`.
@@ -33,6 +33,21 @@ pub trait Lock: Send + fmt::Debug {
     /// `None` when this lock kind cannot be watched (the elector then polls).
     fn watch(&self, _on_change: Wakeup, _backoff: Duration) -> Option<Result<Watcher>> {
         None
+    }
+}
+
+/// Whether a watched object's `resourceVersion` is newer than the one
+/// last seen. Versions are opaque to clients, but are etcd revisions in
+/// practice: compare them as numbers when both are, else just by equality
+/// (a stale delivery then costs one conflicting write, never safety).
+fn newer(watched: Option<&str>, seen: Option<&str>) -> bool {
+    match (watched, seen) {
+        (None, _) => false,
+        (Some(_), None) => true,
+        (Some(w), Some(s)) => match (w.parse::<u64>(), s.parse::<u64>()) {
+            (Ok(w), Ok(s)) => w > s,
+            _ => w != s,
+        },
     }
 }
 
@@ -61,6 +76,8 @@ pub struct LeaseLock {
     identity: String,
     cached: Option<Lease>,
     events: Option<Arc<dyn EventSink>>,
+    /// What a watch on this Lease delivered since our last read or write.
+    watched: LatestLease,
 }
 
 impl LeaseLock {
@@ -78,6 +95,7 @@ impl LeaseLock {
             identity: identity.into(),
             cached: None,
             events: None,
+            watched: LatestLease::new(),
         }
     }
 
@@ -125,10 +143,27 @@ impl LeaseLock {
 }
 
 impl Lock for LeaseLock {
+    /// A Lease delivered by the watch since the last read or write stands
+    /// in for the `GET` (it is at least as new as what a `GET` sent before
+    /// it would have returned); otherwise ask the server.
     fn get(&mut self, timeout: Duration) -> Result<LeaderElectionRecord> {
-        let lease = self
-            .client
-            .get_lease(&self.namespace, &self.name, timeout)?;
+        let seen = self
+            .cached
+            .as_ref()
+            .and_then(|l| l.metadata.resource_version.as_deref());
+        let lease = match self.watched.take() {
+            Some(w) if self.check_identity(&w, "watch").is_err() => None,
+            Some(w) if newer(w.metadata.resource_version.as_deref(), seen) => Some(w),
+            // The watch confirms what we hold (e.g. its first ADDED event).
+            Some(w) if w.metadata.resource_version.as_deref() == seen => self.cached.clone(),
+            _ => None,
+        };
+        let lease = match lease {
+            Some(lease) => lease,
+            None => self
+                .client
+                .get_lease(&self.namespace, &self.name, timeout)?,
+        };
         self.check_identity(&lease, "get")?;
         let record = lease.record();
         self.cached = Some(lease);
@@ -138,6 +173,7 @@ impl Lock for LeaseLock {
     fn create(&mut self, record: &LeaderElectionRecord, timeout: Duration) -> Result<()> {
         let lease = Lease::new(&self.namespace, &self.name, record);
         let stored = self.client.create_lease(&lease, timeout)?;
+        self.watched.clear();
         self.check_identity(&stored, "create")?;
         self.cached = Some(stored);
         Ok(())
@@ -149,6 +185,7 @@ impl Lock for LeaseLock {
         })?;
         lease.set_record(record);
         let stored = self.client.replace_lease(&lease, timeout)?;
+        self.watched.clear();
         self.check_identity(&stored, "update")?;
         self.cached = Some(stored);
         Ok(())
@@ -173,8 +210,25 @@ impl Lock for LeaseLock {
             self.client.clone(),
             &self.namespace,
             &self.name,
+            self.watched.clone(),
             on_change,
             backoff,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::newer;
+
+    #[test]
+    fn watched_versions_must_be_newer() {
+        assert!(newer(Some("7"), Some("6")));
+        assert!(!newer(Some("6"), Some("6")));
+        assert!(!newer(Some("5"), Some("6")), "a late delivery is stale");
+        assert!(newer(Some("5"), None));
+        assert!(!newer(None, Some("5")));
+        assert!(newer(Some("b"), Some("a")));
+        assert!(!newer(Some("a"), Some("a")));
     }
 }

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use crate::client::{segment, Client, MAX_BODY};
 use crate::clock::{Wake, Wakeup};
 use crate::error::{Error, Result};
+use crate::lease::Lease;
 
 /// Server-side cap on one watch request; the stream is simply reopened.
 const WATCH_TIMEOUT_SECS: u64 = 300;
@@ -25,6 +26,37 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
 /// A stream that stayed open this long was healthy: reconnect quickly.
 const HEALTHY_STREAM: Duration = Duration::from_secs(1);
+
+/// The newest Lease a watch delivered and nobody has read yet; shared
+/// between a [`Watcher`] and the lock that will use it instead of a `GET`.
+#[derive(Debug, Clone, Default)]
+pub struct LatestLease {
+    slot: Arc<Mutex<Option<Lease>>>,
+}
+
+impl LatestLease {
+    /// An empty slot.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Take the delivered Lease, if any.
+    pub fn take(&self) -> Option<Lease> {
+        self.slot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
+    /// Forget any delivered Lease (after a write, it is stale).
+    pub fn clear(&self) {
+        self.take();
+    }
+
+    fn set(&self, lease: Option<Lease>) {
+        *self.slot.lock().unwrap_or_else(PoisonError::into_inner) = lease;
+    }
+}
 
 #[derive(Debug)]
 struct WatchShared {
@@ -43,12 +75,14 @@ pub struct Watcher {
 }
 
 impl Watcher {
-    /// Watch Lease `namespace/name`, poking `on_change` on every change.
-    /// Failed reconnects back off from 100ms up to `backoff`.
+    /// Watch Lease `namespace/name`: store each delivered object in
+    /// `latest`, then poke `on_change`. Failed reconnects back off from
+    /// 100ms up to `backoff`.
     pub fn spawn(
         client: Client,
         namespace: &str,
         name: &str,
+        latest: LatestLease,
         on_change: Wakeup,
         backoff: Duration,
     ) -> Result<Watcher> {
@@ -63,6 +97,7 @@ impl Watcher {
             namespace: namespace.to_string(),
             name: name.to_string(),
             shared: shared.clone(),
+            latest,
             on_change,
             resource_version: None,
             refresh_token: false,
@@ -118,6 +153,7 @@ struct WatchStream {
     namespace: String,
     name: String,
     shared: Arc<WatchShared>,
+    latest: LatestLease,
     on_change: Wakeup,
     resource_version: Option<String>,
     refresh_token: bool,
@@ -263,6 +299,13 @@ impl WatchStream {
                 if let Some(rv) = event.object["metadata"]["resourceVersion"].as_str() {
                     self.resource_version = Some(rv.to_string());
                 }
+                // A deleted or undecodable object leaves the slot empty: the
+                // woken candidate then asks the server.
+                let lease = match event.kind.as_str() {
+                    "DELETED" => None,
+                    _ => serde_json::from_value::<Lease>(event.object).ok(),
+                };
+                self.latest.set(lease);
                 self.shared.changes.fetch_add(1, Ordering::Relaxed);
                 self.on_change.poke();
                 Ok(())

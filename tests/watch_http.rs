@@ -44,6 +44,7 @@ fn release_is_acted_on_without_any_timer_firing() {
     let mut c = leader_with_watching_follower();
     c.settle();
     let frozen = c.clock.elapsed();
+    c.server.reset_stats();
     c.stop(0); // releases
     let b = &c.candidates[1];
     loop {
@@ -57,6 +58,10 @@ fn release_is_acted_on_without_any_timer_firing() {
         }
     }
     assert_eq!(c.clock.elapsed(), frozen, "no clock time passed");
+    let stats = c.server.stats();
+    // a's release and b's takeover: one PUT each, b read the Lease from the
+    // watch event instead of a GET.
+    assert_eq!((stats.updates, stats.gets), (2, 0), "{stats:?}");
     assert!(b.handle().is_leader());
     assert_eq!(c.holder(), "b");
     assert!(b.handle().watch_changes() >= 1);
