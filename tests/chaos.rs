@@ -54,6 +54,27 @@ fn stop_bound() -> Duration {
     RENEW_DEADLINE * 3 + SLACK
 }
 
+/// A rejoining elector with the chaos timings, on the real clock.
+fn elector(
+    server: &TestApiServer,
+    id: &str,
+    release: bool,
+    watch: bool,
+) -> (ElectorHandle, Receiver<LeaderEvent>) {
+    let lock = LeaseLock::new(client(server), NS, LEASE, id);
+    LeaderElector::builder(lock)
+        .lease_duration(LEASE_DURATION)
+        .renew_deadline(RENEW_DEADLINE)
+        .retry_period(RETRY_PERIOD)
+        .release_on_cancel(release)
+        .rejoin(true)
+        .watch(watch)
+        .build()
+        .expect("valid timings")
+        .spawn()
+        .expect("elector starts")
+}
+
 /// Panics on any thread of this process, elector threads included.
 static PANICS: AtomicUsize = AtomicUsize::new(0);
 
@@ -294,18 +315,7 @@ impl Chaos {
     fn spawn(&mut self, slot: usize) {
         let s = &mut self.slots[slot];
         assert!(s.handle.is_none(), "{} is running", s.id);
-        let lock = LeaseLock::new(client(&self.server), NS, LEASE, s.id.clone());
-        let (handle, events) = LeaderElector::builder(lock)
-            .lease_duration(LEASE_DURATION)
-            .renew_deadline(RENEW_DEADLINE)
-            .retry_period(RETRY_PERIOD)
-            .release_on_cancel(s.release)
-            .rejoin(true)
-            .watch(s.watch)
-            .build()
-            .expect("valid timings")
-            .spawn()
-            .expect("elector starts");
+        let (handle, events) = elector(&self.server, &s.id, s.release, s.watch);
         let tx = self.tx.clone();
         let forwarder = thread::Builder::new()
             .name(format!("chaos-forward/{}", s.id))
@@ -767,4 +777,100 @@ fn chaos_never_two_leaders() {
         "server transitions vs takeovers observed: {spec}"
     );
     chaos.summary(expected, wall);
+}
+
+/// The next StartedLeading or StoppedLeading `at` on `events`, skipping NewLeader.
+fn next_transition(events: &Receiver<LeaderEvent>) -> LeaderEvent {
+    let until = Instant::now() + recovery_bound() * 2;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        match events.recv_timeout(left).expect("a transition in time") {
+            LeaderEvent::NewLeader { .. } => continue,
+            other => return other,
+        }
+    }
+}
+
+fn started_at(event: LeaderEvent) -> Instant {
+    match event {
+        LeaderEvent::StartedLeading { at } => at,
+        other => panic!("expected StartedLeading, got {other:?}"),
+    }
+}
+
+fn stopped_at(event: LeaderEvent) -> Instant {
+    match event {
+        LeaderEvent::StoppedLeading { at, .. } => at,
+        other => panic!("expected StoppedLeading, got {other:?}"),
+    }
+}
+
+/// Found by the chaos run's overlap check: StartedLeading.at is read when
+/// the winning attempt *begins*, before its GET finds the lease free, so a
+/// poller whose GET is in flight while the leader releases reports a term
+/// that starts before the previous one ended. (The caller only gets the
+/// event after the PUT, so no two callers actually work at once; the
+/// timestamps are what is wrong, and the README promises they order
+/// events exactly.)
+#[test]
+#[ignore = "library bug: StartedLeading.at is the start of the winning attempt, so it can precede the previous leader's StoppedLeading.at"]
+fn started_leading_is_not_stamped_before_the_lease_was_free() {
+    let server = TestApiServer::start().unwrap();
+    let (a, a_events) = elector(&server, "a", true, false);
+    started_at(next_transition(&a_events));
+    let (b, b_events) = elector(&server, "b", false, false);
+    match b_events.recv_timeout(recovery_bound()).unwrap() {
+        LeaderEvent::NewLeader { identity, .. } => assert_eq!(identity, "a"),
+        other => panic!("{other:?}"),
+    }
+    // b's next poll is a GET (a renews with PUTs alone): hold it in the
+    // server for 600ms...
+    let fired = server.stats().faults_fired;
+    server.inject(Fault::latency(Duration::from_millis(600)).method("GET"));
+    let until = Instant::now() + recovery_bound();
+    while server.stats().faults_fired == fired {
+        assert!(Instant::now() < until, "b never polled");
+        thread::sleep(Duration::from_millis(2));
+    }
+    // a keeps leading for half the hold (nothing should happen to it)...
+    assert_eq!(
+        a_events.recv_timeout(Duration::from_millis(300)),
+        Err(RecvTimeoutError::Timeout)
+    );
+    // ...then a steps down and releases, and b's GET finds the lease free.
+    a.stop().unwrap();
+    let a_stopped = stopped_at(next_transition(&a_events));
+    let b_started = started_at(next_transition(&b_events));
+    assert!(
+        b_started >= a_stopped,
+        "b's term is stamped {:?} before a's ended",
+        a_stopped - b_started
+    );
+    b.stop().unwrap();
+}
+
+/// Found while reasoning about the chaos run's timings: after a successful
+/// acquisition or renew the renew loop pauses a full retryPeriod without
+/// bounding the pause by the renew deadline. When that request was slow,
+/// StoppedLeading comes up to retryPeriod after the deadline, although the
+/// README promises it "no later than renewDeadline after the start of the
+/// last successful renew" (`is_leader()` already turned false at the
+/// deadline). With retryPeriod > leaseDuration − renewDeadline, which
+/// validation allows, that can be after the lease expired for others.
+#[test]
+#[ignore = "library bug: the pause after a successful renew is not bounded by the renew deadline, so StoppedLeading can come up to retryPeriod late"]
+fn stopped_leading_comes_by_the_renew_deadline_after_a_slow_acquisition() {
+    let server = TestApiServer::start().unwrap();
+    // The creating POST uses 1s of the 1.2s deadline (within its time-out).
+    server.inject(Fault::latency(Duration::from_millis(1000)).method("POST"));
+    let (solo, events) = elector(&server, "solo", false, false);
+    let started = started_at(next_transition(&events));
+    let stopped = stopped_at(next_transition(&events));
+    let led = stopped - started;
+    // Scheduling slack only: the deadline itself is exact.
+    assert!(
+        led <= RENEW_DEADLINE + Duration::from_millis(50),
+        "StoppedLeading came {led:?} after the acquisition started (deadline {RENEW_DEADLINE:?})"
+    );
+    solo.stop().unwrap();
 }
