@@ -138,6 +138,12 @@ impl Phase {
         ]
     }
 
+    /// The leader rides this phase out: an outage within client-go's
+    /// downtime tolerance leaves a renew that succeeds before the deadline.
+    fn must_keep_leader(&self) -> bool {
+        matches!(self, Phase::Outage { span } if *span < downtime_tolerance())
+    }
+
     /// Requests may still sleep in injected latency this long after the
     /// faults are cleared (and then reach the store).
     fn lingering(&self) -> Duration {
@@ -239,6 +245,17 @@ struct Interval {
     start: Instant,
     end: Instant,
     reason: StopReason,
+}
+
+/// Acquisitions as the Lease counts them.
+#[derive(Debug, Default)]
+struct Takeovers {
+    /// Acquisitions that add one to `leaseTransitions`.
+    transitions: u64,
+    /// An elector taking back the lease still holding its identity (kept count).
+    own_lease_retaken: u64,
+    /// An elector taking back the lease it released itself (counted).
+    own_release_retaken: u64,
 }
 
 /// What happened in one phase, for the summary.
@@ -482,9 +499,15 @@ impl Chaos {
             Phase::Crash => self.crash_leader(),
             _ => self.fault(phase),
         };
+        // Closed terms are final: check them now so the first overlap is
+        // reported with the phase that caused it.
+        self.assert_no_overlap(&phase.to_string());
         let lost = self.lost_since(began);
         if phase.must_depose() {
             assert!(lost >= 1, "the leader survived {phase}");
+        }
+        if phase.must_keep_leader() {
+            assert_eq!(lost, 0, "the leader was deposed by {phase}");
         }
         println!(
             "[{:>7.0} ms] {phase}: leader back after {recovered_in:?}, {lost} lost",
@@ -554,33 +577,34 @@ impl Chaos {
     /// Make the leader one whose release_on_cancel is `release`: park the
     /// other kind's followers, stop the leader (itself a crash or a
     /// release), wait for a successor (necessarily of the right kind) and
-    /// restart everyone.
+    /// restart everyone. Retried in case leadership moved meanwhile.
     fn steer_leader(&mut self, release: bool) -> usize {
-        let (leader, _) = self.wait_for_leader(Instant::now(), "the last phase");
-        if self.slots[leader].release == release {
-            return leader;
+        for _ in 0..3 {
+            let (leader, _) = self.wait_for_leader(Instant::now(), "the last phase");
+            if self.slots[leader].release == release {
+                return leader;
+            }
+            let parked: Vec<usize> = (0..ELECTORS)
+                .filter(|&i| i != leader && self.slots[i].release != release)
+                .collect();
+            for &i in &parked {
+                self.stop(i);
+            }
+            let began = Instant::now();
+            self.stop(leader);
+            let (new, took) = self.wait_for_leader(began, "a steering stop");
+            println!(
+                "[{:>7.0} ms] steering: stopped {}, {} leads after {took:?}",
+                self.ms(Instant::now()),
+                self.id(leader),
+                self.id(new)
+            );
+            for i in parked.into_iter().chain([leader]) {
+                self.spawn(i);
+            }
+            self.listen(SETTLE);
         }
-        let parked: Vec<usize> = (0..ELECTORS)
-            .filter(|&i| i != leader && self.slots[i].release != release)
-            .collect();
-        for &i in &parked {
-            self.stop(i);
-        }
-        let began = Instant::now();
-        self.stop(leader);
-        let (new, took) = self.wait_for_leader(began, "a steering stop");
-        println!(
-            "[{:>7.0} ms] steering: stopped {}, {} leads after {took:?}",
-            self.ms(Instant::now()),
-            self.id(leader),
-            self.id(new)
-        );
-        assert_eq!(self.slots[new].release, release);
-        for i in parked.into_iter().chain([leader]) {
-            self.spawn(i);
-        }
-        self.listen(SETTLE);
-        self.wait_for_leader(Instant::now(), "steering").0
+        panic!("leadership keeps moving: cannot steer it (release_on_cancel={release})");
     }
 
     fn release_leader(&mut self) -> Duration {
@@ -646,14 +670,14 @@ impl Chaos {
         self.drain();
     }
 
-    fn assert_no_overlap(&self) {
+    fn assert_no_overlap(&self, during: &str) {
         let mut sorted = self.intervals.clone();
         sorted.sort_by_key(|iv| iv.start);
         for w in sorted.windows(2) {
             let (a, b) = (&w[0], &w[1]);
             assert!(
                 b.start >= a.end,
-                "{} led [{:.1}, {:.1}) ms and {} led [{:.1}, {:.1}) ms: {:?} of overlap",
+                "{during}: {} led [{:.1}, {:.1}) ms and {} led [{:.1}, {:.1}) ms: {:?} of overlap",
                 self.id(a.slot),
                 self.ms(a.start),
                 self.ms(a.end),
@@ -678,7 +702,7 @@ impl Chaos {
     /// than the renew deadline) could otherwise hand the lease to an
     /// elector that never learns of it. The phases only delay such writes
     /// for the holder's own renewals, which keep the count.
-    fn expected_transitions(&self) -> u64 {
+    fn takeovers(&self) -> Takeovers {
         enum Step {
             Started(usize),
             Released(usize),
@@ -690,27 +714,36 @@ impl Chaos {
             .chain(self.releases.iter().map(|&(at, s)| (at, Step::Released(s))))
             .collect();
         steps.sort_by_key(|(at, _)| *at);
-        let mut holder: Option<Option<usize>> = None; // None: no lease yet; Some(None): released
-        let mut transitions = 0;
+        // None: no lease yet; Some(None): released by `released_by`.
+        let mut holder: Option<Option<usize>> = None;
+        let mut released_by = None;
+        let mut t = Takeovers::default();
         for (_, step) in steps {
             match step {
                 Step::Started(s) => {
-                    if holder.is_some_and(|h| h != Some(s)) {
-                        transitions += 1;
+                    match holder {
+                        None => {}
+                        Some(Some(h)) if h == s => t.own_lease_retaken += 1,
+                        Some(None) if released_by == Some(s) => {
+                            t.transitions += 1;
+                            t.own_release_retaken += 1;
+                        }
+                        Some(_) => t.transitions += 1,
                     }
                     holder = Some(Some(s));
                 }
                 Step::Released(s) => {
                     if holder == Some(Some(s)) {
                         holder = Some(None);
+                        released_by = Some(s);
                     }
                 }
             }
         }
-        transitions
+        t
     }
 
-    fn summary(&self, transitions: u64, wall: Duration) {
+    fn summary(&self, takeovers: &Takeovers, wall: Duration) {
         let led: Duration = self.intervals.iter().map(|iv| iv.end - iv.start).sum();
         let stats = self.server.stats();
         let max_stop = self.stop_times.iter().max().copied().unwrap_or_default();
@@ -724,11 +757,15 @@ impl Chaos {
             );
         }
         println!(
-            "  {} terms, {transitions} takeovers, {} releases, {} crashes, {} NewLeader events",
+            "  {} terms, {} takeovers ({} by the releaser itself), {} own leases retaken",
             self.intervals.len(),
-            self.released_stops,
-            self.crashed_stops,
-            self.new_leader_events
+            takeovers.transitions,
+            takeovers.own_release_retaken,
+            takeovers.own_lease_retaken
+        );
+        println!(
+            "  {} releases, {} crashes, {} NewLeader events",
+            self.released_stops, self.crashed_stops, self.new_leader_events
         );
         println!(
             "  leadership {led:?} of {wall:?}; {} stops, slowest {max_stop:?}",
@@ -767,16 +804,17 @@ fn chaos_never_two_leaders() {
     }
     assert_eq!(PANICS.load(Ordering::SeqCst), 0, "a thread panicked");
     // 1. Safety.
-    chaos.assert_no_overlap();
+    chaos.assert_no_overlap("the whole run");
     // 3. leaseTransitions.
-    let expected = chaos.expected_transitions();
+    let takeovers = chaos.takeovers();
+    let expected = takeovers.transitions;
     let spec = chaos.server.lease(NS, LEASE).expect("the lease exists")["spec"].clone();
     assert_eq!(
         spec["leaseTransitions"].as_u64().unwrap_or(0),
         expected,
         "server transitions vs takeovers observed: {spec}"
     );
-    chaos.summary(expected, wall);
+    chaos.summary(&takeovers, wall);
 }
 
 /// The next StartedLeading or StoppedLeading `at` on `events`, skipping NewLeader.
