@@ -2,11 +2,11 @@
 //! their `at` Instants are comparable) compete for one Lease on the
 //! embedded API server while a driver cycles bounded fault phases.
 //!
-//! Every StartedLeading/StoppedLeading is recorded; at the end the test
-//! asserts that leadership intervals never overlap, that a leader came back
-//! within the client-go bound after every phase, that the server's
-//! `leaseTransitions` matches the takeovers seen, and that every elector
-//! stopped promptly and without a panic. `cargo test --test chaos --
+//! Every StartedLeading/StoppedLeading is recorded. The test asserts that
+//! leadership intervals never overlap (after every phase and over the whole
+//! run), that a leader came back within the client-go bound after every
+//! phase, that the server's `leaseTransitions` matches the takeovers seen,
+//! and that every elector stopped promptly and without a panic. `cargo test --test chaos --
 //! --nocapture` prints a summary.
 
 mod common;
@@ -106,6 +106,9 @@ enum Phase {
     Outage { span: Duration },
     /// The leader is stopped with release_on_cancel and restarted at once.
     Release,
+    /// The leader releases with nobody else running and comes back under
+    /// the same identity: client-go counts that as a transition.
+    LoneRelease,
     /// The leader is stopped without releasing (a crash) and restarted
     /// once someone else leads.
     Crash,
@@ -133,6 +136,7 @@ impl Phase {
             Phase::Outage {
                 span: RENEW_DEADLINE + ms(600),
             },
+            Phase::LoneRelease,
             Phase::Release,
             Phase::Crash,
         ]
@@ -199,6 +203,7 @@ impl fmt::Display for Phase {
             ),
             Phase::Outage { span } => write!(f, "outage {span:?} ({})", vs_deadline(span)),
             Phase::Release => write!(f, "graceful stop/restart of the leader"),
+            Phase::LoneRelease => write!(f, "lone leader releases and comes back"),
             Phase::Crash => write!(f, "crash of the leader"),
         }
     }
@@ -496,6 +501,7 @@ impl Chaos {
         let began = Instant::now();
         let recovered_in = match phase {
             Phase::Release => self.release_leader(),
+            Phase::LoneRelease => self.lone_release(),
             Phase::Crash => self.crash_leader(),
             _ => self.fault(phase),
         };
@@ -543,7 +549,9 @@ impl Chaos {
                 span
             }
             Phase::ErrorStorm { span } | Phase::Malformed { span } => span,
-            Phase::Release | Phase::Crash => unreachable!("not a fault phase"),
+            Phase::Release | Phase::LoneRelease | Phase::Crash => {
+                unreachable!("not a fault phase")
+            }
         };
         let until = Instant::now() + span;
         let bodies = malformed_bodies();
@@ -621,6 +629,33 @@ impl Chaos {
         // A released lease is free at once: the next attempt takes it.
         let handover = RETRY_PERIOD.mul_f64(2.2) + SLACK;
         assert!(took <= handover, "release handover took {took:?}");
+        self.listen(SETTLE);
+        took
+    }
+
+    fn lone_release(&mut self) -> Duration {
+        let leader = self.steer_leader(true);
+        let others: Vec<usize> = (0..ELECTORS).filter(|&i| i != leader).collect();
+        for &i in &others {
+            self.stop(i);
+        }
+        let began = Instant::now();
+        assert!(
+            self.stop(leader),
+            "{} led in calm weather and must release",
+            self.id(leader)
+        );
+        self.spawn(leader);
+        let (new, took) = self.wait_for_leader(began, "a lone release");
+        assert_eq!(new, leader, "nobody else was running");
+        let handover = RETRY_PERIOD.mul_f64(2.2) + SLACK;
+        assert!(
+            took <= handover,
+            "taking back a released lease took {took:?}"
+        );
+        for i in others {
+            self.spawn(i);
+        }
         self.listen(SETTLE);
         took
     }
