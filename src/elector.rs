@@ -369,10 +369,10 @@ impl ElectorHandle {
     }
 
     /// When the last successful acquire or renew request started, on the
-    /// elector's clock, while leading.
+    /// elector's clock (of the current term, or the last one after it
+    /// ended); `None` before it first led.
     pub fn last_renew(&self) -> Option<Instant> {
-        let st = self.shared.lock();
-        st.leading.then_some(st.last_renew).flatten()
+        self.shared.lock().last_renew
     }
 
     /// The last observed holder of the lease, if any. Never blocks on the network.
@@ -533,7 +533,11 @@ impl Run {
                     self.lock
                         .record_event(&format!("{} became leader", self.lock.identity()));
                     log::info!("successfully acquired lease {desc}");
-                    self.emit(LeaderEvent::StartedLeading { at: start });
+                    // Stamped when the write is known to have succeeded: the
+                    // attempt's start can precede the previous holder's
+                    // release, and `at` must order terms exactly.
+                    let at = self.now();
+                    self.emit(LeaderEvent::StartedLeading { at });
                     return true;
                 }
                 Ok(false) => {}
@@ -556,7 +560,13 @@ impl Run {
     fn renew(&mut self) -> TermEnd {
         let desc = self.shared.describe.clone();
         loop {
-            if self.pause(self.cfg().retry_period) {
+            // Never sleep past the deadline: after a slow renew, less than a
+            // retry period may be left before we must step down.
+            let Some(last) = self.shared.lock().last_renew else {
+                return TermEnd::Lost;
+            };
+            let left = (last + self.cfg().renew_deadline).saturating_duration_since(self.now());
+            if self.pause(self.cfg().retry_period.min(left)) {
                 return TermEnd::Stopped;
             }
             loop {
