@@ -429,27 +429,32 @@ impl Client {
 
     /// `POST` a new Lease; answers the stored object.
     pub fn create_lease(&self, lease: &Lease, timeout: Duration) -> Result<Lease> {
-        let what = lease_target(&lease.metadata.namespace, &lease.metadata.name);
-        let t = Target {
-            what: &what,
-            action: "create",
-        };
-        let body = encode(t, lease)?;
-        let path = lease_path(&lease.metadata.namespace, None);
-        let answer = self.send(http::Method::POST, &path, Some(body), t, timeout)?;
-        decode_ok(t, answer)
+        self.write_lease(http::Method::POST, "create", lease, timeout)
     }
 
     /// `PUT` a Lease, conditional on its `metadata.resourceVersion`.
     pub fn replace_lease(&self, lease: &Lease, timeout: Duration) -> Result<Lease> {
-        let what = lease_target(&lease.metadata.namespace, &lease.metadata.name);
+        self.write_lease(http::Method::PUT, "update", lease, timeout)
+    }
+
+    fn write_lease(
+        &self,
+        method: http::Method,
+        action: &'static str,
+        lease: &Lease,
+        timeout: Duration,
+    ) -> Result<Lease> {
+        let meta = &lease.metadata;
+        let what = lease_target(&meta.namespace, &meta.name);
         let t = Target {
             what: &what,
-            action: "update",
+            action,
         };
         let body = encode(t, lease)?;
-        let path = lease_path(&lease.metadata.namespace, Some(&lease.metadata.name));
-        let answer = self.send(http::Method::PUT, &path, Some(body), t, timeout)?;
+        // A create goes to the collection, an update to the object.
+        let name = (method == http::Method::PUT).then_some(meta.name.as_str());
+        let path = lease_path(&meta.namespace, name);
+        let answer = self.send(method, &path, Some(body), t, timeout)?;
         decode_ok(t, answer)
     }
 

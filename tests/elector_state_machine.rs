@@ -7,8 +7,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use lease_elector::{
-    ApiStatus, Clock, ElectorConfig, Error, LeaderElectionRecord, LeaderElector, LeaderEvent, Lock,
-    ManualClock, MicroTime, Result, StatusKind,
+    ApiStatus, Clock, ElectorConfig, ElectorHandle, Error, LeaderElectionRecord, LeaderElector,
+    LeaderEvent, Lock, ManualClock, MicroTime, Result, StatusKind,
 };
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -45,6 +45,21 @@ impl Shared {
         self.store.1.notify_all();
         r
     }
+    /// An elector on this store, on the store's clock.
+    fn spawn(
+        &self,
+        identity: &str,
+        config: ElectorConfig,
+    ) -> (ElectorHandle, Receiver<LeaderEvent>) {
+        LeaderElector::builder(self.lock_for(identity))
+            .config(config)
+            .clock(Arc::new(self.clock.clone()))
+            .build()
+            .unwrap()
+            .spawn()
+            .unwrap()
+    }
+
     fn lock_for(&self, identity: &str) -> FakeLock {
         FakeLock {
             shared: self.clone(),
@@ -89,6 +104,28 @@ fn enter(store: &StoreCell) -> Result<std::sync::MutexGuard<'_, Store>> {
     Ok(st)
 }
 
+impl FakeLock {
+    /// Store `record` if `check` (given the store and the version this lock
+    /// last saw) allows it.
+    fn write(
+        &mut self,
+        record: &LeaderElectionRecord,
+        check: impl FnOnce(&Store, Option<u64>) -> Result<()>,
+    ) -> Result<()> {
+        let store = self.shared.store.clone();
+        let mut st = enter(&store)?;
+        check(&st, self.seen_version)?;
+        st.record = Some(record.clone());
+        st.version += 1;
+        self.seen_version = Some(st.version);
+        let now = self.shared.clock.now();
+        st.writes.push((self.identity.clone(), now));
+        st.history.push(record.clone());
+        store.1.notify_all();
+        Ok(())
+    }
+}
+
 impl Lock for FakeLock {
     fn get(&mut self, _timeout: Duration) -> Result<LeaderElectionRecord> {
         let store = self.shared.store.clone();
@@ -98,34 +135,16 @@ impl Lock for FakeLock {
         Ok(rec)
     }
     fn create(&mut self, record: &LeaderElectionRecord, _timeout: Duration) -> Result<()> {
-        let store = self.shared.store.clone();
-        let mut st = enter(&store)?;
-        if st.record.is_some() {
-            return Err(api(409, "AlreadyExists"));
-        }
-        st.record = Some(record.clone());
-        st.version += 1;
-        self.seen_version = Some(st.version);
-        let now = self.shared.clock.now();
-        st.writes.push((self.identity.clone(), now));
-        st.history.push(record.clone());
-        store.1.notify_all();
-        Ok(())
+        self.write(record, |st, _| match st.record {
+            Some(_) => Err(api(409, "AlreadyExists")),
+            None => Ok(()),
+        })
     }
     fn update(&mut self, record: &LeaderElectionRecord, _timeout: Duration) -> Result<()> {
-        let store = self.shared.store.clone();
-        let mut st = enter(&store)?;
-        if self.seen_version != Some(st.version) {
-            return Err(api(409, "Conflict"));
-        }
-        st.record = Some(record.clone());
-        st.version += 1;
-        self.seen_version = Some(st.version);
-        let now = self.shared.clock.now();
-        st.writes.push((self.identity.clone(), now));
-        st.history.push(record.clone());
-        store.1.notify_all();
-        Ok(())
+        self.write(record, |st, seen| match seen == Some(st.version) {
+            true => Ok(()),
+            false => Err(api(409, "Conflict")),
+        })
     }
     fn identity(&self) -> &str {
         &self.identity
@@ -187,13 +206,7 @@ fn expiry_is_judged_by_local_observation_not_remote_renew_time() {
             ..Default::default()
         })
     });
-    let (handle, rx) = LeaderElector::builder(shared.lock_for("new"))
-        .config(config())
-        .clock(Arc::new(clock.clone()))
-        .build()
-        .unwrap()
-        .spawn()
-        .unwrap();
+    let (handle, rx) = shared.spawn("new", config());
     match next(&rx) {
         LeaderEvent::NewLeader { identity, .. } => assert_eq!(identity, "old"),
         other => panic!("{other:?}"),
@@ -241,13 +254,7 @@ fn expiry_is_judged_by_local_observation_not_remote_renew_time() {
 fn leader_steps_down_within_renew_deadline_of_last_successful_renew() {
     let clock = ManualClock::auto_advancing();
     let shared = Shared::new(clock.clone());
-    let (handle, rx) = LeaderElector::builder(shared.lock_for("a"))
-        .config(config())
-        .clock(Arc::new(clock.clone()))
-        .build()
-        .unwrap()
-        .spawn()
-        .unwrap();
+    let (handle, rx) = shared.spawn("a", config());
     let started = wait_started(&rx);
     assert!(handle.is_leader());
     shared.with(|s| s.down = true);
@@ -274,13 +281,7 @@ fn leader_steps_down_within_renew_deadline_of_last_successful_renew() {
 fn is_leader_turns_false_at_the_deadline_even_if_the_thread_is_stuck() {
     let clock = ManualClock::new();
     let shared = Shared::new(clock.clone());
-    let (handle, rx) = LeaderElector::builder(shared.lock_for("a"))
-        .config(config())
-        .clock(Arc::new(clock.clone()))
-        .build()
-        .unwrap()
-        .spawn()
-        .unwrap();
+    let (handle, rx) = shared.spawn("a", config());
     wait_started(&rx);
     assert!(clock.wait_for_sleepers(1, WAIT));
     shared.with(|s| s.hang = true);
@@ -308,13 +309,7 @@ fn is_leader_turns_false_at_the_deadline_even_if_the_thread_is_stuck() {
 fn leader_that_sees_another_holder_steps_down_at_once() {
     let clock = ManualClock::new();
     let shared = Shared::new(clock.clone());
-    let (handle, rx) = LeaderElector::builder(shared.lock_for("a"))
-        .config(config())
-        .clock(Arc::new(clock.clone()))
-        .build()
-        .unwrap()
-        .spawn()
-        .unwrap();
+    let (handle, rx) = shared.spawn("a", config());
     wait_started(&rx);
     assert!(clock.wait_for_sleepers(1, WAIT));
     let t0 = clock.now();
@@ -350,14 +345,13 @@ fn stop_before_leading_sends_no_stopped_leading() {
             ..Default::default()
         })
     });
-    let (handle, rx) = LeaderElector::builder(shared.lock_for("b"))
-        .config(config())
-        .release_on_cancel(true)
-        .clock(Arc::new(clock.clone()))
-        .build()
-        .unwrap()
-        .spawn()
-        .unwrap();
+    let (handle, rx) = shared.spawn(
+        "b",
+        ElectorConfig {
+            release_on_cancel: true,
+            ..config()
+        },
+    );
     assert!(matches!(next(&rx), LeaderEvent::NewLeader { .. }));
     assert!(clock.wait_for_sleepers(1, WAIT));
     handle.stop().unwrap();
@@ -376,23 +370,16 @@ fn stop_before_leading_sends_no_stopped_leading() {
 fn release_on_cancel_keeps_transitions_and_lets_the_next_take_over_at_once() {
     let clock = ManualClock::new();
     let shared = Shared::new(clock.clone());
-    let (a, a_rx) = LeaderElector::builder(shared.lock_for("a"))
-        .config(config())
-        .release_on_cancel(true)
-        .clock(Arc::new(clock.clone()))
-        .build()
-        .unwrap()
-        .spawn()
-        .unwrap();
+    let (a, a_rx) = shared.spawn(
+        "a",
+        ElectorConfig {
+            release_on_cancel: true,
+            ..config()
+        },
+    );
     wait_started(&a_rx);
     assert!(clock.wait_for_sleepers(1, WAIT));
-    let (b, b_rx) = LeaderElector::builder(shared.lock_for("b"))
-        .config(config())
-        .clock(Arc::new(clock.clone()))
-        .build()
-        .unwrap()
-        .spawn()
-        .unwrap();
+    let (b, b_rx) = shared.spawn("b", config());
     assert!(matches!(next(&b_rx), LeaderEvent::NewLeader { identity, .. } if identity == "a"));
     assert!(clock.wait_for_sleepers(2, WAIT));
     a.stop().unwrap();
@@ -427,13 +414,7 @@ fn release_on_cancel_keeps_transitions_and_lets_the_next_take_over_at_once() {
 fn renewals_keep_acquire_time_and_transitions() {
     let clock = ManualClock::auto_advancing();
     let shared = Shared::new(clock.clone());
-    let (handle, rx) = LeaderElector::builder(shared.lock_for("a"))
-        .config(config())
-        .clock(Arc::new(clock.clone()))
-        .build()
-        .unwrap()
-        .spawn()
-        .unwrap();
+    let (handle, rx) = shared.spawn("a", config());
     wait_started(&rx);
     // Wait (on the store's condvar, not a sleep) for a few renewals.
     {
@@ -456,14 +437,13 @@ fn renewals_keep_acquire_time_and_transitions() {
 fn rejoin_competes_again_after_losing() {
     let clock = ManualClock::auto_advancing();
     let shared = Shared::new(clock.clone());
-    let (handle, rx) = LeaderElector::builder(shared.lock_for("a"))
-        .config(config())
-        .rejoin(true)
-        .clock(Arc::new(clock.clone()))
-        .build()
-        .unwrap()
-        .spawn()
-        .unwrap();
+    let (handle, rx) = shared.spawn(
+        "a",
+        ElectorConfig {
+            rejoin: true,
+            ..config()
+        },
+    );
     wait_started(&rx);
     shared.with(|s| s.down = true);
     wait_stopped(&rx);

@@ -423,29 +423,20 @@ fn respond(
     resp: &Response,
     keep: Next,
 ) -> Next {
-    match http::write_response(conn.get_mut(), resp, keep == Next::Close) {
-        Ok(out) => {
-            finish(
-                shared,
-                &req.method,
-                &req.target,
-                resp.status,
-                req.bytes_in,
-                out,
-            );
-            keep
-        }
+    let (bytes_out, next) = match http::write_response(conn.get_mut(), resp, keep == Next::Close) {
+        Ok(out) => (out, keep),
         Err(e) => {
             log::debug!("test-apiserver: writing the response failed: {e}");
-            finish(
-                shared,
-                &req.method,
-                &req.target,
-                resp.status,
-                req.bytes_in,
-                0,
-            );
-            Next::Close
+            (0, Next::Close)
         }
-    }
+    };
+    finish(
+        shared,
+        &req.method,
+        &req.target,
+        resp.status,
+        req.bytes_in,
+        bytes_out,
+    );
+    next
 }

@@ -103,23 +103,25 @@ pub(crate) fn bad_request(message: &str) -> Response {
 
 /// 422 for one invalid field, as the validation of `Lease` reports it.
 pub(crate) fn invalid(name: &str, field: &str, value: &Value, detail: &str) -> Response {
-    let cause = format!("Invalid value: {value}: {detail}");
-    failure(
-        422,
-        "Invalid",
-        &format!("Lease.{LEASE_GROUP} \"{name}\" is invalid: {field}: {cause}"),
-        json!({
-            "name": name,
-            "group": LEASE_GROUP,
-            "kind": "Lease",
-            "causes": [{ "reason": "FieldValueInvalid", "message": cause, "field": field }],
-        }),
+    field_error(
+        name,
+        field,
+        "FieldValueInvalid",
+        format!("Invalid value: {value}: {detail}"),
     )
 }
 
 /// 422 for a missing required field.
 pub(crate) fn required(name: &str, field: &str, detail: &str) -> Response {
-    let cause = format!("Required value: {detail}");
+    field_error(
+        name,
+        field,
+        "FieldValueRequired",
+        format!("Required value: {detail}"),
+    )
+}
+
+fn field_error(name: &str, field: &str, reason: &str, cause: String) -> Response {
     failure(
         422,
         "Invalid",
@@ -128,7 +130,7 @@ pub(crate) fn required(name: &str, field: &str, detail: &str) -> Response {
             "name": name,
             "group": LEASE_GROUP,
             "kind": "Lease",
-            "causes": [{ "reason": "FieldValueRequired", "message": cause, "field": field }],
+            "causes": [{ "reason": reason, "message": cause, "field": field }],
         }),
     )
 }
