@@ -433,10 +433,9 @@ impl ElectorHandle {
         self.shared.wake.stop();
         let result = match self.thread.take() {
             Some(t) => t.join().unwrap_or_else(|_| {
-                Err(Error::InvalidConfig(format!(
-                    "elector thread for {} panicked",
-                    self.shared.describe
-                )))
+                Err(Error::ThreadPanicked {
+                    lock: self.shared.describe.clone(),
+                })
             }),
             None => Ok(()),
         };

@@ -67,6 +67,11 @@ pub enum Error {
     },
     /// The elector thread could not be started.
     Spawn(std::io::Error),
+    /// The elector thread panicked (a bug); its lease was not released.
+    ThreadPanicked {
+        /// The lock, as `namespace/name`.
+        lock: String,
+    },
     /// A health check failed: the elector believes it leads but has not renewed.
     Unhealthy {
         /// The lock, as `namespace/name`.
@@ -212,6 +217,10 @@ impl fmt::Display for Error {
                 "lease {lock} not initialized: call get or create before update"
             ),
             Error::Spawn(e) => write!(f, "starting the elector thread: {e}"),
+            Error::ThreadPanicked { lock } => write!(
+                f,
+                "the elector thread for lease {lock} panicked; the lease was not released"
+            ),
             Error::Unhealthy {
                 lock,
                 since_renew,
