@@ -125,19 +125,27 @@ impl LeaseLock {
         self.cached.as_ref()
     }
 
+    /// The answer must be this Lease: right kind (when stated), name and namespace.
     fn check_identity(&self, lease: &Lease, action: &'static str) -> Result<()> {
-        if lease.metadata.name == self.name
-            && (lease.metadata.namespace.is_empty() || lease.metadata.namespace == self.namespace)
+        let detail = if !lease.kind.is_empty() && lease.kind != "Lease" {
+            format!(
+                "the server answered with a {} instead of a Lease",
+                lease.kind
+            )
+        } else if lease.metadata.name != self.name
+            || !(lease.metadata.namespace.is_empty() || lease.metadata.namespace == self.namespace)
         {
+            format!(
+                "the server answered with Lease {}/{}",
+                lease.metadata.namespace, lease.metadata.name
+            )
+        } else {
             return Ok(());
-        }
+        };
         Err(Error::Decode {
             target: lease_target(&self.namespace, &self.name),
             action,
-            detail: format!(
-                "the server answered with Lease {}/{}",
-                lease.metadata.namespace, lease.metadata.name
-            ),
+            detail,
         })
     }
 }

@@ -278,6 +278,7 @@ fn malformed_answers_are_errors_not_panics() {
             v
         }),
         ("other object", br#"{"kind":"Lease","metadata":{"name":"someone-else","namespace":"test"}}"#.to_vec()),
+        ("wrong kind", br#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"l","namespace":"test"},"data":{}}"#.to_vec()),
     ];
     for (what, body) in bodies {
         server.inject(Fault::raw(200, body));
@@ -464,4 +465,31 @@ fn unknown_fields_survive_renewals() {
     assert_eq!(lease["metadata"]["annotations"]["note"], "keep me");
     assert_eq!(lease["metadata"]["labels"]["team"], "x");
     assert_eq!(lease["spec"]["holderIdentity"], "a");
+}
+
+#[test]
+fn hostile_but_decodable_leases_do_not_wedge_the_elector() {
+    // No spec at all: an empty record, free to take.
+    let mut c = Cluster::new();
+    c.server.put_lease(
+        NS,
+        serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": LEASE}}),
+    );
+    c.add("a", timings());
+    c.step_until(STEP, SECOND * 5, |c| c.leaders() == ["a"]);
+    assert_eq!(c.lease_spec()["leaseTransitions"], 1);
+
+    // A holder that wrote a negative duration: read as already expired
+    // (as client-go does), so it cannot hold the lease for ever.
+    let mut c = Cluster::new();
+    c.server.put_lease(
+        NS,
+        serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": LEASE},
+            "spec": {"holderIdentity": "broken", "leaseDurationSeconds": -30, "leaseTransitions": 4}}),
+    );
+    c.add("a", timings());
+    c.step_until(STEP, SECOND * 5, |c| c.leaders() == ["a"]);
+    assert_eq!(c.lease_spec()["leaseTransitions"], 5);
+    assert_eq!(c.lease_spec()["leaseDurationSeconds"], 15);
 }
