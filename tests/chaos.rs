@@ -615,20 +615,27 @@ impl Chaos {
         panic!("leadership keeps moving: cannot steer it (release_on_cancel={release})");
     }
 
-    fn release_leader(&mut self) -> Duration {
-        let leader = self.steer_leader(true);
+    /// Stop `leader` (which must release) and start it again under the same
+    /// identity; returns who leads next and how long the handover took,
+    /// which must fit in one jittered retry (a released lease is free at once).
+    fn release_and_rejoin(&mut self, leader: usize, what: &str) -> (usize, Duration) {
         let began = Instant::now();
         assert!(
             self.stop(leader),
             "{} led in calm weather and must release",
             self.id(leader)
         );
-        // Same identity: it races the others for the released lease.
         self.spawn(leader);
-        let (_, took) = self.wait_for_leader(began, "a release");
-        // A released lease is free at once: the next attempt takes it.
+        let (new, took) = self.wait_for_leader(began, what);
         let handover = RETRY_PERIOD.mul_f64(2.2) + SLACK;
-        assert!(took <= handover, "release handover took {took:?}");
+        assert!(took <= handover, "{what}: handover took {took:?}");
+        (new, took)
+    }
+
+    fn release_leader(&mut self) -> Duration {
+        let leader = self.steer_leader(true);
+        // Same identity: it races the others for the released lease.
+        let (_, took) = self.release_and_rejoin(leader, "a release");
         self.listen(SETTLE);
         took
     }
@@ -639,20 +646,8 @@ impl Chaos {
         for &i in &others {
             self.stop(i);
         }
-        let began = Instant::now();
-        assert!(
-            self.stop(leader),
-            "{} led in calm weather and must release",
-            self.id(leader)
-        );
-        self.spawn(leader);
-        let (new, took) = self.wait_for_leader(began, "a lone release");
+        let (new, took) = self.release_and_rejoin(leader, "a lone release");
         assert_eq!(new, leader, "nobody else was running");
-        let handover = RETRY_PERIOD.mul_f64(2.2) + SLACK;
-        assert!(
-            took <= handover,
-            "taking back a released lease took {took:?}"
-        );
         for i in others {
             self.spawn(i);
         }
