@@ -485,7 +485,8 @@ impl Client {
         target: Target<'_>,
         timeout: Duration,
     ) -> Result<Answer> {
-        let answer = self.send_once(method.clone(), path, body.clone(), target, timeout, false)?;
+        let body = body.as_deref();
+        let answer = self.send_once(method.clone(), path, body, target, timeout, false)?;
         if answer.code == 401 && self.inner.auth.can_refresh() {
             log::debug!(
                 "{} {}: 401, re-reading the token file",
@@ -501,7 +502,7 @@ impl Client {
         &self,
         method: http::Method,
         path: &str,
-        body: Option<Vec<u8>>,
+        body: Option<&[u8]>,
         target: Target<'_>,
         timeout: Duration,
         refresh_token: bool,

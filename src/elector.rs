@@ -752,12 +752,17 @@ impl Run {
         })
     }
 
-    fn is_lease_valid(&self, now: Instant) -> bool {
+    /// When the observed record expires: its duration after we saw it change.
+    fn observed_expiry(&self) -> Instant {
         let duration = self
             .observed
             .as_ref()
             .map_or(Duration::ZERO, LeaderElectionRecord::lease_duration);
-        self.observed_at + duration > now
+        self.observed_at + duration
+    }
+
+    fn is_lease_valid(&self, now: Instant) -> bool {
+        self.observed_expiry() > now
     }
 
     /// Time until the observed lease of another holder expires (plus a
@@ -767,8 +772,8 @@ impl Run {
     fn until_expiry(&self) -> Duration {
         match &self.observed {
             Some(r) if !r.holder_identity.is_empty() => {
-                let expires = self.observed_at + r.lease_duration();
-                expires.saturating_duration_since(self.now()) + Duration::from_millis(1)
+                self.observed_expiry().saturating_duration_since(self.now())
+                    + Duration::from_millis(1)
             }
             _ => Duration::MAX,
         }
