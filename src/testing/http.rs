@@ -335,8 +335,8 @@ pub(crate) fn reason_phrase(status: u16) -> &'static str {
     }
 }
 
-/// Write `resp` with a Content-Length; returns the bytes written.
-pub(crate) fn write_response(w: &mut impl Write, resp: &Response, close: bool) -> io::Result<u64> {
+/// The bytes of `resp` with a Content-Length header.
+pub(crate) fn encode_response(resp: &Response, close: bool) -> Vec<u8> {
     let mut out = format!(
         "HTTP/1.1 {} {}\r\n",
         resp.status,
@@ -352,10 +352,17 @@ pub(crate) fn write_response(w: &mut impl Write, resp: &Response, close: bool) -
     out.push_str("\r\n");
     let mut bytes = out.into_bytes();
     bytes.extend_from_slice(&resp.body);
-    w.write_all(&bytes)?;
-    w.flush()?;
-    Ok(bytes.len() as u64)
+    bytes
 }
+
+/// Write already encoded bytes and flush them.
+pub(crate) fn send(w: &mut impl Write, bytes: &[u8]) -> io::Result<()> {
+    w.write_all(bytes)?;
+    w.flush()
+}
+
+/// The last chunk of a chunked body with an empty trailer section.
+pub(crate) const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
 
 /// Start a chunked 200 response; returns the bytes written.
 pub(crate) fn write_chunked_head(w: &mut impl Write) -> io::Result<u64> {
@@ -371,11 +378,6 @@ pub(crate) fn write_chunk(w: &mut impl Write, data: &[u8]) -> io::Result<u64> {
     let mut out = format!("{:x}\r\n", data.len()).into_bytes();
     out.extend_from_slice(data);
     out.extend_from_slice(b"\r\n");
-    if data.is_empty() {
-        // `0\r\n` + empty trailer section.
-        out.truncate(3);
-        out.extend_from_slice(b"\r\n");
-    }
     w.write_all(&out)?;
     w.flush()?;
     Ok(out.len() as u64)

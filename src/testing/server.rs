@@ -280,7 +280,7 @@ fn serve_connection(shared: &Arc<Shared>, socket: TcpStream) {
             Err(e) if e.kind() == io::ErrorKind::InvalidData => {
                 // A malformed chunked body: answer it, the framing is lost.
                 let resp = status::bad_request(&format!("malformed request body: {e}"));
-                let _ = http::write_response(conn.get_mut(), &resp, true);
+                let _ = http::send(conn.get_mut(), &http::encode_response(&resp, true));
                 break;
             }
             Err(e) => {
@@ -304,8 +304,15 @@ fn serve_connection(shared: &Arc<Shared>, socket: TcpStream) {
                     _ => status::failure(code, "", &message, serde_json::json!({})),
                 };
                 shared.lock().recorder.start(Kind::Other, bytes_in);
-                let out = http::write_response(conn.get_mut(), &resp, true).unwrap_or(0);
-                finish(shared, &method, &target, code, bytes_in, out);
+                let _ = answer(
+                    shared,
+                    conn.get_mut(),
+                    &method,
+                    &target,
+                    bytes_in,
+                    &resp,
+                    true,
+                );
                 Next::Close
             }
         };
@@ -316,7 +323,14 @@ fn serve_connection(shared: &Arc<Shared>, socket: TcpStream) {
     conn.get_mut().close();
 }
 
-fn finish(shared: &Shared, method: &str, target: &str, status: u16, bytes_in: u64, bytes_out: u64) {
+pub(crate) fn finish(
+    shared: &Shared,
+    method: &str,
+    target: &str,
+    status: u16,
+    bytes_in: u64,
+    bytes_out: u64,
+) {
     log::debug!("test-apiserver: {method} {target} -> {status}");
     shared.lock().recorder.finish(RequestLog {
         method: method.to_string(),
@@ -423,20 +437,43 @@ fn respond(
     resp: &Response,
     keep: Next,
 ) -> Next {
-    let (bytes_out, next) = match http::write_response(conn.get_mut(), resp, keep == Next::Close) {
-        Ok(out) => (out, keep),
-        Err(e) => {
-            log::debug!("test-apiserver: writing the response failed: {e}");
-            (0, Next::Close)
-        }
-    };
-    finish(
+    let close = keep == Next::Close;
+    match answer(
         shared,
+        conn.get_mut(),
         &req.method,
         &req.target,
-        resp.status,
         req.bytes_in,
-        bytes_out,
+        resp,
+        close,
+    ) {
+        Ok(()) => keep,
+        Err(e) => {
+            log::debug!("test-apiserver: writing the response failed: {e}");
+            Next::Close
+        }
+    }
+}
+
+/// Log a request, then send its answer: a client that has an answer always
+/// finds its request in [`TestApiServer::requests`](super::TestApiServer::requests).
+pub(crate) fn answer(
+    shared: &Shared,
+    stream: &mut Stream,
+    method: &str,
+    target: &str,
+    bytes_in: u64,
+    resp: &Response,
+    close: bool,
+) -> io::Result<()> {
+    let bytes = http::encode_response(resp, close);
+    finish(
+        shared,
+        method,
+        target,
+        resp.status,
+        bytes_in,
+        bytes.len() as u64,
     );
-    next
+    http::send(stream, &bytes)
 }

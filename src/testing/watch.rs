@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::api;
 use super::http::{self, Request};
-use super::server::{Next, Shared, Stream};
+use super::server::{self, Next, Shared, Stream};
 use super::status;
 use super::store::{meta_str, EventType};
 
@@ -47,9 +47,20 @@ pub(crate) fn serve(
     keep: Next,
 ) -> Next {
     let bad = |conn: &mut BufReader<Stream>, resp: http::Response| {
-        let out = http::write_response(conn.get_mut(), &resp, keep == Next::Close).unwrap_or(0);
-        finish(shared, req, resp.status, out);
-        keep
+        let (method, target) = (&req.method, &req.target);
+        let close = keep == Next::Close;
+        match server::answer(
+            shared,
+            conn.get_mut(),
+            method,
+            target,
+            req.bytes_in,
+            &resp,
+            close,
+        ) {
+            Ok(()) => keep,
+            Err(_) => Next::Close,
+        }
     };
     let name = match api::name_selector(req) {
         Ok(n) => n,
@@ -151,31 +162,20 @@ pub(crate) fn serve(
             }
         }
     };
-    let next = match end {
-        End::Abort => Next::Close,
-        End::Shutdown | End::Timeout => match http::write_chunk(conn.get_mut(), b"") {
-            Ok(n) => {
-                out += n;
-                if matches!(end, End::Shutdown) {
-                    Next::Close
-                } else {
-                    keep
-                }
+    let finish =
+        |out: u64| server::finish(shared, &req.method, &req.target, 200, req.bytes_in, out);
+    match end {
+        End::Abort => {
+            finish(out);
+            Next::Close
+        }
+        End::Shutdown | End::Timeout => {
+            // Logged before the last chunk leaves, like every other answer.
+            finish(out + http::LAST_CHUNK.len() as u64);
+            match http::send(conn.get_mut(), http::LAST_CHUNK) {
+                Ok(()) if matches!(end, End::Timeout) => keep,
+                _ => Next::Close,
             }
-            Err(_) => Next::Close,
-        },
-    };
-    finish(shared, req, 200, out);
-    next
-}
-
-fn finish(shared: &Shared, req: &Request, status: u16, out: u64) {
-    log::debug!("test-apiserver: {} {} -> {status}", req.method, req.target);
-    shared.lock().recorder.finish(super::stats::RequestLog {
-        method: req.method.clone(),
-        path: req.target.clone(),
-        status,
-        bytes_in: req.bytes_in,
-        bytes_out: out,
-    });
+        }
+    }
 }
