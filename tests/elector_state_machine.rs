@@ -154,15 +154,18 @@ impl Lock for FakeLock {
     }
 }
 
+/// client-go's 15s / 10s / 2s; the tests below measure against these.
 fn config() -> ElectorConfig {
-    ElectorConfig {
-        lease_duration: Duration::from_secs(15),
-        renew_deadline: Duration::from_secs(10),
-        retry_period: Duration::from_secs(2),
-        release_on_cancel: false,
-        rejoin: false,
-        watch: false,
-    }
+    let c = ElectorConfig::default();
+    assert_eq!(
+        (c.lease_duration, c.renew_deadline, c.retry_period),
+        (
+            Duration::from_secs(15),
+            Duration::from_secs(10),
+            Duration::from_secs(2)
+        )
+    );
+    c
 }
 
 fn next(rx: &Receiver<LeaderEvent>) -> LeaderEvent {
