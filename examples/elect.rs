@@ -8,7 +8,7 @@
 //!       [--release-on-cancel] [--ignore-stdin]
 //! ```
 //!
-//! Without `--server` it uses `--kubeconfig F` (JSON form, optional
+//! Without `--server` it uses `--kubeconfig F` (YAML or JSON, optional
 //! `--context C`) if given, else in-cluster config; the namespace defaults
 //! to the kubeconfig context's or the pod's. Durations are seconds or Go duration
 //! strings (`15`, `15s`, `1m30s`). It keeps competing after losing the

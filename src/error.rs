@@ -177,7 +177,7 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::InvalidConfig(msg) => write!(f, "invalid leader election config: {msg}"),
+            Error::InvalidConfig(msg) => write!(f, "invalid configuration: {msg}"),
             Error::ReadFile { what, path, source } => {
                 write!(f, "reading {what} from {}: {source}", path.display())
             }

@@ -1,14 +1,16 @@
-//! Out-of-cluster config from a kubeconfig file, in its JSON form.
+//! Out-of-cluster config from a kubeconfig file (YAML, as kubectl writes
+//! it, or its JSON form).
 //!
-//! kubeconfig files are usually YAML; reading YAML would need a parser this
-//! crate does not carry, so it reads the JSON that
-//! `kubectl config view --minify --flatten --raw -o json` writes (the same
-//! document). A YAML file is refused with that hint.
+//! The YAML is read by a small built-in reader for the subset kubeconfig
+//! files use (see `src/yaml.rs`): anchors, aliases, tags and several
+//! documents are refused with the line they are on. `null` values count as
+//! absent, and `insecure-skip-tls-verify` takes `true`/`false` quoted or not.
 //!
 //! Supported: `server`, `certificate-authority(-data)`, `token`,
 //! `tokenFile`, `client-certificate(-data)`/`client-key(-data)`, and the
 //! context's namespace. Refused with a clear error: `insecure-skip-tls-verify`
 //! (TLS is always verified), exec and auth-provider plugins, basic auth.
+//! Only the first file of `$KUBECONFIG` is read; files are not merged.
 
 use std::path::{Path, PathBuf};
 
@@ -39,6 +41,7 @@ struct Cluster {
     server: String,
     certificate_authority: Option<PathBuf>,
     certificate_authority_data: Option<String>,
+    #[serde(deserialize_with = "bool_or_string")]
     insecure_skip_tls_verify: bool,
 }
 
@@ -89,12 +92,11 @@ impl ClientConfig {
         Self::from_kubeconfig(&path, None)
     }
 
-    /// Config from a kubeconfig file (JSON form) and a context (`None`: the
-    /// current context). Relative file paths are relative to the file.
+    /// Config from a kubeconfig file (YAML or JSON) and a context (`None`:
+    /// the current context). Relative file paths are relative to the file.
     ///
     /// ```no_run
-    /// // kubectl config view --minify --flatten --raw -o json > kubeconfig.json
-    /// let cfg = lease_elector::ClientConfig::from_kubeconfig("kubeconfig.json", None)?;
+    /// let cfg = lease_elector::ClientConfig::from_kubeconfig("/home/me/.kube/config", None)?;
     /// let client = lease_elector::Client::new(cfg)?;
     /// # Ok::<(), lease_elector::Error>(())
     /// ```
@@ -105,14 +107,7 @@ impl ClientConfig {
             path: path.to_path_buf(),
             source,
         })?;
-        if text.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-            return Err(bad(
-                path,
-                "not JSON (YAML is not read here): convert it with \
-                 `kubectl config view --minify --flatten --raw -o json`",
-            ));
-        }
-        let kc: KubeConfig = serde_json::from_slice(&text).map_err(|e| bad(path, e.to_string()))?;
+        let kc = read(&text).map_err(|e| bad(path, e))?;
         let context_name = context.unwrap_or(&kc.current_context);
         if context_name.is_empty() {
             return Err(bad(path, "no context given and no current-context set"));
@@ -199,6 +194,50 @@ impl ClientConfig {
             }
         }
         Ok(cfg.with_namespace(ctx.namespace.clone().filter(|n| !n.is_empty())))
+    }
+}
+
+/// The document, JSON if it starts with `{`, else YAML; nulls count as
+/// absent, as Go's decoder leaves a field at its zero value.
+fn read(text: &[u8]) -> std::result::Result<KubeConfig, String> {
+    let mut doc = if text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+        serde_json::from_slice(text).map_err(|e| e.to_string())?
+    } else {
+        let text = std::str::from_utf8(text).map_err(|e| format!("not UTF-8: {e}"))?;
+        crate::yaml::parse(text).map_err(|e| e.to_string())?
+    };
+    drop_nulls(&mut doc);
+    match doc {
+        // Through text, not `from_value`: one deserializer for both forms
+        // keeps the static binary ~5 KB smaller.
+        serde_json::Value::Object(_) => serde_json::to_vec(&doc)
+            .and_then(|json| serde_json::from_slice(&json))
+            .map_err(|e| e.to_string()),
+        serde_json::Value::Null => Err("empty document".into()),
+        _ => Err("not a kubeconfig: the document is not a mapping".into()),
+    }
+}
+
+fn drop_nulls(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(drop_nulls);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(drop_nulls),
+        _ => {}
+    }
+}
+
+/// A YAML `true` reaches serde as a string; JSON has real booleans.
+fn bool_or_string<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Error> {
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Bool(b) => Ok(b),
+        serde_json::Value::String(s) if s.eq_ignore_ascii_case("true") => Ok(true),
+        serde_json::Value::String(s) if s.eq_ignore_ascii_case("false") => Ok(false),
+        other => Err(serde::de::Error::custom(format!(
+            "expected true or false, found {other}"
+        ))),
     }
 }
 

@@ -67,6 +67,7 @@ pub mod lock;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod watch;
+mod yaml;
 
 pub use client::{Client, ClientConfig};
 pub use clock::{Clock, ManualClock, SystemClock, Wake, Wakeup};

@@ -35,15 +35,15 @@ struct Elect {
 
 impl Elect {
     fn start(server: &TestApiServer, identity: &str, extra: &[&str]) -> Elect {
+        let url = server.url();
+        Elect::spawn(&["--server", &url, "--namespace", "cli"], identity, extra)
+    }
+
+    /// `elect` reaching the API server through `target` arguments.
+    fn spawn(target: &[&str], identity: &str, extra: &[&str]) -> Elect {
         let mut child = Command::new(elect_binary())
-            .args([
-                "--server",
-                &server.url(),
-                "--namespace",
-                "cli",
-                "--name",
-                "lock",
-            ])
+            .args(target)
+            .args(["--name", "lock"])
             .args(["--identity", identity])
             .args([
                 "--lease-duration",
@@ -143,6 +143,58 @@ fn closing_stdin_stops_it() {
         server.lease("cli", "lock").unwrap()["spec"]["holderIdentity"],
         ""
     );
+}
+
+#[test]
+fn kubeconfig_yaml_over_tls() {
+    let server = TestApiServer::builder()
+        .tls(true)
+        .tokens(&["cli-token"])
+        .build()
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("elect-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("ca.crt"), server.ca_pem()).unwrap();
+    let config = dir.join("config");
+    std::fs::write(
+        &config,
+        format!(
+            "apiVersion: v1
+clusters:
+- cluster:
+    certificate-authority: ca.crt
+    server: {}
+  name: test
+contexts:
+- context:
+    cluster: test
+    namespace: cli
+    user: me
+  name: test
+current-context: test
+kind: Config
+users:
+- name: me
+  user:
+    token: cli-token
+",
+            server.url()
+        ),
+    )
+    .unwrap();
+    let path = config.to_str().unwrap();
+    let mut a = Elect::spawn(&["--kubeconfig", path], "cli-k", &["--release-on-cancel"]);
+    a.expect("NEW_LEADER cli-k");
+    a.expect("LEADING cli-k");
+    // The namespace came from the kubeconfig context.
+    assert_eq!(
+        server.lease("cli", "lock").unwrap()["spec"]["holderIdentity"],
+        "cli-k"
+    );
+    drop(a.child.stdin.take());
+    a.expect("STOPPED cli-k");
+    assert_eq!(a.exit_code(), Some(0));
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! Out-of-cluster config from a kubeconfig (JSON form), used for real
-//! against the embedded API server over TLS.
+//! Out-of-cluster config from a kubeconfig (YAML as kubectl writes it, or
+//! JSON), used for real against the embedded API server over TLS.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -67,6 +67,36 @@ fn kubeconfig(
     })
 }
 
+/// A kubeconfig laid out as `kubectl config view --raw` writes it, with
+/// the cluster's and user's fields given as indented YAML lines.
+fn yaml_kubeconfig(server: &str, cluster: &str, user: &str) -> String {
+    format!(
+        "apiVersion: v1
+clusters:
+- cluster:
+    server: {server}
+{cluster}
+  name: test
+- cluster:
+    server: https://127.0.0.1:1
+  name: other
+contexts:
+- context:
+    cluster: test
+    namespace: from-context
+    user: me
+  name: ctx
+current-context: ctx
+kind: Config
+preferences: {{}}
+users:
+- name: me
+  user:
+{user}
+"
+    )
+}
+
 fn reaches(cfg: ClientConfig, server: &TestApiServer) {
     server.put_lease(
         "ns",
@@ -99,6 +129,78 @@ fn inline_ca_and_token() {
     let cfg = ClientConfig::from_kubeconfig(&path, None).unwrap();
     assert_eq!(cfg.namespace(), Some("from-context"));
     assert!(!format!("{cfg:?}").contains("kc-token"));
+    reaches(cfg, &server);
+}
+
+#[test]
+fn yaml_as_kubectl_writes_it() {
+    let server = TestApiServer::builder()
+        .tls(true)
+        .tokens(&["kc-token"])
+        .build()
+        .unwrap();
+    let dir = TempDir::new();
+    let path = dir.write(
+        "config",
+        yaml_kubeconfig(
+            &server.url(),
+            &format!(
+                "    certificate-authority-data: {}\n    insecure-skip-tls-verify: false",
+                base64(server.ca_pem())
+            ),
+            "    token: \"kc-token\"  # quoted, with a comment",
+        ),
+    );
+    let cfg = ClientConfig::from_kubeconfig(&path, None).unwrap();
+    assert_eq!(cfg.namespace(), Some("from-context"));
+    reaches(cfg, &server);
+}
+
+#[test]
+fn yaml_with_files_client_certificates_and_another_context() {
+    let server = TestApiServer::builder()
+        .tls(true)
+        .client_ca(true)
+        .build()
+        .unwrap();
+    let dir = TempDir::new();
+    dir.write("ca.pem", server.ca_pem());
+    dir.write("client.pem", testing::client_cert_pem());
+    dir.write("client-key.pem", testing::client_key_pem());
+    // Hand-written style: indented lists, a second context that is not
+    // the current one, and null where kubectl leaves fields empty.
+    let text = format!(
+        "# written by hand
+apiVersion: v1
+kind: Config
+current-context: elsewhere
+clusters:
+  - name: local
+    cluster:
+      server: '{}'
+      certificate-authority: ca.pem
+      extensions: null
+contexts:
+  - name: elsewhere
+    context: {{cluster: local, user: nobody}}
+  - name: mine
+    context:
+      cluster: local
+      user: cert-user
+users:
+  - name: cert-user
+    user:
+      client-certificate: client.pem
+      client-key: >-
+        client-key.pem
+  - name: nobody
+    user: {{}}
+",
+        server.url()
+    );
+    let path = dir.write("kubeconfig.yaml", text);
+    let cfg = ClientConfig::from_kubeconfig(&path, Some("mine")).unwrap();
+    assert_eq!(cfg.namespace(), None);
     reaches(cfg, &server);
 }
 
@@ -160,11 +262,47 @@ fn unsupported_and_broken_kubeconfigs_are_clear_errors() {
         assert!(msg.contains(name), "{name}: error names the file: {msg}");
     };
     check(
-        "yaml",
+        "yaml-anchor",
+        yaml_kubeconfig(
+            "https://h:1",
+            "    certificate-authority: &ca ca.pem",
+            "    token: t",
+        ),
+        None,
+        "line 5: anchors",
+    );
+    check(
+        "yaml-insecure",
+        yaml_kubeconfig(
+            "https://h:1",
+            "    insecure-skip-tls-verify: true",
+            "    token: t",
+        ),
+        None,
+        "insecure-skip-tls-verify",
+    );
+    check(
+        "yaml-exec",
+        yaml_kubeconfig(
+            "https://h:1",
+            "    certificate-authority-data: eA==",
+            "    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n      \
+             command: aws\n      args:\n      - eks\n      - get-token\n      env: null",
+        ),
+        None,
+        "plugin",
+    );
+    check("yaml-list", "- a\n- b\n".into(), None, "not a mapping");
+    check("yaml-empty", "# nothing\n".into(), None, "empty document");
+    check(
+        "no-current",
         "apiVersion: v1\nkind: Config\n".into(),
         None,
-        "kubectl config view",
+        "no current-context",
     );
+    std::fs::write(dir.0.join("latin1"), b"a: caf\xe9\n").unwrap();
+    let err = ClientConfig::from_kubeconfig(dir.0.join("latin1"), None).unwrap_err();
+    assert!(err.to_string().contains("not UTF-8"), "{err}");
     let ok_cluster = json!({"certificate-authority-data": base64(b"x")});
     check(
         "insecure",
@@ -219,4 +357,22 @@ fn unsupported_and_broken_kubeconfigs_are_clear_errors() {
     check("truncated", "{\"clusters\": [".into(), None, "kubeconfig");
     let missing = ClientConfig::from_kubeconfig(dir.0.join("absent.json"), None).unwrap_err();
     assert!(matches!(missing, Error::ReadFile { .. }), "{missing}");
+}
+
+#[test]
+fn cloud_shaped_kubeconfig_reads_and_refuses_plugins() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/kubeconfig/cloud.yaml");
+    let gke = ClientConfig::from_kubeconfig(&path, Some("gke_project_europe-west1_prod"))
+        .unwrap_err()
+        .to_string();
+    assert!(gke.contains("exec or auth-provider plugin"), "{gke}");
+    assert!(gke.contains("gke_project_europe-west1_prod"), "{gke}");
+    // The current context (minikube) is read through to its CA file.
+    match ClientConfig::from_kubeconfig(&path, None).unwrap_err() {
+        Error::ReadFile { path, .. } => {
+            assert_eq!(path, PathBuf::from("/home/u/.minikube/ca.crt"))
+        }
+        other => panic!("expected the CA file to be read: {other}"),
+    }
 }
