@@ -13,8 +13,9 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::sync::mpsc::Receiver;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
+use lease_elector::lease::MicroTime;
 use lease_elector::testing::TestApiServer;
 use lease_elector::{Client, ClientConfig, ElectorHandle, LeaderElector, LeaderEvent, LeaseLock};
 
@@ -122,10 +123,16 @@ fn handover(server: &TestApiServer, watch: bool, release: bool) -> Res<Vec<Durat
         let (next, nrx) = spawn(server, &name, id, watch, release)?;
         // Let the follower observe the leader's renewals for a while.
         std::thread::sleep(RETRY * 3);
-        let renewed = leader.last_renew().ok_or("leader has renewed")?;
         let stopped = Instant::now();
         leader.stop()?;
-        let t0 = if release { stopped } else { renewed };
+        // A renew can start between any earlier look and the stop: take
+        // the last one from the Lease itself (its renewTime is the wall
+        // time the renew started), as an Instant.
+        let t0 = if release {
+            stopped
+        } else {
+            last_renew_instant(server, &name)?
+        };
         drop(lrx);
         let at = wait_leading(&nrx)?;
         out.push(at.saturating_duration_since(t0));
@@ -134,6 +141,19 @@ fn handover(server: &TestApiServer, watch: bool, release: bool) -> Res<Vec<Durat
     }
     leader.stop()?;
     Ok(out)
+}
+
+fn last_renew_instant(server: &TestApiServer, name: &str) -> Res<Instant> {
+    let lease = server.lease(NS, name).ok_or("lease exists")?;
+    let renewed: MicroTime = lease["spec"]["renewTime"]
+        .as_str()
+        .ok_or("lease has a renewTime")?
+        .parse()?;
+    let (now, wall) = (Instant::now(), SystemTime::now());
+    let ago = wall.duration_since(renewed.to_system_time())?;
+    Ok(now
+        .checked_sub(ago)
+        .ok_or("renewTime within the process's lifetime")?)
 }
 
 fn latency_table(server: &TestApiServer) -> Res<()> {
