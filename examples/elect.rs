@@ -9,7 +9,8 @@
 //! ```
 //!
 //! Without `--server` it uses `--kubeconfig F` (YAML or JSON, optional
-//! `--context C`) if given, else in-cluster config; the namespace defaults
+//! `--context C`) if given, else in-cluster config in a pod and
+//! `$KUBECONFIG` or `~/.kube/config` outside one; the namespace defaults
 //! to the kubeconfig context's or the pod's. Durations are seconds or Go duration
 //! strings (`15`, `15s`, `1m30s`). It keeps competing after losing the
 //! lease, and exits 0 on SIGTERM/SIGINT or when stdin closes (releasing
@@ -111,7 +112,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             c
         }
         (None, Some(path)) => ClientConfig::from_kubeconfig(path, args.context.as_deref())?,
-        (None, None) => ClientConfig::in_cluster()?,
+        (None, None) => ClientConfig::infer()?,
     };
     if let Some(f) = &args.token_file {
         config = config.token_file(f);

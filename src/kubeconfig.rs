@@ -10,8 +10,9 @@
 //! `tokenFile`, `client-certificate(-data)`/`client-key(-data)`, and the
 //! context's namespace. Refused with a clear error: `insecure-skip-tls-verify`
 //! (TLS is always verified), exec and auth-provider plugins, basic auth.
-//! Only the first file of `$KUBECONFIG` is read; files are not merged.
+//! The files of a `$KUBECONFIG` list are merged as kubectl merges them.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -33,6 +34,9 @@ struct Named<T> {
     name: String,
     #[serde(alias = "cluster", alias = "user", alias = "context")]
     value: T,
+    /// The file this entry came from, for errors.
+    #[serde(skip)]
+    file: PathBuf,
 }
 
 #[derive(Deserialize, Default)]
@@ -72,24 +76,74 @@ fn bad(path: &Path, detail: impl Into<String>) -> Error {
     Error::InvalidConfig(format!("kubeconfig {}: {}", path.display(), detail.into()))
 }
 
-fn find<'a, T>(list: &'a [Named<T>], name: &str, what: &str, path: &Path) -> Result<&'a T> {
-    list.iter()
-        .find(|n| n.name == name)
-        .map(|n| &n.value)
-        .ok_or_else(|| bad(path, format!("no {what} named {name:?}")))
+impl KubeConfig {
+    /// Read one file; relative paths in it are made relative to its folder
+    /// and every entry remembers the file.
+    fn load(path: &Path) -> Result<KubeConfig> {
+        let text = std::fs::read(path).map_err(|source| Error::ReadFile {
+            what: "kubeconfig",
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut kc = read(&text).map_err(|e| bad(path, e))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let resolve = |p: &mut Option<PathBuf>| {
+            if let Some(p) = p.as_mut().filter(|p| p.is_relative()) {
+                *p = base.join(&*p);
+            }
+        };
+        for c in &mut kc.clusters {
+            c.file = path.to_path_buf();
+            resolve(&mut c.value.certificate_authority);
+        }
+        for u in &mut kc.users {
+            u.file = path.to_path_buf();
+            resolve(&mut u.value.token_file);
+            resolve(&mut u.value.client_certificate);
+            resolve(&mut u.value.client_key);
+        }
+        for c in &mut kc.contexts {
+            c.file = path.to_path_buf();
+        }
+        Ok(kc)
+    }
+
+    /// kubectl's merge of a `$KUBECONFIG` list: the first file to name an
+    /// entry wins, and the first `current-context` set wins.
+    fn merge(&mut self, later: KubeConfig) {
+        if self.current_context.is_empty() {
+            self.current_context = later.current_context;
+        }
+        self.clusters.extend(later.clusters);
+        self.users.extend(later.users);
+        self.contexts.extend(later.contexts);
+    }
+}
+
+fn find<'a, T>(list: &'a [Named<T>], name: &str, what: &str, files: &str) -> Result<&'a Named<T>> {
+    list.iter().find(|n| n.name == name).ok_or_else(|| {
+        Error::InvalidConfig(format!("kubeconfig {files}: no {what} named {name:?}"))
+    })
 }
 
 impl ClientConfig {
-    /// Config from the kubeconfig at `$KUBECONFIG` (its first entry) or
-    /// `~/.kube/config`, using its current context.
+    /// Config from the kubeconfig files in `$KUBECONFIG` (merged as kubectl
+    /// merges them; missing files are skipped) or `~/.kube/config`, using
+    /// the current context.
     pub fn from_default_kubeconfig() -> Result<Self> {
-        let path = std::env::var_os("KUBECONFIG")
-            .and_then(|v| std::env::split_paths(&v).find(|p| !p.as_os_str().is_empty()))
-            .or_else(|| {
-                std::env::var_os("HOME").map(|h| Path::new(&h).join(".kube").join("config"))
-            })
-            .ok_or_else(|| Error::InvalidConfig("neither KUBECONFIG nor HOME is set".into()))?;
-        Self::from_kubeconfig(&path, None)
+        Self::from_kubeconfig_files(&default_paths(&env)?, None)
+    }
+
+    /// What kubectl and client-go's usual setup do: in-cluster config when
+    /// running in a pod (`KUBERNETES_SERVICE_HOST` set), else the default
+    /// kubeconfig ([`from_default_kubeconfig`](Self::from_default_kubeconfig)).
+    ///
+    /// ```no_run
+    /// let client = lease_elector::Client::new(lease_elector::ClientConfig::infer()?)?;
+    /// # Ok::<(), lease_elector::Error>(())
+    /// ```
+    pub fn infer() -> Result<Self> {
+        infer_with(&env, Path::new(crate::client::SERVICE_ACCOUNT_DIR))
     }
 
     /// Config from a kubeconfig file (YAML or JSON) and a context (`None`:
@@ -101,100 +155,180 @@ impl ClientConfig {
     /// # Ok::<(), lease_elector::Error>(())
     /// ```
     pub fn from_kubeconfig(path: impl AsRef<Path>, context: Option<&str>) -> Result<Self> {
-        let path = path.as_ref();
-        let text = std::fs::read(path).map_err(|source| Error::ReadFile {
-            what: "kubeconfig",
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let kc = read(&text).map_err(|e| bad(path, e))?;
-        let context_name = context.unwrap_or(&kc.current_context);
-        if context_name.is_empty() {
-            return Err(bad(path, "no context given and no current-context set"));
-        }
-        let ctx = find(&kc.contexts, context_name, "context", path)?;
-        let cluster = find(&kc.clusters, &ctx.cluster, "cluster", path)?;
-        let user = find(&kc.users, &ctx.user, "user", path)?;
-        let base = path.parent().unwrap_or(Path::new("."));
-        let resolve = |p: &Path| {
-            if p.is_absolute() {
-                p.to_path_buf()
-            } else {
-                base.join(p)
-            }
-        };
-
-        if cluster.insecure_skip_tls_verify {
-            return Err(bad(path, format!(
-                "cluster {:?} sets insecure-skip-tls-verify; TLS is always verified here, give its CA instead",
-                ctx.cluster
-            )));
-        }
-        if user.exec.is_some() || user.auth_provider.is_some() {
-            return Err(bad(path, format!(
-                "user {:?} uses an exec or auth-provider plugin, which is not supported: use a token or client certificate",
-                ctx.user
-            )));
-        }
-        if user.username.is_some() {
-            return Err(bad(
-                path,
-                format!(
-                    "user {:?} uses basic auth, which Kubernetes removed",
-                    ctx.user
-                ),
-            ));
-        }
-        if cluster.server.is_empty() {
-            return Err(bad(
-                path,
-                format!("cluster {:?} has no server", ctx.cluster),
-            ));
-        }
-
-        let mut cfg = ClientConfig::new(cluster.server.clone());
-        if let Some(data) = &cluster.certificate_authority_data {
-            cfg = cfg.ca_pem(
-                decode_base64(data)
-                    .map_err(|e| bad(path, format!("certificate-authority-data: {e}")))?,
-            );
-        } else if let Some(file) = &cluster.certificate_authority {
-            cfg = cfg.ca_file(resolve(file))?;
-        }
-        if let Some(token) = &user.token {
-            cfg = cfg.token(token.clone());
-        } else if let Some(file) = &user.token_file {
-            cfg = cfg.token_file(resolve(file));
-        }
-        let cert = pem_source(
-            path,
-            "client-certificate",
-            &user.client_certificate_data,
-            &user.client_certificate,
-            &resolve,
-        )?;
-        let key = pem_source(
-            path,
-            "client-key",
-            &user.client_key_data,
-            &user.client_key,
-            &resolve,
-        )?;
-        match (cert, key) {
-            (Some(cert), Some(key)) => cfg = cfg.client_identity(cert, key),
-            (None, None) => {}
-            _ => {
-                return Err(bad(
-                    path,
-                    format!(
-                        "user {:?} needs both a client certificate and a key",
-                        ctx.user
-                    ),
-                ))
-            }
-        }
-        Ok(cfg.with_namespace(ctx.namespace.clone().filter(|n| !n.is_empty())))
+        Self::from_kubeconfig_files(&[path.as_ref().to_path_buf()], context)
     }
+
+    /// Config from several kubeconfig files merged as kubectl merges a
+    /// `$KUBECONFIG` list: the first file to name a cluster, user or
+    /// context wins, and so does the first `current-context`. Files that do
+    /// not exist are skipped, unless none exists.
+    ///
+    /// ```no_run
+    /// let cfg = lease_elector::ClientConfig::from_kubeconfig_files(
+    ///     &["/home/me/.kube/config", "/home/me/.kube/prod.yaml"],
+    ///     Some("prod"),
+    /// )?;
+    /// # Ok::<(), lease_elector::Error>(())
+    /// ```
+    pub fn from_kubeconfig_files(
+        paths: &[impl AsRef<Path>],
+        context: Option<&str>,
+    ) -> Result<Self> {
+        let mut merged: Option<KubeConfig> = None;
+        let mut first_missing = None;
+        for path in paths {
+            let path = path.as_ref();
+            let kc = match KubeConfig::load(path) {
+                Err(Error::ReadFile { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound && paths.len() > 1 =>
+                {
+                    first_missing.get_or_insert(Error::ReadFile {
+                        what: "kubeconfig",
+                        path: path.to_path_buf(),
+                        source,
+                    });
+                    continue;
+                }
+                other => other?,
+            };
+            match &mut merged {
+                None => merged = Some(kc),
+                Some(m) => m.merge(kc),
+            }
+        }
+        let Some(kc) = merged else {
+            return Err(first_missing
+                .unwrap_or_else(|| Error::InvalidConfig("no kubeconfig file given".into())));
+        };
+        let files = paths
+            .iter()
+            .map(|p| p.as_ref().display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        build(&kc, context, &files)
+    }
+}
+
+fn env(key: &str) -> Option<OsString> {
+    std::env::var_os(key).filter(|v| !v.is_empty())
+}
+
+/// `$KUBECONFIG`'s files, else `~/.kube/config`.
+fn default_paths(env: &dyn Fn(&str) -> Option<OsString>) -> Result<Vec<PathBuf>> {
+    if let Some(list) = env("KUBECONFIG") {
+        let paths: Vec<PathBuf> = std::env::split_paths(&list)
+            .filter(|p| !p.as_os_str().is_empty())
+            .collect();
+        if !paths.is_empty() {
+            return Ok(paths);
+        }
+    }
+    let home = env("HOME")
+        .ok_or_else(|| Error::InvalidConfig("neither KUBECONFIG nor HOME is set".into()))?;
+    Ok(vec![Path::new(&home).join(".kube").join("config")])
+}
+
+fn infer_with(
+    env: &dyn Fn(&str) -> Option<OsString>,
+    service_account_dir: &Path,
+) -> Result<ClientConfig> {
+    if let Some(host) = env("KUBERNETES_SERVICE_HOST") {
+        let port = env("KUBERNETES_SERVICE_PORT").unwrap_or_default();
+        return ClientConfig::in_cluster_from(
+            &host.to_string_lossy(),
+            &port.to_string_lossy(),
+            service_account_dir,
+        );
+    }
+    let paths = default_paths(env)?;
+    ClientConfig::from_kubeconfig_files(&paths, None).map_err(|e| match e {
+        Error::ReadFile { path, source, .. }
+            if source.kind() == std::io::ErrorKind::NotFound && paths.contains(&path) =>
+        {
+            Error::InvalidConfig(format!(
+                "not in a cluster (KUBERNETES_SERVICE_HOST is not set) and no kubeconfig at {}",
+                path.display()
+            ))
+        }
+        e => e,
+    })
+}
+
+/// The client config of one context of a (merged) kubeconfig.
+fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientConfig> {
+    let context_name = context.unwrap_or(&kc.current_context);
+    if context_name.is_empty() {
+        return Err(Error::InvalidConfig(format!(
+            "kubeconfig {files}: no context given and no current-context set"
+        )));
+    }
+    let ctx = find(&kc.contexts, context_name, "context", files)?;
+    let cluster = find(&kc.clusters, &ctx.value.cluster, "cluster", files)?;
+    let user = find(&kc.users, &ctx.value.user, "user", files)?;
+    let (cluster_file, user_file) = (&cluster.file, &user.file);
+    let (cluster, user) = (&cluster.value, &user.value);
+    let (cluster_name, user_name) = (&ctx.value.cluster, &ctx.value.user);
+
+    if cluster.insecure_skip_tls_verify {
+        return Err(bad(cluster_file, format!(
+            "cluster {cluster_name:?} sets insecure-skip-tls-verify; TLS is always verified here, give its CA instead"
+        )));
+    }
+    if user.exec.is_some() || user.auth_provider.is_some() {
+        return Err(bad(user_file, format!(
+            "user {user_name:?} uses an exec or auth-provider plugin, which is not supported: use a token or client certificate"
+        )));
+    }
+    if user.username.is_some() {
+        return Err(bad(
+            user_file,
+            format!("user {user_name:?} uses basic auth, which Kubernetes removed"),
+        ));
+    }
+    if cluster.server.is_empty() {
+        return Err(bad(
+            cluster_file,
+            format!("cluster {cluster_name:?} has no server"),
+        ));
+    }
+
+    let mut cfg = ClientConfig::new(cluster.server.clone());
+    if let Some(data) = &cluster.certificate_authority_data {
+        cfg = cfg.ca_pem(
+            decode_base64(data)
+                .map_err(|e| bad(cluster_file, format!("certificate-authority-data: {e}")))?,
+        );
+    } else if let Some(file) = &cluster.certificate_authority {
+        cfg = cfg.ca_file(file)?;
+    }
+    if let Some(token) = &user.token {
+        cfg = cfg.token(token.clone());
+    } else if let Some(file) = &user.token_file {
+        cfg = cfg.token_file(file);
+    }
+    let cert = pem_source(
+        user_file,
+        "client-certificate",
+        &user.client_certificate_data,
+        &user.client_certificate,
+    )?;
+    let key = pem_source(
+        user_file,
+        "client-key",
+        &user.client_key_data,
+        &user.client_key,
+    )?;
+    match (cert, key) {
+        (Some(cert), Some(key)) => cfg = cfg.client_identity(cert, key),
+        (None, None) => {}
+        _ => {
+            return Err(bad(
+                user_file,
+                format!("user {user_name:?} needs both a client certificate and a key"),
+            ))
+        }
+    }
+    Ok(cfg.with_namespace(ctx.value.namespace.clone().filter(|n| !n.is_empty())))
 }
 
 /// The document, JSON if it starts with `{`, else YAML; nulls count as
@@ -246,7 +380,6 @@ fn pem_source(
     field: &str,
     data: &Option<String>,
     file: &Option<PathBuf>,
-    resolve: &dyn Fn(&Path) -> PathBuf,
 ) -> Result<Option<Vec<u8>>> {
     if let Some(data) = data {
         return decode_base64(data)
@@ -254,16 +387,13 @@ fn pem_source(
             .map_err(|e| bad(path, format!("{field}-data: {e}")));
     }
     match file {
-        Some(f) => {
-            let p = resolve(f);
-            std::fs::read(&p)
-                .map(Some)
-                .map_err(|source| Error::ReadFile {
-                    what: "kubeconfig client credential",
-                    path: p,
-                    source,
-                })
-        }
+        Some(f) => std::fs::read(f)
+            .map(Some)
+            .map_err(|source| Error::ReadFile {
+                what: "kubeconfig client credential",
+                path: f.clone(),
+                source,
+            }),
         None => Ok(None),
     }
 }
@@ -307,6 +437,96 @@ fn decode_base64(s: &str) -> std::result::Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
+
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new() -> Self {
+            let p = std::env::temp_dir().join(format!("le-infer-{}", uuid::Uuid::new_v4()));
+            std::fs::create_dir_all(&p).unwrap();
+            TempDir(p)
+        }
+        fn write(&self, name: &str, data: impl AsRef<[u8]>) -> PathBuf {
+            let p = self.0.join(name);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, data).unwrap();
+            p
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn infer(vars: &[(&str, &OsString)], sa: &Path) -> Result<ClientConfig> {
+        let vars: HashMap<String, OsString> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), (*v).clone()))
+            .collect();
+        infer_with(&|k| vars.get(k).cloned(), sa)
+    }
+
+    fn kubeconfig(server: &str) -> String {
+        format!(
+            "clusters:\n- name: c\n  cluster: {{server: '{server}'}}\n\
+             users:\n- name: u\n  user: {{token: t}}\n\
+             contexts:\n- name: x\n  context: {{cluster: c, user: u, namespace: ns}}\n\
+             current-context: x\n"
+        )
+    }
+
+    #[test]
+    fn infer_prefers_the_cluster_then_kubeconfig_then_home() {
+        let dir = TempDir::new();
+        let sa = dir.0.join("sa");
+        dir.write("sa/token", "tok");
+        dir.write(
+            "sa/ca.crt",
+            include_bytes!("../fixtures/tls/ca.pem").as_slice(),
+        );
+        dir.write("sa/namespace", "pod-ns");
+        dir.write("home/.kube/config", kubeconfig("https://home:1"));
+        let first = dir.write("first", kubeconfig("https://first:1"));
+        let home = dir.0.join("home").into_os_string();
+        let list = std::env::join_paths([dir.0.join("absent"), first]).unwrap();
+        let (host, port) = (OsString::from("fd00::1"), OsString::from("6443"));
+
+        let cfg = infer(
+            &[
+                ("KUBERNETES_SERVICE_HOST", &host),
+                ("KUBERNETES_SERVICE_PORT", &port),
+                ("KUBECONFIG", &list),
+                ("HOME", &home),
+            ],
+            &sa,
+        )
+        .unwrap();
+        assert_eq!(cfg.base_url(), "https://[fd00::1]:6443");
+        assert_eq!(cfg.namespace(), Some("pod-ns"));
+
+        let cfg = infer(&[("KUBECONFIG", &list), ("HOME", &home)], &sa).unwrap();
+        assert_eq!(cfg.base_url(), "https://first:1");
+        assert_eq!(cfg.namespace(), Some("ns"));
+
+        let cfg = infer(&[("HOME", &home)], &sa).unwrap();
+        assert_eq!(cfg.base_url(), "https://home:1");
+
+        let nowhere = dir.0.join("nowhere").into_os_string();
+        let err = infer(&[("HOME", &nowhere)], &sa).unwrap_err().to_string();
+        assert!(
+            err.contains("not in a cluster") && err.contains("nowhere"),
+            "{err}"
+        );
+        let err = infer(&[], &sa).unwrap_err().to_string();
+        assert!(err.contains("neither KUBECONFIG nor HOME"), "{err}");
+        let err = infer(&[("KUBERNETES_SERVICE_HOST", &host)], &sa)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("must not be empty"), "{err}");
+    }
 
     #[test]
     fn base64_decodes_rfc4648_vectors() {

@@ -376,3 +376,61 @@ fn cloud_shaped_kubeconfig_reads_and_refuses_plugins() {
         other => panic!("expected the CA file to be read: {other}"),
     }
 }
+
+#[test]
+fn kubeconfig_lists_merge_as_kubectl_merges_them() {
+    let server = TestApiServer::builder()
+        .tls(true)
+        .tokens(&["merged"])
+        .build()
+        .unwrap();
+    let dir = TempDir::new();
+    std::fs::create_dir_all(dir.0.join("a")).unwrap();
+    std::fs::create_dir_all(dir.0.join("b")).unwrap();
+    std::fs::create_dir_all(dir.0.join("c")).unwrap();
+    // a: the current context; its cluster and user live in b.
+    let a = dir.write(
+        "a/config",
+        "current-context: ctx\n\
+         contexts:\n\
+         - name: ctx\n  context: {cluster: test, user: me, namespace: from-a}\n",
+    );
+    // b: relative paths resolve against b/, its own `ctx` and
+    // current-context lose to a's.
+    dir.write("b/ca.pem", server.ca_pem());
+    dir.write("b/token", "merged\n");
+    let b = dir.write(
+        "b/config",
+        format!(
+            "current-context: other\n\
+             contexts:\n\
+             - name: ctx\n  context: {{cluster: nowhere, user: me}}\n\
+             clusters:\n\
+             - name: test\n  cluster:\n    server: {}\n    certificate-authority: ca.pem\n\
+             users:\n\
+             - name: me\n  user:\n    tokenFile: token\n",
+            server.url()
+        ),
+    );
+    let missing = dir.0.join("absent");
+    let cfg = ClientConfig::from_kubeconfig_files(&[&a, &missing, &b], None).unwrap();
+    assert_eq!(cfg.namespace(), Some("from-a"));
+    reaches(cfg, &server);
+
+    // Entry errors name the file the entry came from.
+    let c = dir.write(
+        "c/config",
+        "users:\n- name: me\n  user:\n    exec: {command: aws}\n",
+    );
+    let err = ClientConfig::from_kubeconfig_files(&[&a, &c, &b], None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("plugin") && err.contains("c/config"), "{err}");
+
+    let none = ClientConfig::from_kubeconfig_files(&[&missing, &dir.0.join("also-absent")], None)
+        .unwrap_err();
+    assert!(
+        matches!(&none, Error::ReadFile { path, .. } if *path == missing),
+        "{none}"
+    );
+}
