@@ -32,7 +32,8 @@ struct KubeConfig {
 #[derive(Deserialize)]
 struct Named<T> {
     name: String,
-    #[serde(alias = "cluster", alias = "user", alias = "context")]
+    /// Absent or `null` (an empty `user:`) reads as empty.
+    #[serde(default, alias = "cluster", alias = "user", alias = "context")]
     value: T,
     /// The file this entry came from, for errors.
     #[serde(skip)]
@@ -476,6 +477,27 @@ mod tests {
              contexts:\n- name: x\n  context: {{cluster: c, user: u, namespace: ns}}\n\
              current-context: x\n"
         )
+    }
+
+    #[test]
+    fn empty_entries_and_nulls_read_as_absent() {
+        let kc = read(
+            b"current-context: null\nclusters: ~\nusers:\n- name: anonymous\n  user:\n\
+              contexts:\n- name: x\n  context: {cluster: c, user: anonymous, namespace: null}\n",
+        )
+        .unwrap();
+        assert_eq!(kc.current_context, "");
+        assert!(kc.clusters.is_empty());
+        assert_eq!(kc.users[0].name, "anonymous");
+        assert!(kc.users[0].value.token.is_none());
+        assert_eq!(kc.contexts[0].value.user, "anonymous");
+        assert_eq!(kc.contexts[0].value.namespace, None);
+        let err = read(b"users:\n- user: {token: t}\n").err().unwrap();
+        assert!(err.contains("missing field `name`"), "{err}");
+        let err = read(b"clusters:\n- name: c\n  cluster: {insecure-skip-tls-verify: maybe}\n")
+            .err()
+            .unwrap();
+        assert!(err.contains("expected true or false"), "{err}");
     }
 
     #[test]
