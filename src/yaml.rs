@@ -332,17 +332,22 @@ impl Parser {
         }
     }
 
+    /// Whether the block at indentation `ind` goes on: the next content
+    /// line is at `ind` (less, or a document marker, ends the block).
+    fn next_at(&mut self, ind: usize) -> Result<bool> {
+        match self.next_content()? {
+            None => Ok(false),
+            Some(i) if i < ind || (i == 0 && doc_marker(self.line()).is_some()) => Ok(false),
+            Some(i) if i > ind => Err(self.err(format!(
+                "unexpected indentation: expected {ind} spaces, found {i}"
+            ))),
+            Some(_) => Ok(true),
+        }
+    }
+
     fn mapping(&mut self, ind: usize) -> Result<Value> {
         let mut map = Map::new();
-        while let Some(i) = self.next_content()? {
-            if i < ind || (i == 0 && doc_marker(self.line()).is_some()) {
-                break;
-            }
-            if i > ind {
-                return Err(self.err(format!(
-                    "unexpected indentation: expected {ind} spaces, found {i}"
-                )));
-            }
+        while self.next_at(ind)? {
             let content = &self.line()[ind..];
             if is_entry(content) {
                 return Err(self.err("a list item where a `key: value` was expected"));
@@ -364,15 +369,7 @@ impl Parser {
 
     fn sequence(&mut self, ind: usize) -> Result<Value> {
         let mut items = Vec::new();
-        while let Some(i) = self.next_content()? {
-            if i < ind || (i == 0 && doc_marker(self.line()).is_some()) {
-                break;
-            }
-            if i > ind {
-                return Err(self.err(format!(
-                    "unexpected indentation: expected {ind} spaces, found {i}"
-                )));
-            }
+        while self.next_at(ind)? {
             if !is_entry(&self.line()[ind..]) {
                 break;
             }

@@ -97,6 +97,22 @@ users:
     )
 }
 
+/// A server that wants client certificates, and a folder holding its CA
+/// (`ca.pem`) and a client certificate and key (`client.pem`,
+/// `client-key.pem`).
+fn mtls_server_and_files() -> (TestApiServer, TempDir) {
+    let server = TestApiServer::builder()
+        .tls(true)
+        .client_ca(true)
+        .build()
+        .unwrap();
+    let dir = TempDir::new();
+    dir.write("ca.pem", server.ca_pem());
+    dir.write("client.pem", testing::client_cert_pem());
+    dir.write("client-key.pem", testing::client_key_pem());
+    (server, dir)
+}
+
 fn reaches(cfg: ClientConfig, server: &TestApiServer) {
     server.put_lease(
         "ns",
@@ -158,15 +174,7 @@ fn yaml_as_kubectl_writes_it() {
 
 #[test]
 fn yaml_with_files_client_certificates_and_another_context() {
-    let server = TestApiServer::builder()
-        .tls(true)
-        .client_ca(true)
-        .build()
-        .unwrap();
-    let dir = TempDir::new();
-    dir.write("ca.pem", server.ca_pem());
-    dir.write("client.pem", testing::client_cert_pem());
-    dir.write("client-key.pem", testing::client_key_pem());
+    let (server, dir) = mtls_server_and_files();
     // Hand-written style: indented lists, a second context that is not
     // the current one, and null where kubectl leaves fields empty.
     let text = format!(
@@ -206,15 +214,7 @@ users:
 
 #[test]
 fn files_relative_to_the_kubeconfig_and_client_certificates() {
-    let server = TestApiServer::builder()
-        .tls(true)
-        .client_ca(true)
-        .build()
-        .unwrap();
-    let dir = TempDir::new();
-    dir.write("ca.pem", server.ca_pem());
-    dir.write("client.pem", testing::client_cert_pem());
-    dir.write("client-key.pem", testing::client_key_pem());
+    let (server, dir) = mtls_server_and_files();
     let path = dir.write(
         "config.json",
         kubeconfig(
