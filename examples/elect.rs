@@ -8,11 +8,11 @@
 //!       [--release-on-cancel] [--ignore-stdin]
 //! ```
 //!
-//! Without `--server` it uses `--kubeconfig F` (YAML or JSON, optional
-//! `--context C`) if given, else in-cluster config in a pod and
-//! `$KUBECONFIG` or `~/.kube/config` outside one; the namespace defaults
-//! to the kubeconfig context's or the pod's. Durations are seconds or Go duration
-//! strings (`15`, `15s`, `1m30s`). It keeps competing after losing the
+//! Without `--server` it uses `--kubeconfig F` (YAML or JSON) if given,
+//! else in-cluster config in a pod and `$KUBECONFIG` or `~/.kube/config`
+//! outside one; `--context C` picks a kubeconfig context as kubectl's
+//! does. The namespace defaults to the kubeconfig context's or the pod's.
+//! Durations are seconds or Go duration strings (`15`, `15s`, `1m30s`). It keeps competing after losing the
 //! lease, and exits 0 on SIGTERM/SIGINT or when stdin closes (releasing
 //! the lease first with `--release-on-cancel`); pass `--ignore-stdin` in a
 //! container whose stdin is `/dev/null`.
@@ -112,6 +112,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             c
         }
         (None, Some(path)) => ClientConfig::from_kubeconfig(path, args.context.as_deref())?,
+        // Like kubectl: a context alone picks it from the default kubeconfig.
+        (None, None) if args.context.is_some() => ClientConfig::from_kubeconfig_files(
+            &ClientConfig::default_kubeconfig_paths()?,
+            args.context.as_deref(),
+        )?,
         (None, None) => ClientConfig::infer()?,
     };
     if let Some(f) = &args.token_file {

@@ -132,7 +132,20 @@ impl ClientConfig {
     /// merges them; missing files are skipped) or `~/.kube/config`, using
     /// the current context.
     pub fn from_default_kubeconfig() -> Result<Self> {
-        Self::from_kubeconfig_files(&default_paths(&env)?, None)
+        Self::from_kubeconfig_files(&Self::default_kubeconfig_paths()?, None)
+    }
+
+    /// The files kubectl reads: those listed in `$KUBECONFIG`, else
+    /// `~/.kube/config`. For another context than the current one:
+    ///
+    /// ```no_run
+    /// use lease_elector::ClientConfig;
+    /// let paths = ClientConfig::default_kubeconfig_paths()?;
+    /// let cfg = ClientConfig::from_kubeconfig_files(&paths, Some("staging"))?;
+    /// # Ok::<(), lease_elector::Error>(())
+    /// ```
+    pub fn default_kubeconfig_paths() -> Result<Vec<PathBuf>> {
+        default_paths(&env)
     }
 
     /// What kubectl and client-go's usual setup do: in-cluster config when

@@ -36,12 +36,19 @@ struct Elect {
 impl Elect {
     fn start(server: &TestApiServer, identity: &str, extra: &[&str]) -> Elect {
         let url = server.url();
-        Elect::spawn(&["--server", &url, "--namespace", "cli"], identity, extra)
+        Elect::spawn(
+            &["--server", &url, "--namespace", "cli"],
+            &[],
+            identity,
+            extra,
+        )
     }
 
-    /// `elect` reaching the API server through `target` arguments.
-    fn spawn(target: &[&str], identity: &str, extra: &[&str]) -> Elect {
+    /// `elect` reaching the API server through `target` arguments and
+    /// environment variables.
+    fn spawn(target: &[&str], env: &[(&str, &str)], identity: &str, extra: &[&str]) -> Elect {
         let mut child = Command::new(elect_binary())
+            .envs(env.iter().copied())
             .args(target)
             .args(["--name", "lock"])
             .args(["--identity", identity])
@@ -146,7 +153,7 @@ fn closing_stdin_stops_it() {
 }
 
 #[test]
-fn kubeconfig_yaml_over_tls() {
+fn kubeconfig_yaml_over_tls_by_path_and_by_environment() {
     let server = TestApiServer::builder()
         .tls(true)
         .tokens(&["cli-token"])
@@ -156,6 +163,7 @@ fn kubeconfig_yaml_over_tls() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("ca.crt"), server.ca_pem()).unwrap();
     let config = dir.join("config");
+    // The current context points nowhere: only --context reaches the server.
     std::fs::write(
         &config,
         format!(
@@ -165,13 +173,20 @@ clusters:
     certificate-authority: ca.crt
     server: {}
   name: test
+- cluster:
+    server: https://127.0.0.1:1
+  name: nowhere
 contexts:
 - context:
     cluster: test
     namespace: cli
     user: me
   name: test
-current-context: test
+- context:
+    cluster: nowhere
+    user: me
+  name: nowhere
+current-context: nowhere
 kind: Config
 users:
 - name: me
@@ -183,17 +198,24 @@ users:
     )
     .unwrap();
     let path = config.to_str().unwrap();
-    let mut a = Elect::spawn(&["--kubeconfig", path], "cli-k", &["--release-on-cancel"]);
-    a.expect("NEW_LEADER cli-k");
-    a.expect("LEADING cli-k");
-    // The namespace came from the kubeconfig context.
-    assert_eq!(
-        server.lease("cli", "lock").unwrap()["spec"]["holderIdentity"],
-        "cli-k"
-    );
-    drop(a.child.stdin.take());
-    a.expect("STOPPED cli-k");
-    assert_eq!(a.exit_code(), Some(0));
+    let runs: [(&[&str], &[(&str, &str)]); 2] = [
+        (&["--kubeconfig", path, "--context", "test"], &[]),
+        (&["--context", "test"], &[("KUBECONFIG", path)]),
+    ];
+    for (i, (target, env)) in runs.into_iter().enumerate() {
+        let id = format!("cli-k{i}");
+        let mut a = Elect::spawn(target, env, &id, &["--release-on-cancel"]);
+        a.expect(&format!("NEW_LEADER {id}"));
+        a.expect(&format!("LEADING {id}"));
+        // The namespace came from the kubeconfig context.
+        assert_eq!(
+            server.lease("cli", "lock").unwrap()["spec"]["holderIdentity"],
+            id.as_str()
+        );
+        drop(a.child.stdin.take());
+        a.expect(&format!("STOPPED {id}"));
+        assert_eq!(a.exit_code(), Some(0));
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
