@@ -198,7 +198,9 @@ users:
     )
     .unwrap();
     let path = config.to_str().unwrap();
-    let runs: [(&[&str], &[(&str, &str)]); 2] = [
+    /// Arguments and environment of one run.
+    type Run<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)]);
+    let runs: [Run; 2] = [
         (&["--kubeconfig", path, "--context", "test"], &[]),
         (&["--context", "test"], &[("KUBECONFIG", path)]),
     ];
