@@ -7,7 +7,11 @@
 //! on that thread. [`ElectorHandle`] answers `is_leader()` without touching
 //! the network and stops the elector, releasing the lease when asked.
 //!
-//! - [`client`]: in-cluster or explicit API server access ([`ClientConfig`]).
+//! - [`client`]: in-cluster or explicit API server access ([`ClientConfig`];
+//!   [`ClientConfig::infer`] picks in-cluster config in a pod, else the
+//!   kubeconfig).
+//! - [`kubeconfig`]: kubeconfig files (YAML as kubectl writes them, or
+//!   JSON), `$KUBECONFIG` lists merged as kubectl merges them.
 //! - [`lock`]: the [`Lock`] trait and the Lease implementation ([`LeaseLock`]).
 //! - [`elector`]: the state machine and its thread ([`LeaderElector`]).
 //! - [`config`]: OpenShift's `LeaderElection` config, defaults and tolerances.
