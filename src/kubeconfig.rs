@@ -73,6 +73,9 @@ struct Context {
     namespace: Option<String>,
 }
 
+/// Real kubeconfigs are kilobytes; anything past this is not one.
+const MAX_KUBECONFIG: u64 = 16 << 20;
+
 fn bad(path: &Path, detail: impl Into<String>) -> Error {
     Error::InvalidConfig(format!("kubeconfig {}: {}", path.display(), detail.into()))
 }
@@ -81,11 +84,22 @@ impl KubeConfig {
     /// Read one file; relative paths in it are made relative to its folder
     /// and every entry remembers the file.
     fn load(path: &Path) -> Result<KubeConfig> {
-        let text = std::fs::read(path).map_err(|source| Error::ReadFile {
+        use std::io::Read;
+        let read_error = |source| Error::ReadFile {
             what: "kubeconfig",
             path: path.to_path_buf(),
             source,
-        })?;
+        };
+        let mut text = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_KUBECONFIG + 1).read_to_end(&mut text))
+            .map_err(read_error)?;
+        if text.len() as u64 > MAX_KUBECONFIG {
+            return Err(bad(
+                path,
+                format!("larger than {} MiB", MAX_KUBECONFIG >> 20),
+            ));
+        }
         let mut kc = read(&text).map_err(|e| bad(path, e))?;
         let base = path.parent().unwrap_or(Path::new("."));
         let resolve = |p: &mut Option<PathBuf>| {
