@@ -145,7 +145,39 @@ impl LeaderElection {
         LeaderElection::try_from(obj).map_err(Error::InvalidConfig)
     }
 
-    /// Read the stanza from a JSON file.
+    /// Read the stanza from YAML, as operator configs mounted from a
+    /// ConfigMap usually are:
+    ///
+    /// ```
+    /// let c = lease_elector::LeaderElection::from_yaml(
+    ///     "namespace: openshift-foo\nname: foo-lock\nleaseDuration: 137s\ndisable: false\n",
+    /// )?;
+    /// assert_eq!(c.lease_duration.as_secs(), 137);
+    /// # Ok::<(), lease_elector::Error>(())
+    /// ```
+    ///
+    /// Durations are Go strings as in JSON; `disable` is `true` or `false`.
+    /// YAML the built-in reader does not take (anchors, tags, ...) is an
+    /// error naming the line.
+    pub fn from_yaml(yaml: &str) -> Result<Self> {
+        let bad = |e: String| Error::InvalidConfig(format!("not a LeaderElection object: {e}"));
+        let mut obj = match crate::yaml::parse(yaml).map_err(|e| bad(e.to_string()))? {
+            Value::Object(obj) => obj,
+            Value::Null => Map::new(),
+            other => return Err(bad(format!("expected a mapping, got {other}"))),
+        };
+        // YAML scalars arrive as text; only `disable` is not a string.
+        if let Some(v) = obj.get_mut("disable") {
+            match v.as_str() {
+                Some("true" | "True" | "TRUE") => *v = Value::Bool(true),
+                Some("false" | "False" | "FALSE") => *v = Value::Bool(false),
+                _ => {}
+            }
+        }
+        LeaderElection::try_from(obj).map_err(Error::InvalidConfig)
+    }
+
+    /// Read the stanza from a file: JSON when it starts with `{`, else YAML.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|source| Error::ReadFile {
@@ -153,7 +185,12 @@ impl LeaderElection {
             path: path.to_path_buf(),
             source,
         })?;
-        Self::from_json(&text).map_err(|e| match e {
+        let parsed = if text.trim_start().starts_with('{') {
+            Self::from_json(&text)
+        } else {
+            Self::from_yaml(&text)
+        };
+        parsed.map_err(|e| match e {
             Error::InvalidConfig(msg) => Error::InvalidConfig(format!("{}: {msg}", path.display())),
             other => other,
         })
@@ -556,6 +593,47 @@ mod tests {
     }
 
     #[test]
+    fn yaml_reads_like_json() {
+        let json = LeaderElection::from_json(
+            r#"{"disable": true, "namespace": "openshift-foo", "name": "foo-lock",
+                "leaseDuration": "137s", "renewDeadline": "1m47s", "retryPeriod": "26s"}"#,
+        )
+        .unwrap();
+        let yaml = LeaderElection::from_yaml(
+            "# from a ConfigMap\ndisable: true\nnamespace: openshift-foo\nname: 'foo-lock'\n\
+             leaseDuration: 137s\nrenewDeadline: \"1m47s\"\nretryPeriod: 26s  # default\n\
+             someFutureField: {x: 1}\n",
+        )
+        .unwrap();
+        assert_eq!(yaml, json);
+        assert_eq!(
+            LeaderElection::from_yaml("").unwrap(),
+            LeaderElection::default()
+        );
+        assert_eq!(
+            LeaderElection::from_yaml("namespace: ~\ndisable: False\n").unwrap(),
+            LeaderElection::default()
+        );
+        for (yaml, want) in [
+            (
+                "leaseDuration: 13x\n",
+                r#"leaseDuration: "13x": unknown unit "x""#,
+            ),
+            (
+                "disable: yes\n",
+                r#"disable: expected true or false, got "yes""#,
+            ),
+            ("name: [a]\n", "name: expected a string"),
+            ("name: &a x\n", "line 1: anchors"),
+            ("- a\n", "expected a mapping"),
+        ] {
+            let err = LeaderElection::from_yaml(yaml).unwrap_err();
+            assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+            assert!(err.to_string().contains(want), "{yaml}: {err}");
+        }
+    }
+
+    #[test]
     fn from_file_reports_path() {
         let dir = temp_dir();
         let path = dir.join("le.json");
@@ -568,6 +646,13 @@ mod tests {
             err.contains("le.json") && err.contains("unknown unit"),
             "{err}"
         );
+        let yaml = dir.join("le.yaml");
+        std::fs::write(&yaml, "name: x\nretryPeriod: 2s\n").unwrap();
+        let c = LeaderElection::from_file(&yaml).unwrap();
+        assert_eq!((c.name.as_str(), c.retry_period), ("x", secs(2)));
+        std::fs::write(&yaml, "name: x\n  retryPeriod: 2s\n").unwrap();
+        let err = LeaderElection::from_file(&yaml).unwrap_err().to_string();
+        assert!(err.contains("le.yaml") && err.contains("line 2"), "{err}");
         let err = LeaderElection::from_file(dir.join("missing.json")).unwrap_err();
         assert!(matches!(err, Error::ReadFile { .. }), "{err:?}");
         assert!(err.to_string().contains("missing.json"), "{err}");
