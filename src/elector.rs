@@ -13,6 +13,11 @@
 //!   once instead of retrying until the deadline.
 //! - `StoppedLeading` is sent only by an elector that was leading.
 //! - `NewLeader` is not sent for a released (holder-less) Lease.
+//! - When the leader's optimistic `PUT` fails in transport (no answer),
+//!   the attempt ends there and is retried after the pause; client-go
+//!   follows at once with a `GET`, which against an unreachable server only
+//!   spends the renew deadline faster. A `409` still falls back to
+//!   `GET` + `PUT` at once.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};

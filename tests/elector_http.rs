@@ -245,6 +245,34 @@ fn conflict_storm_shorter_than_deadline_is_ridden_out() {
 }
 
 #[test]
+fn failed_optimistic_renew_falls_back_at_once_only_on_conflict() {
+    let mut c = Cluster::new();
+    c.add("a", timings());
+    c.step_until(STEP, SECOND * 5, |c| c.leaders() == ["a"]);
+    let renews = |c: &mut Cluster, fault: Fault| {
+        c.server.reset_stats();
+        c.server.inject(fault.method("PUT"));
+        for _ in 0..3 {
+            c.step(Duration::from_secs(2));
+        }
+        let log = c.server.requests();
+        log.iter()
+            .map(|r| format!("{} {}", r.method, r.status))
+            .collect::<Vec<_>>()
+    };
+    // A conflict: someone wrote, so read and write again at once.
+    let seen = renews(&mut c, Fault::status(409));
+    assert_eq!(seen[..3], ["PUT 409", "GET 200", "PUT 200"], "{seen:?}");
+    // No answer at all: the next try comes after the pause, and since the
+    // lease is still ours it is the one-request fast path again.
+    let seen = renews(&mut c, Fault::drop_connection());
+    assert_eq!(seen[0], "PUT 0", "{seen:?}");
+    assert!(seen[1..].iter().all(|r| r == "PUT 200"), "{seen:?}");
+    assert_eq!(c.holder(), "a");
+    assert_eq!(c.candidates[0].stopped(), 0);
+}
+
+#[test]
 fn conflict_storm_longer_than_deadline_steps_down() {
     let mut c = Cluster::new();
     c.add("a", timings());
