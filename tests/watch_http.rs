@@ -7,7 +7,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use lease_elector::{Clock, ElectorConfig, LeaderEvent};
+use lease_elector::testing::{self, TestApiServer};
+use lease_elector::{Client, ClientConfig, Clock, ElectorConfig, LeaderEvent, LeaseLock};
 
 const STEP: Duration = Duration::from_millis(500);
 
@@ -41,7 +42,51 @@ fn leader_with_watching_follower() -> Cluster {
 
 #[test]
 fn release_is_acted_on_without_any_timer_firing() {
-    let mut c = leader_with_watching_follower();
+    release_reaches_the_watcher(leader_with_watching_follower());
+}
+
+/// The watch runs on its own socket with its own TLS session: it must
+/// verify the server and authenticate (client certificate, or bearer
+/// token) just as the elector's requests do, or it silently degrades to
+/// polling and the frozen clock below would never let the follower move.
+#[test]
+fn the_watch_works_over_tls_with_a_client_certificate_or_a_token() {
+    for client_cert in [true, false] {
+        let server = TestApiServer::builder()
+            .tls(true)
+            .client_ca(client_cert)
+            .tokens(&["t0k3n"])
+            .build()
+            .unwrap();
+        let mut c = Cluster::with_server(server);
+        let tls_lock = |c: &Cluster, id: &str| {
+            let mut config = ClientConfig::new(c.server.url())
+                .ca_pem(c.server.ca_pem())
+                .timeout(Duration::from_secs(5));
+            config = if client_cert {
+                // A verified client certificate authenticates on its own.
+                config.client_identity(testing::client_cert_pem(), testing::client_key_pem())
+            } else {
+                config.token("t0k3n")
+            };
+            LeaseLock::new(Client::new(config).unwrap(), NS, LEASE, id)
+        };
+        let a = tls_lock(&c, "a");
+        c.add_lock("a", a, timings());
+        c.step_until(STEP, Duration::from_secs(5), |c| c.leaders() == ["a"]);
+        let b = tls_lock(&c, "b");
+        c.add_lock("b", b, watching());
+        c.step_until(STEP, Duration::from_secs(5), |c| {
+            c.candidates[1].handle().leader().as_deref() == Some("a")
+        });
+        eventually("b's watch to connect", || c.server.stats().watches >= 1);
+        release_reaches_the_watcher(c);
+    }
+}
+
+/// Stop the leader (it releases) and see the watching follower take over
+/// with the clock frozen: only a watch event can have woken it.
+fn release_reaches_the_watcher(mut c: Cluster) {
     c.settle();
     let frozen = c.clock.elapsed();
     c.server.reset_stats();
