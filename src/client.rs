@@ -15,6 +15,7 @@ use ureq::RequestExt;
 
 use crate::clock::{Clock, SystemClock};
 use crate::error::{ApiStatus, Error, Result};
+use crate::exec::{ExecPlugin, ExecSource};
 use crate::lease::{Lease, Status};
 
 /// Where a pod's service-account credentials are mounted.
@@ -33,6 +34,7 @@ enum TokenConfig {
     None,
     Static(String),
     File(PathBuf),
+    Exec(ExecPlugin),
 }
 
 /// How to reach and authenticate to the API server.
@@ -61,6 +63,7 @@ impl fmt::Debug for ClientConfig {
             TokenConfig::None => "none".to_string(),
             TokenConfig::Static(_) => "static (redacted)".to_string(),
             TokenConfig::File(p) => format!("file {}", p.display()),
+            TokenConfig::Exec(e) => format!("exec plugin {}", e.command.display()),
         };
         f.debug_struct("ClientConfig")
             .field("base_url", &self.base_url)
@@ -129,6 +132,12 @@ impl ClientConfig {
     /// Send this bearer token on every request.
     pub fn token(mut self, token: impl Into<String>) -> Self {
         self.token = TokenConfig::Static(token.into());
+        self
+    }
+
+    /// Get the bearer token from a kubeconfig exec plugin.
+    pub(crate) fn exec_plugin(mut self, plugin: ExecPlugin) -> Self {
+        self.token = TokenConfig::Exec(plugin);
         self
     }
 
@@ -253,19 +262,22 @@ enum Auth {
     None,
     Static(String),
     File(TokenSource),
+    Exec(ExecSource),
 }
 
 impl Auth {
-    fn header(&self, force_refresh: bool) -> Result<Option<String>> {
+    /// The header value; a plugin that must run gets at most `timeout`.
+    fn header(&self, force_refresh: bool, timeout: Duration) -> Result<Option<String>> {
         Ok(match self {
             Auth::None => None,
             Auth::Static(t) => Some(format!("Bearer {t}")),
             Auth::File(src) => Some(format!("Bearer {}", src.current(force_refresh)?)),
+            Auth::Exec(src) => Some(format!("Bearer {}", src.current(force_refresh, timeout)?)),
         })
     }
 
     fn can_refresh(&self) -> bool {
-        matches!(self, Auth::File(_))
+        matches!(self, Auth::File(_) | Auth::Exec(_))
     }
 }
 
@@ -379,6 +391,7 @@ impl Client {
                 cached: Mutex::new(None),
                 clock: config.clock,
             }),
+            TokenConfig::Exec(plugin) => Auth::Exec(ExecSource::new(plugin, config.clock)),
         };
         Ok(Client {
             inner: Arc::new(Inner {
@@ -400,9 +413,10 @@ impl Client {
         self.inner.watch_tls.clone()
     }
 
-    /// The `Authorization` header value, re-reading the token file when `refresh`.
+    /// The `Authorization` header value, re-reading the token file (or
+    /// re-running the exec plugin) when `refresh`.
     pub(crate) fn auth_header(&self, refresh: bool) -> Result<Option<String>> {
-        self.inner.auth.header(refresh)
+        self.inner.auth.header(refresh, self.inner.timeout)
     }
 
     /// The configured upper bound for one request.
@@ -489,7 +503,7 @@ impl Client {
         let answer = self.send_once(method.clone(), path, body, target, timeout, false)?;
         if answer.code == 401 && self.inner.auth.can_refresh() {
             log::debug!(
-                "{} {}: 401, re-reading the token file",
+                "{} {}: 401, refreshing the token",
                 target.action,
                 target.what
             );
@@ -519,14 +533,17 @@ impl Client {
         if body.is_some() {
             req = req.header("Content-Type", "application/json");
         }
-        if let Some(auth) = self.inner.auth.header(refresh_token)? {
+        // One budget for the whole request, an exec plugin's run included.
+        let budget = timeout.min(self.inner.timeout);
+        let began = Instant::now();
+        if let Some(auth) = self.inner.auth.header(refresh_token, budget)? {
             req = req.header("Authorization", auth);
         }
         let req = req
             .body(body.unwrap_or_default())
             .map_err(|e| transport(Box::new(e)))?;
-        let timeout = timeout
-            .min(self.inner.timeout)
+        let timeout = budget
+            .saturating_sub(began.elapsed())
             .max(Duration::from_millis(1));
         let mut resp = req
             .with_agent(&self.inner.agent)

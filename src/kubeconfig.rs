@@ -7,9 +7,12 @@
 //! absent, and `insecure-skip-tls-verify` takes `true`/`false` quoted or not.
 //!
 //! Supported: `server`, `certificate-authority(-data)`, `token`,
-//! `tokenFile`, `client-certificate(-data)`/`client-key(-data)`, and the
-//! context's namespace. Refused with a clear error: `insecure-skip-tls-verify`
-//! (TLS is always verified), exec and auth-provider plugins, basic auth.
+//! `tokenFile`, `client-certificate(-data)`/`client-key(-data)`, `exec`
+//! credential plugins that answer with a token (EKS, GKE, kubelogin; see
+//! `src/exec.rs`), and the context's namespace. Refused with a clear error:
+//! `insecure-skip-tls-verify` (TLS is always verified), `auth-provider`
+//! plugins (removed from kubectl), basic auth, and exec plugins that need
+//! a terminal (`interactiveMode: Always`).
 //! The files of a `$KUBECONFIG` list are merged as kubectl merges them.
 
 use std::ffi::OsString;
@@ -19,6 +22,7 @@ use serde::Deserialize;
 
 use crate::client::ClientConfig;
 use crate::error::{Error, Result};
+use crate::exec::ExecPlugin;
 
 #[derive(Deserialize, Default)]
 #[serde(default, rename_all = "kebab-case")]
@@ -60,9 +64,29 @@ struct User {
     client_certificate_data: Option<String>,
     client_key: Option<PathBuf>,
     client_key_data: Option<String>,
-    exec: Option<serde_json::Value>,
+    exec: Option<Exec>,
     auth_provider: Option<serde_json::Value>,
     username: Option<String>,
+}
+
+/// A user's `exec` section.
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct Exec {
+    command: PathBuf,
+    args: Vec<String>,
+    env: Vec<EnvVar>,
+    api_version: String,
+    interactive_mode: Option<String>,
+    #[serde(deserialize_with = "bool_or_string")]
+    provide_cluster_info: bool,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct EnvVar {
+    name: String,
+    value: String,
 }
 
 #[derive(Deserialize, Default)]
@@ -116,6 +140,13 @@ impl KubeConfig {
             resolve(&mut u.value.token_file);
             resolve(&mut u.value.client_certificate);
             resolve(&mut u.value.client_key);
+            // Like kubectl: a command with a path separator is a path,
+            // relative to the kubeconfig; a bare name is looked up in PATH.
+            if let Some(exec) = u.value.exec.as_mut() {
+                if exec.command.is_relative() && exec.command.components().count() > 1 {
+                    exec.command = base.join(&exec.command);
+                }
+            }
         }
         for c in &mut kc.contexts {
             c.file = path.to_path_buf();
@@ -302,9 +333,9 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
             "cluster {cluster_name:?} sets insecure-skip-tls-verify; TLS is always verified here, give its CA instead"
         )));
     }
-    if user.exec.is_some() || user.auth_provider.is_some() {
+    if user.auth_provider.is_some() {
         return Err(bad(user_file, format!(
-            "user {user_name:?} uses an exec or auth-provider plugin, which is not supported: use a token or client certificate"
+            "user {user_name:?} uses an auth-provider plugin, which kubectl removed: use an exec plugin, a token or a client certificate"
         )));
     }
     if user.username.is_some() {
@@ -333,6 +364,29 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
         cfg = cfg.token(token.clone());
     } else if let Some(file) = &user.token_file {
         cfg = cfg.token_file(file);
+    } else if let Some(exec) = &user.exec {
+        let plugin = ExecPlugin {
+            command: exec.command.clone(),
+            args: exec.args.clone(),
+            env: exec
+                .env
+                .iter()
+                .map(|e| (e.name.clone(), e.value.clone()))
+                .collect(),
+            api_version: exec.api_version.clone(),
+            // client-go's `Cluster`: the server and its CA, as in the kubeconfig.
+            cluster: exec.provide_cluster_info.then(|| {
+                let mut c = serde_json::json!({ "server": cluster.server });
+                if let Some(data) = &cluster.certificate_authority_data {
+                    c["certificate-authority-data"] = data.clone().into();
+                }
+                c
+            }),
+        };
+        plugin
+            .validate(exec.interactive_mode.as_deref())
+            .map_err(|e| bad(user_file, format!("user {user_name:?}: {e}")))?;
+        cfg = cfg.exec_plugin(plugin);
     }
     let cert = pem_source(
         user_file,

@@ -65,6 +65,7 @@ pub mod duration;
 pub mod elector;
 pub mod error;
 pub mod events;
+mod exec;
 pub mod kubeconfig;
 pub mod lease;
 pub mod lock;

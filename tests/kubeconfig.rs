@@ -287,10 +287,22 @@ fn unsupported_and_broken_kubeconfigs_are_clear_errors() {
             "https://h:1",
             "    certificate-authority-data: eA==",
             "    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n      \
-             command: aws\n      args:\n      - eks\n      - get-token\n      env: null",
+             command: aws\n      args:\n      - eks\n      - get-token\n      env: null\n      \
+             interactiveMode: Always",
         ),
         None,
-        "plugin",
+        "a terminal",
+    );
+    check(
+        "auth-provider",
+        kubeconfig(
+            "https://h:1",
+            json!({}),
+            json!({"auth-provider": {"name": "gcp"}}),
+        )
+        .to_string(),
+        None,
+        "auth-provider plugin, which kubectl removed",
     );
     check("yaml-list", "- a\n- b\n".into(), None, "not a mapping");
     check("yaml-empty", "# nothing\n".into(), None, "empty document");
@@ -324,7 +336,7 @@ fn unsupported_and_broken_kubeconfigs_are_clear_errors() {
         )
         .to_string(),
         None,
-        "plugin",
+        "exec plugin apiVersion \"\" is not supported",
     );
     check(
         "nocontext",
@@ -363,14 +375,16 @@ fn unsupported_and_broken_kubeconfigs_are_clear_errors() {
 }
 
 #[test]
-fn cloud_shaped_kubeconfig_reads_and_refuses_plugins() {
+fn cloud_shaped_kubeconfig_reads_with_its_plugins() {
     let path =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/kubeconfig/cloud.yaml");
-    let gke = ClientConfig::from_kubeconfig(&path, Some("gke_project_europe-west1_prod"))
-        .unwrap_err()
-        .to_string();
-    assert!(gke.contains("exec or auth-provider plugin"), "{gke}");
-    assert!(gke.contains("gke_project_europe-west1_prod"), "{gke}");
+    // The plugin runs at the first request, not while reading the file.
+    let gke = ClientConfig::from_kubeconfig(&path, Some("gke_project_europe-west1_prod")).unwrap();
+    assert_eq!(gke.base_url(), "https://34.1.2.3");
+    assert!(
+        format!("{gke:?}").contains("exec plugin gke-gcloud-auth-plugin"),
+        "{gke:?}"
+    );
     // The current context (minikube) is read through to its CA file.
     match ClientConfig::from_kubeconfig(&path, None).unwrap_err() {
         Error::ReadFile { path, .. } => {

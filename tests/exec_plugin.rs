@@ -1,0 +1,224 @@
+//! kubeconfig `exec` credential plugins, run for real: a shell script that
+//! prints an `ExecCredential`, against the embedded API server.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lease_elector::lease::MicroTime;
+use lease_elector::testing::TestApiServer;
+use lease_elector::{Client, ClientConfig, Clock, Error, ManualClock};
+use serde_json::json;
+
+const API_VERSION: &str = "client.authentication.k8s.io/v1";
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Self {
+        let p = std::env::temp_dir().join(format!("le-exec-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    fn write(&self, name: &str, data: impl AsRef<[u8]>) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::write(&p, data).unwrap();
+        p
+    }
+    fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.0.join(name)).unwrap_or_default()
+    }
+    /// An executable shell script.
+    fn script(&self, name: &str, body: &str) -> PathBuf {
+        let p = self.write(name, format!("#!/bin/sh\n{body}\n"));
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A kubeconfig for `server` whose user runs `command` (relative to the
+/// kubeconfig's folder when it has a `/`), with `PLUGIN_DIR` set.
+fn kubeconfig(dir: &TempDir, server: &TestApiServer, command: &str) -> PathBuf {
+    let cluster = if server.url().starts_with("https") {
+        dir.write("ca.pem", server.ca_pem());
+        "    certificate-authority: ca.pem\n"
+    } else {
+        ""
+    };
+    dir.write(
+        "config",
+        format!(
+            "apiVersion: v1
+clusters:
+- cluster:
+    server: {url}
+{cluster}  name: c
+contexts:
+- context: {{cluster: c, user: u, namespace: ns}}
+  name: x
+current-context: x
+users:
+- name: u
+  user:
+    exec:
+      apiVersion: {API_VERSION}
+      command: {command}
+      args: [--flag, value]
+      env:
+      - name: PLUGIN_DIR
+        value: {plugin_dir}
+      interactiveMode: Never
+      provideClusterInfo: true
+",
+            url = server.url(),
+            plugin_dir = dir.0.display(),
+        ),
+    )
+}
+
+/// Prints the token in `$PLUGIN_DIR/token` with the expiry in
+/// `$PLUGIN_DIR/expiry` (if any); logs each run, its arguments and the
+/// `KUBERNETES_EXEC_INFO` it was given.
+const TOKEN_PLUGIN: &str = r#"echo "$@" >> "$PLUGIN_DIR/runs"
+printf '%s' "$KUBERNETES_EXEC_INFO" > "$PLUGIN_DIR/info"
+exp=$(cat "$PLUGIN_DIR/expiry" 2>/dev/null)
+printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"%s"%s}}\n' \
+  "$(cat "$PLUGIN_DIR/token")" "${exp:+,\"expirationTimestamp\":\"$exp\"}""#;
+
+fn get(client: &Client) -> lease_elector::Result<()> {
+    client
+        .get_lease("ns", "probe", Duration::from_secs(5))
+        .map(|_| ())
+}
+
+#[test]
+fn token_is_cached_and_renewed_after_a_401_and_at_expiry() {
+    let server = TestApiServer::builder()
+        .tls(true)
+        .tokens(&["t1"])
+        .build()
+        .unwrap();
+    server.put_lease(
+        "ns",
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "probe"}}),
+    );
+    let dir = TempDir::new();
+    dir.script("plugin.sh", TOKEN_PLUGIN);
+    dir.write("token", "t1");
+    let path = kubeconfig(&dir, &server, "./plugin.sh");
+    let clock = ManualClock::new();
+    let config = ClientConfig::from_kubeconfig(&path, None)
+        .unwrap()
+        .clock(Arc::new(clock.clone()));
+    assert!(!format!("{config:?}").contains("t1"));
+    let client = Client::new(config).unwrap();
+    let runs = || dir.read("runs").lines().count();
+
+    get(&client).unwrap();
+    get(&client).unwrap();
+    assert_eq!(runs(), 1, "the token is cached");
+    assert_eq!(dir.read("runs").trim(), "--flag value");
+    let info: serde_json::Value = serde_json::from_str(&dir.read("info")).unwrap();
+    assert_eq!(info["apiVersion"], API_VERSION);
+    assert_eq!(info["kind"], "ExecCredential");
+    assert_eq!(info["spec"]["interactive"], false);
+    assert_eq!(info["spec"]["cluster"]["server"], server.url().as_str());
+
+    // Revoked: the 401 makes the client run the plugin again.
+    dir.write("token", "t2");
+    server.set_tokens(&["t2"]);
+    get(&client).unwrap();
+    assert_eq!(runs(), 2);
+
+    // A token with an expiry is used until then, and not after.
+    let expiry = MicroTime::from_system_time(clock.system_time() + Duration::from_secs(60));
+    dir.write("token", "t3");
+    dir.write("expiry", expiry.to_string());
+    server.set_tokens(&["t3"]);
+    get(&client).unwrap();
+    assert_eq!(runs(), 3);
+    dir.write("token", "t4");
+    server.set_tokens(&["t3", "t4"]);
+    clock.advance(Duration::from_secs(59));
+    get(&client).unwrap();
+    assert_eq!(runs(), 3, "still valid");
+    clock.advance(Duration::from_secs(2));
+    get(&client).unwrap();
+    assert_eq!(runs(), 4, "expired: run again without waiting for a 401");
+}
+
+#[test]
+fn plugin_failures_are_errors_that_name_the_plugin() {
+    let server = TestApiServer::builder().tokens(&["t"]).build().unwrap();
+    let cases = [
+        (
+            "echo 'token expired, run aws sso login' >&2; exit 1",
+            "failed (exit status: 1)",
+        ),
+        ("echo not json", "not an ExecCredential"),
+        (
+            r#"echo '{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential","status":{"token":"t"}}'"#,
+            "answered apiVersion \"client.authentication.k8s.io/v1beta1\"",
+        ),
+        (
+            r#"echo '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"clientCertificateData":"x","clientKeyData":"y"}}'"#,
+            "only tokens are supported",
+        ),
+        (
+            r#"echo '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"t","expirationTimestamp":"soon"}}'"#,
+            "expirationTimestamp \"soon\"",
+        ),
+    ];
+    for (body, want) in cases {
+        let dir = TempDir::new();
+        dir.script("plugin.sh", body);
+        let path = kubeconfig(&dir, &server, "./plugin.sh");
+        let client = Client::new(ClientConfig::from_kubeconfig(&path, None).unwrap()).unwrap();
+        let err = get(&client).unwrap_err();
+        assert!(matches!(err, Error::InvalidCredentials { .. }), "{err:?}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("exec plugin") && msg.contains(want),
+            "{body}: {msg}"
+        );
+    }
+
+    let dir = TempDir::new();
+    let path = kubeconfig(&dir, &server, "./no-such-plugin");
+    let client = Client::new(ClientConfig::from_kubeconfig(&path, None).unwrap()).unwrap();
+    let msg = get(&client).unwrap_err().to_string();
+    assert!(msg.contains("cannot run it"), "{msg}");
+}
+
+/// A plugin that never answers (here a shell whose child keeps its stdout
+/// open) costs the request's time budget, not the caller's liveness.
+#[test]
+fn hung_plugin_is_killed_within_the_request_budget() {
+    let server = TestApiServer::builder().tokens(&["t"]).build().unwrap();
+    let dir = TempDir::new();
+    dir.script("plugin.sh", "sleep 30; echo late");
+    let path = kubeconfig(
+        &dir,
+        &server,
+        &dir.0.join("plugin.sh").display().to_string(),
+    );
+    let config = ClientConfig::from_kubeconfig(&path, None)
+        .unwrap()
+        .timeout(Duration::from_millis(500));
+    let client = Client::new(config).unwrap();
+    let began = Instant::now();
+    let msg = get(&client).unwrap_err().to_string();
+    assert!(msg.contains("no answer within"), "{msg}");
+    assert!(
+        began.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        began.elapsed()
+    );
+}
