@@ -1,7 +1,6 @@
 //! kubeconfig `exec` credential plugins, run for real: a shell script that
 //! prints an `ExecCredential`, against the embedded API server.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,37 +10,10 @@ use lease_elector::testing::TestApiServer;
 use lease_elector::{Client, ClientConfig, Clock, Error, ManualClock};
 use serde_json::json;
 
+mod common;
+use common::tempdir::TempDir;
+
 const API_VERSION: &str = "client.authentication.k8s.io/v1";
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        let p = std::env::temp_dir().join(format!("le-exec-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    fn write(&self, name: &str, data: impl AsRef<[u8]>) -> PathBuf {
-        let p = self.0.join(name);
-        std::fs::write(&p, data).unwrap();
-        p
-    }
-    fn read(&self, name: &str) -> String {
-        std::fs::read_to_string(self.0.join(name)).unwrap_or_default()
-    }
-    /// An executable shell script.
-    fn script(&self, name: &str, body: &str) -> PathBuf {
-        let p = self.write(name, format!("#!/bin/sh\n{body}\n"));
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        p
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// A kubeconfig for `server` whose user runs `command` (relative to the
 /// kubeconfig's folder when it has a `/`), with `PLUGIN_DIR` set.

@@ -13,6 +13,8 @@ use lease_elector::{
     ManualClock,
 };
 
+pub mod tempdir;
+
 pub const NS: &str = "test";
 pub const LEASE: &str = "the-lease";
 /// Real time allowed for anything to happen; only reached on failure.
