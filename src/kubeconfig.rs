@@ -238,14 +238,8 @@ impl ClientConfig {
         for path in paths {
             let path = path.as_ref();
             let kc = match KubeConfig::load(path) {
-                Err(Error::ReadFile { source, .. })
-                    if source.kind() == std::io::ErrorKind::NotFound && paths.len() > 1 =>
-                {
-                    first_missing.get_or_insert(Error::ReadFile {
-                        what: "kubeconfig",
-                        path: path.to_path_buf(),
-                        source,
-                    });
+                Err(e) if paths.len() > 1 && missing_file(&e).is_some() => {
+                    first_missing.get_or_insert(e);
                     continue;
                 }
                 other => other?,
@@ -300,17 +294,23 @@ fn infer_with(
         );
     }
     let paths = default_paths(env)?;
-    ClientConfig::from_kubeconfig_files(&paths, None).map_err(|e| match e {
-        Error::ReadFile { path, source, .. }
-            if source.kind() == std::io::ErrorKind::NotFound && paths.contains(&path) =>
-        {
-            Error::InvalidConfig(format!(
-                "not in a cluster (KUBERNETES_SERVICE_HOST is not set) and no kubeconfig at {}",
-                path.display()
-            ))
-        }
-        e => e,
+    ClientConfig::from_kubeconfig_files(&paths, None).map_err(|e| match missing_file(&e) {
+        Some(path) if paths.iter().any(|p| p == path) => Error::InvalidConfig(format!(
+            "not in a cluster (KUBERNETES_SERVICE_HOST is not set) and no kubeconfig at {}",
+            path.display()
+        )),
+        _ => e,
     })
+}
+
+/// The file `e` says does not exist, if that is what `e` says.
+fn missing_file(e: &Error) -> Option<&Path> {
+    match e {
+        Error::ReadFile { path, source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            Some(path)
+        }
+        _ => None,
+    }
 }
 
 /// The client config of one context of a (merged) kubeconfig.

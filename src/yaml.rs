@@ -728,8 +728,9 @@ impl Flow<'_> {
     /// A plain scalar's text, untyped (keys stay text: `~: x` has key `~`).
     fn plain(&mut self) -> std::result::Result<&str, String> {
         let rest = &self.s[self.i..];
-        if rest == "?" || rest.starts_with(['?', '-']) && rest[1..].starts_with([' ', '\t']) {
-            return Err("`? ` and `- ` are not supported inside flow collections".into());
+        // (`? ` is refused with every plain scalar by check_plain_start.)
+        if rest.starts_with('-') && rest[1..].starts_with([' ', '\t']) {
+            return Err("`- ` is not supported inside flow collections".into());
         }
         let mut end = rest.len();
         for (j, c) in rest.char_indices() {
