@@ -748,20 +748,19 @@ mod tests {
 
     #[test]
     fn in_cluster_reads_the_folder_and_brackets_ipv6() {
-        let dir = std::env::temp_dir().join(format!("le-sa-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = crate::test_dir::TempDir::new();
+        let dir = &tmp.0;
         std::fs::write(dir.join("token"), "tok\n").unwrap();
         std::fs::write(dir.join("ca.crt"), "not used until connect").unwrap();
         std::fs::write(dir.join("namespace"), " team-a \n").unwrap();
-        let cfg = ClientConfig::in_cluster_from("fd00::1", "443", &dir).unwrap();
+        let cfg = ClientConfig::in_cluster_from("fd00::1", "443", dir).unwrap();
         assert_eq!(cfg.base_url(), "https://[fd00::1]:443");
         assert_eq!(cfg.namespace(), Some("team-a"));
         std::fs::write(dir.join("namespace"), "  \n").unwrap();
-        let cfg = ClientConfig::in_cluster_from("10.0.0.1", "443", &dir).unwrap();
+        let cfg = ClientConfig::in_cluster_from("10.0.0.1", "443", dir).unwrap();
         assert_eq!(cfg.namespace(), None);
         std::fs::remove_file(dir.join("token")).unwrap();
-        let err = ClientConfig::in_cluster_from("10.0.0.1", "443", &dir).unwrap_err();
+        let err = ClientConfig::in_cluster_from("10.0.0.1", "443", dir).unwrap_err();
         assert!(err.to_string().contains("bearer token"), "{err}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -505,16 +505,11 @@ pub fn exit_on_lost_leadership(events: &Receiver<LeaderEvent>) -> LeadershipEnd 
 mod tests {
     use super::*;
     use crate::client::ClientConfig;
+    use crate::test_dir::TempDir;
     use std::sync::mpsc;
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)
-    }
-
-    fn temp_dir() -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("le-config-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
     }
 
     #[test]
@@ -635,7 +630,8 @@ mod tests {
 
     #[test]
     fn from_file_reports_path() {
-        let dir = temp_dir();
+        let tmp = TempDir::new();
+        let dir = &tmp.0;
         let path = dir.join("le.json");
         std::fs::write(&path, r#"{"name": "x", "retryPeriod": "2s"}"#).unwrap();
         let c = LeaderElection::from_file(&path).unwrap();
@@ -656,7 +652,6 @@ mod tests {
         let err = LeaderElection::from_file(dir.join("missing.json")).unwrap_err();
         assert!(matches!(err, Error::ReadFile { .. }), "{err:?}");
         assert!(err.to_string().contains("missing.json"), "{err}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -673,10 +668,11 @@ mod tests {
 
     #[test]
     fn defaulting_follows_library_go() {
-        let sa = temp_dir();
+        let tmp = TempDir::new();
+        let sa = &tmp.0;
         std::fs::write(sa.join("namespace"), " from-sa \n").unwrap();
         let input = LeaderElection::default();
-        let d = defaulted_with_sa_dir(&input, "", "my-lock", &sa);
+        let d = defaulted_with_sa_dir(&input, "", "my-lock", sa);
         assert_eq!(input, LeaderElection::default(), "input untouched");
         assert_eq!(
             (d.lease_duration, d.renew_deadline, d.retry_period),
@@ -685,7 +681,7 @@ mod tests {
         assert_eq!(d.namespace, "from-sa");
         assert_eq!(d.name, "my-lock");
         // The caller's default namespace wins over the service account.
-        let d = defaulted_with_sa_dir(&input, "given", "my-lock", &sa);
+        let d = defaulted_with_sa_dir(&input, "given", "my-lock", sa);
         assert_eq!(d.namespace, "given");
         // Set values are kept.
         let set = LeaderElection {
@@ -696,7 +692,7 @@ mod tests {
             retry_period: secs(5),
             disable: true,
         };
-        let d = defaulted_with_sa_dir(&set, "given", "other", &sa);
+        let d = defaulted_with_sa_dir(&set, "given", "other", sa);
         assert_eq!(
             d,
             LeaderElection {
@@ -706,10 +702,9 @@ mod tests {
         );
         // Blank or missing service-account namespace is ignored.
         std::fs::write(sa.join("namespace"), "  \n").unwrap();
-        assert_eq!(defaulted_with_sa_dir(&input, "", "n", &sa).namespace, "");
+        assert_eq!(defaulted_with_sa_dir(&input, "", "n", sa).namespace, "");
         std::fs::remove_file(sa.join("namespace")).unwrap();
-        assert_eq!(defaulted_with_sa_dir(&input, "", "n", &sa).namespace, "");
-        std::fs::remove_dir_all(&sa).unwrap();
+        assert_eq!(defaulted_with_sa_dir(&input, "", "n", sa).namespace, "");
     }
 
     #[test]

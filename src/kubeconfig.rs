@@ -519,29 +519,8 @@ fn decode_base64(s: &str) -> std::result::Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_dir::TempDir;
     use std::collections::HashMap;
-
-    struct TempDir(PathBuf);
-
-    impl TempDir {
-        fn new() -> Self {
-            let p = std::env::temp_dir().join(format!("le-infer-{}", uuid::Uuid::new_v4()));
-            std::fs::create_dir_all(&p).unwrap();
-            TempDir(p)
-        }
-        fn write(&self, name: &str, data: impl AsRef<[u8]>) -> PathBuf {
-            let p = self.0.join(name);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(&p, data).unwrap();
-            p
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
 
     fn infer(vars: &[(&str, &OsString)], sa: &Path) -> Result<ClientConfig> {
         let vars: HashMap<String, OsString> = vars

@@ -69,6 +69,8 @@ mod exec;
 pub mod kubeconfig;
 pub mod lease;
 pub mod lock;
+#[cfg(test)]
+mod test_dir;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod watch;
