@@ -13,6 +13,9 @@ use std::time::Duration;
 
 use lease_elector::testing::TestApiServer;
 
+mod common;
+use common::tempdir::TempDir;
+
 const WAIT: Duration = Duration::from_secs(20);
 
 fn elect_binary() -> PathBuf {
@@ -159,13 +162,11 @@ fn kubeconfig_yaml_over_tls_by_path_and_by_environment() {
         .tokens(&["cli-token"])
         .build()
         .unwrap();
-    let dir = std::env::temp_dir().join(format!("elect-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("ca.crt"), server.ca_pem()).unwrap();
-    let config = dir.join("config");
+    let dir = TempDir::new();
+    dir.write("ca.crt", server.ca_pem());
     // The current context points nowhere: only --context reaches the server.
-    std::fs::write(
-        &config,
+    let config = dir.write(
+        "config",
         format!(
             "apiVersion: v1
 clusters:
@@ -195,8 +196,7 @@ users:
 ",
             server.url()
         ),
-    )
-    .unwrap();
+    );
     let path = config.to_str().unwrap();
     /// Arguments and environment of one run.
     type Run<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)]);
@@ -218,7 +218,6 @@ users:
         a.expect(&format!("STOPPED {id}"));
         assert_eq!(a.exit_code(), Some(0));
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

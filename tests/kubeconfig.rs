@@ -79,6 +79,16 @@ users:
     )
 }
 
+/// A TLS server that accepts `token`, and a folder for the kubeconfig.
+fn token_server(token: &str) -> (TestApiServer, TempDir) {
+    let server = TestApiServer::builder()
+        .tls(true)
+        .tokens(&[token])
+        .build()
+        .unwrap();
+    (server, TempDir::new())
+}
+
 /// A server that wants client certificates, and a folder holding its CA
 /// (`ca.pem`) and a client certificate and key (`client.pem`,
 /// `client-key.pem`).
@@ -109,12 +119,7 @@ fn reaches(cfg: ClientConfig, server: &TestApiServer) {
 
 #[test]
 fn inline_ca_and_token() {
-    let server = TestApiServer::builder()
-        .tls(true)
-        .tokens(&["kc-token"])
-        .build()
-        .unwrap();
-    let dir = TempDir::new();
+    let (server, dir) = token_server("kc-token");
     let path = dir.write(
         "config.json",
         kubeconfig(
@@ -132,12 +137,7 @@ fn inline_ca_and_token() {
 
 #[test]
 fn yaml_as_kubectl_writes_it() {
-    let server = TestApiServer::builder()
-        .tls(true)
-        .tokens(&["kc-token"])
-        .build()
-        .unwrap();
-    let dir = TempDir::new();
+    let (server, dir) = token_server("kc-token");
     let path = dir.write(
         "config",
         yaml_kubeconfig(
@@ -214,12 +214,7 @@ fn files_relative_to_the_kubeconfig_and_client_certificates() {
 
 #[test]
 fn token_file_from_kubeconfig() {
-    let server = TestApiServer::builder()
-        .tls(true)
-        .tokens(&["from-file"])
-        .build()
-        .unwrap();
-    let dir = TempDir::new();
+    let (server, dir) = token_server("from-file");
     dir.write("token", "from-file\n");
     let path = dir.write(
         "config.json",
@@ -378,12 +373,7 @@ fn cloud_shaped_kubeconfig_reads_with_its_plugins() {
 
 #[test]
 fn kubeconfig_lists_merge_as_kubectl_merges_them() {
-    let server = TestApiServer::builder()
-        .tls(true)
-        .tokens(&["merged"])
-        .build()
-        .unwrap();
-    let dir = TempDir::new();
+    let (server, dir) = token_server("merged");
     std::fs::create_dir_all(dir.0.join("a")).unwrap();
     std::fs::create_dir_all(dir.0.join("b")).unwrap();
     std::fs::create_dir_all(dir.0.join("c")).unwrap();
