@@ -452,10 +452,7 @@ impl Parser {
                 Some(i) if i > parent => self.node(i, parent),
                 // kubectl writes a mapping's list at the key's own indentation.
                 Some(i) if after_key && i == parent && is_entry(&self.line()[i..]) => {
-                    self.depth += 1;
-                    let v = self.sequence(i);
-                    self.depth -= 1;
-                    v
+                    self.node(i, parent)
                 }
                 _ => Ok(Value::Null),
             };
