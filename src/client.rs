@@ -14,6 +14,7 @@ use ureq::tls::{Certificate, ClientCert, PemItem, PrivateKey, RootCerts, TlsConf
 use ureq::RequestExt;
 
 use crate::clock::{Clock, SystemClock};
+use crate::deadline::Deadline;
 use crate::error::{ApiStatus, Error, Result};
 use crate::exec::{ExecPlugin, ExecSource};
 use crate::lease::{Lease, Status};
@@ -28,6 +29,11 @@ pub const TOKEN_REFRESH: Duration = Duration::from_secs(60);
 pub const MAX_BODY: u64 = 1 << 20;
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest `Retry-After` honoured; a larger (or absurd) value is read
+/// as this, so no server answer can park a candidate for long or overflow
+/// the clock.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 #[derive(Clone)]
 enum TokenConfig {
@@ -266,13 +272,13 @@ enum Auth {
 }
 
 impl Auth {
-    /// The header value; a plugin that must run gets at most `timeout`.
-    fn header(&self, force_refresh: bool, timeout: Duration) -> Result<Option<String>> {
+    /// The header value; waiting for a plugin run ends at `deadline`.
+    fn header(&self, force_refresh: bool, deadline: &Deadline) -> Result<Option<String>> {
         Ok(match self {
             Auth::None => None,
             Auth::Static(t) => Some(format!("Bearer {t}")),
             Auth::File(src) => Some(format!("Bearer {}", src.current(force_refresh)?)),
-            Auth::Exec(src) => Some(format!("Bearer {}", src.current(force_refresh, timeout)?)),
+            Auth::Exec(src) => Some(format!("Bearer {}", src.current(force_refresh, deadline)?)),
         })
     }
 
@@ -282,7 +288,9 @@ impl Auth {
 }
 
 struct Inner {
-    agent: ureq::Agent,
+    /// The agent and its generation: a stop retires the agent a request is
+    /// blocked in (closing its connections) and puts a fresh one in place.
+    agent: Mutex<(u64, ureq::Agent)>,
     base_url: String,
     auth: Auth,
     timeout: Duration,
@@ -391,11 +399,13 @@ impl Client {
                 cached: Mutex::new(None),
                 clock: config.clock,
             }),
-            TokenConfig::Exec(plugin) => Auth::Exec(ExecSource::new(plugin, config.clock)),
+            TokenConfig::Exec(plugin) => {
+                Auth::Exec(ExecSource::new(plugin, config.clock, config.timeout))
+            }
         };
         Ok(Client {
             inner: Arc::new(Inner {
-                agent,
+                agent: Mutex::new((0, agent)),
                 base_url: config.base_url,
                 auth,
                 timeout: config.timeout,
@@ -416,7 +426,9 @@ impl Client {
     /// The `Authorization` header value, re-reading the token file (or
     /// re-running the exec plugin) when `refresh`.
     pub(crate) fn auth_header(&self, refresh: bool) -> Result<Option<String>> {
-        self.inner.auth.header(refresh, self.inner.timeout)
+        self.inner
+            .auth
+            .header(refresh, &Deadline::from_now(self.inner.timeout))
     }
 
     /// The configured upper bound for one request.
@@ -425,7 +437,7 @@ impl Client {
     }
 
     /// `GET` a Lease.
-    pub fn get_lease(&self, namespace: &str, name: &str, timeout: Duration) -> Result<Lease> {
+    pub fn get_lease(&self, namespace: &str, name: &str, deadline: &Deadline) -> Result<Lease> {
         let what = lease_target(namespace, name);
         let t = Target {
             what: &what,
@@ -436,19 +448,19 @@ impl Client {
             &lease_path(namespace, Some(name)),
             None,
             t,
-            timeout,
+            deadline,
         )?;
         decode_ok(t, answer)
     }
 
     /// `POST` a new Lease; answers the stored object.
-    pub fn create_lease(&self, lease: &Lease, timeout: Duration) -> Result<Lease> {
-        self.write_lease(http::Method::POST, "create", lease, timeout)
+    pub fn create_lease(&self, lease: &Lease, deadline: &Deadline) -> Result<Lease> {
+        self.write_lease(http::Method::POST, "create", lease, deadline)
     }
 
     /// `PUT` a Lease, conditional on its `metadata.resourceVersion`.
-    pub fn replace_lease(&self, lease: &Lease, timeout: Duration) -> Result<Lease> {
-        self.write_lease(http::Method::PUT, "update", lease, timeout)
+    pub fn replace_lease(&self, lease: &Lease, deadline: &Deadline) -> Result<Lease> {
+        self.write_lease(http::Method::PUT, "update", lease, deadline)
     }
 
     fn write_lease(
@@ -456,7 +468,7 @@ impl Client {
         method: http::Method,
         action: &'static str,
         lease: &Lease,
-        timeout: Duration,
+        deadline: &Deadline,
     ) -> Result<Lease> {
         let meta = &lease.metadata;
         let what = lease_target(&meta.namespace, &meta.name);
@@ -468,7 +480,7 @@ impl Client {
         // A create goes to the collection, an update to the object.
         let name = (method == http::Method::PUT).then_some(meta.name.as_str());
         let path = lease_path(&meta.namespace, name);
-        let answer = self.send(method, &path, Some(body), t, timeout)?;
+        let answer = self.send(method, &path, Some(body), t, deadline)?;
         decode_ok(t, answer)
     }
 
@@ -477,7 +489,7 @@ impl Client {
         &self,
         namespace: &str,
         event: &serde_json::Value,
-        timeout: Duration,
+        deadline: &Deadline,
     ) -> Result<()> {
         let what = format!("event in namespace {namespace}");
         let t = Target {
@@ -486,30 +498,53 @@ impl Client {
         };
         let body = encode(t, event)?;
         let path = format!("/api/v1/namespaces/{}/events", segment(namespace));
-        let answer = self.send(http::Method::POST, &path, Some(body), t, timeout)?;
+        let answer = self.send(http::Method::POST, &path, Some(body), t, deadline)?;
         check_ok(t, &answer)
     }
 
     /// Send one request, retrying once with a re-read token after a 401.
+    ///
+    /// The request, its 401 retry and any exec-plugin run share one budget:
+    /// `deadline`, capped by the client's own time-out.
     fn send(
         &self,
         method: http::Method,
         path: &str,
         body: Option<Vec<u8>>,
         target: Target<'_>,
-        timeout: Duration,
+        deadline: &Deadline,
     ) -> Result<Answer> {
+        let deadline = deadline.capped(self.inner.timeout);
         let body = body.as_deref();
-        let answer = self.send_once(method.clone(), path, body, target, timeout, false)?;
-        if answer.code == 401 && self.inner.auth.can_refresh() {
+        let answer = self.send_once(method.clone(), path, body, target, &deadline, false)?;
+        if answer.code == 401 && self.inner.auth.can_refresh() && !deadline.is_expired() {
             log::debug!(
                 "{} {}: 401, refreshing the token",
                 target.action,
                 target.what
             );
-            return self.send_once(method, path, body, target, timeout, true);
+            return self.send_once(method, path, body, target, &deadline, true);
         }
         Ok(answer)
+    }
+
+    /// Close every connection of the agent of generation `generation` (if
+    /// it is still the current one, a fresh agent takes its place), which
+    /// ends a request blocked in it at once.
+    fn retire_agent(&self, generation: u64) {
+        let old = {
+            let mut slot = self
+                .inner
+                .agent
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if slot.0 != generation {
+                return;
+            }
+            let fresh = ureq::Agent::new_with_config(slot.1.config().clone());
+            std::mem::replace(&mut *slot, (generation + 1, fresh)).1
+        };
+        old.shutdown();
     }
 
     fn send_once(
@@ -518,13 +553,21 @@ impl Client {
         path: &str,
         body: Option<&[u8]>,
         target: Target<'_>,
-        timeout: Duration,
+        deadline: &Deadline,
         refresh_token: bool,
     ) -> Result<Answer> {
         let transport = |source: crate::error::Cause| Error::Transport {
             target: target.what.to_string(),
             action: target.action,
             source,
+        };
+        let out_of_time = || {
+            let why = if deadline.is_cancelled() {
+                "stopped before an answer"
+            } else {
+                "no time left in the budget"
+            };
+            transport(why.into())
         };
         let mut req = http::Request::builder()
             .method(method)
@@ -533,32 +576,45 @@ impl Client {
         if body.is_some() {
             req = req.header("Content-Type", "application/json");
         }
-        // One budget for the whole request, an exec plugin's run included.
-        let budget = timeout.min(self.inner.timeout);
-        let began = Instant::now();
-        if let Some(auth) = self.inner.auth.header(refresh_token, budget)? {
+        if let Some(auth) = self.inner.auth.header(refresh_token, deadline)? {
             req = req.header("Authorization", auth);
         }
         let req = req
             .body(body.unwrap_or_default())
             .map_err(|e| transport(Box::new(e)))?;
-        let timeout = budget
-            .saturating_sub(began.elapsed())
-            .max(Duration::from_millis(1));
-        let mut resp = req
-            .with_agent(&self.inner.agent)
+        let (generation, agent) = self
+            .inner
+            .agent
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        // A stop ends the request at once rather than at its time-out. The
+        // hook is in place before the last look at the signal, so a stop
+        // can't slip in between.
+        let _hook = deadline.on_cancel({
+            let client = self.clone();
+            move || client.retire_agent(generation)
+        });
+        let timeout = deadline.remaining();
+        if timeout.is_zero() || deadline.is_cancelled() {
+            return Err(out_of_time());
+        }
+        let mut resp = match req
+            .with_agent(&agent)
             .configure()
             .timeout_global(Some(timeout))
             .build()
             .run()
-            .map_err(|e| transport(Box::new(e)))?;
+        {
+            Ok(resp) => resp,
+            Err(_) if deadline.is_cancelled() => return Err(out_of_time()),
+            Err(e) => return Err(transport(Box::new(e))),
+        };
         let code = resp.status().as_u16();
         let retry_after = resp
             .headers()
             .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+            .and_then(parse_retry_after);
         let mut body = Vec::new();
         let read = resp
             .body_mut()
@@ -566,6 +622,9 @@ impl Client {
             .take(MAX_BODY + 1)
             .read_to_end(&mut body);
         if let Err(e) = read {
+            if deadline.is_cancelled() {
+                return Err(out_of_time());
+            }
             return Err(transport(Box::new(e)));
         }
         if body.len() as u64 > MAX_BODY {
@@ -582,6 +641,18 @@ impl Client {
             body,
         })
     }
+}
+
+/// Seconds (RFC 9110's delay form; the API server sends no dates),
+/// clamped to [`MAX_RETRY_AFTER`]; anything else is ignored.
+fn parse_retry_after(v: &http::HeaderValue) -> Option<Duration> {
+    let v = v.to_str().ok()?.trim();
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // All digits: only overflow can fail, and that is "very long".
+    let secs = v.parse::<u64>().unwrap_or(u64::MAX);
+    Some(Duration::from_secs(secs).min(MAX_RETRY_AFTER))
 }
 
 pub(crate) fn lease_target(namespace: &str, name: &str) -> String {

@@ -22,10 +22,39 @@ struct WakeState {
     poked: bool,
 }
 
-#[derive(Debug, Default)]
+type Hook = Arc<dyn Fn() + Send + Sync>;
+
+#[derive(Default)]
 struct WakeInner {
     state: Mutex<WakeState>,
     cv: Condvar,
+    /// Run once by `stop()`: interrupt blocking work (a request in flight).
+    hooks: Mutex<Vec<(u64, Hook)>>,
+    next_hook: std::sync::atomic::AtomicU64,
+}
+
+impl fmt::Debug for WakeInner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WakeInner")
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Removes its hook from the [`Wakeup`] when dropped.
+pub(crate) struct StopHook {
+    inner: Arc<WakeInner>,
+    id: u64,
+}
+
+impl Drop for StopHook {
+    fn drop(&mut self) {
+        self.inner
+            .hooks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|(id, _)| *id != self.id);
+    }
 }
 
 /// A stop/poke signal a sleeping elector thread can be woken by; clones
@@ -55,10 +84,41 @@ impl Wakeup {
         st.stopped || st.poked
     }
 
-    /// Wake every sleeper now and for ever after.
+    /// Wake every sleeper now and for ever after, and interrupt the
+    /// request the elector may be blocked in.
     pub fn stop(&self) {
         self.lock().stopped = true;
         self.inner.cv.notify_all();
+        let hooks: Vec<Hook> = self
+            .inner
+            .hooks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(_, h)| h.clone())
+            .collect();
+        for hook in hooks {
+            hook();
+        }
+    }
+
+    /// Run `f` if [`Wakeup::stop`] is called while the returned guard lives.
+    /// A stop that came before is not replayed: look at
+    /// [`Wakeup::is_stopped`] after registering.
+    pub(crate) fn on_stop(&self, f: impl Fn() + Send + Sync + 'static) -> StopHook {
+        let id = self
+            .inner
+            .next_hook
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner
+            .hooks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((id, Arc::new(f)));
+        StopHook {
+            inner: self.inner.clone(),
+            id,
+        }
     }
 
     /// Wake the current (or next) sleeper once.
@@ -90,7 +150,7 @@ impl Wakeup {
 
     /// Block for up to `d` real time, or until stopped or poked.
     pub fn wait_timeout(&self, d: Duration) -> Wake {
-        let deadline = Instant::now() + d;
+        let deadline = crate::deadline::add_saturating(Instant::now(), d);
         let mut st = self.lock();
         loop {
             if let Some(w) = Self::take_locked(&mut st) {
@@ -219,7 +279,9 @@ impl ManualClock {
 
     /// Move time forward by `d`, waking sleepers whose deadline passed.
     pub fn advance(&self, d: Duration) {
-        self.lock().offset += d;
+        let mut st = self.lock();
+        st.offset = st.offset.saturating_add(d);
+        drop(st);
         self.inner.1.notify_all();
     }
 
@@ -259,11 +321,12 @@ impl ManualClock {
 
 impl Clock for ManualClock {
     fn now(&self) -> Instant {
-        self.base + self.lock().offset
+        crate::deadline::add_saturating(self.base, self.lock().offset)
     }
 
     fn system_time(&self) -> SystemTime {
-        self.base_wall + self.lock().offset
+        let offset = self.lock().offset;
+        self.base_wall.checked_add(offset).unwrap_or(self.base_wall)
     }
 
     fn sleep(&self, d: Duration, wake: &Wakeup) -> Wake {
@@ -271,7 +334,7 @@ impl Clock for ManualClock {
             return w;
         }
         let mut st = self.lock();
-        let deadline = st.offset + d;
+        let deadline = st.offset.saturating_add(d);
         if st.auto_advance {
             st.offset = st.offset.max(deadline);
             drop(st);

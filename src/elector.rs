@@ -21,13 +21,15 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use crate::clock::{Clock, SystemClock, Wake, Wakeup};
-use crate::error::{Error, Result, StatusKind};
+use crate::deadline::{add_saturating, Deadline};
+use crate::error::{Error, Result};
 use crate::lease::{LeaderElectionRecord, MicroTime};
 use crate::lock::Lock;
 use crate::watch::Watcher;
@@ -90,6 +92,19 @@ pub struct ElectorConfig {
     /// on within a round trip instead of up to a retry period. Polling
     /// continues underneath; the expiry rule is unchanged.
     pub watch: bool,
+    /// The longest one request may take (each is also bounded by what is
+    /// left of its renew round). `None`: `max(renew_deadline / 2, 1 s)`, as
+    /// client-go's `NewFromKubeconfig` and controller-runtime set, so one
+    /// hung request is abandoned in time for a retry inside the deadline.
+    ///
+    /// The trade-off: a server slower than the cap on *every* request
+    /// loses the lease, where an uncapped client would have kept it;
+    /// raise the cap (or the renew deadline) for such a server.
+    pub request_timeout: Option<Duration>,
+    /// The budget of the release on stop (its own, not what was left of a
+    /// round): with the default 5 s, and 5 s for queued Events, `stop()`
+    /// returns within about 10 s whatever the server does.
+    pub release_timeout: Duration,
 }
 
 impl Default for ElectorConfig {
@@ -102,11 +117,23 @@ impl Default for ElectorConfig {
             release_on_cancel: false,
             rejoin: false,
             watch: false,
+            request_timeout: None,
+            release_timeout: DEFAULT_RELEASE_TIMEOUT,
         }
     }
 }
 
+/// Default [`ElectorConfig::release_timeout`].
+pub const DEFAULT_RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
+
 impl ElectorConfig {
+    /// The per-request cap in force: [`ElectorConfig::request_timeout`], or
+    /// `max(renew_deadline / 2, 1 s)`.
+    pub fn request_cap(&self) -> Duration {
+        self.request_timeout
+            .unwrap_or_else(|| (self.renew_deadline / 2).max(Duration::from_secs(1)))
+    }
+
     /// Check client-go's rules: `lease_duration > renew_deadline >
     /// 1.2 × retry_period`, whole seconds for the lease duration (the wire
     /// carries seconds), non-zero retry period.
@@ -144,6 +171,12 @@ impl ElectorConfig {
         }
         if identity.is_empty() {
             return bad("lock identity is empty".into());
+        }
+        if self.request_timeout.is_some_and(|d| d.is_zero()) {
+            return bad("requestTimeout must be greater than zero".into());
+        }
+        if self.release_timeout.is_zero() {
+            return bad("releaseTimeout must be greater than zero".into());
         }
         Ok(())
     }
@@ -191,6 +224,18 @@ impl ElectorBuilder {
     /// Watch the Lease to act on changes within a round trip (see [`ElectorConfig::watch`]).
     pub fn watch(mut self, yes: bool) -> Self {
         self.config.watch = yes;
+        self
+    }
+
+    /// Cap each request at `d` (see [`ElectorConfig::request_timeout`]).
+    pub fn request_timeout(mut self, d: Duration) -> Self {
+        self.config.request_timeout = Some(d);
+        self
+    }
+
+    /// Give the release on stop at most `d` (see [`ElectorConfig::release_timeout`]).
+    pub fn release_timeout(mut self, d: Duration) -> Self {
+        self.config.release_timeout = d;
         self
     }
 
@@ -303,6 +348,7 @@ impl LeaderElector {
             config: self.config.clone(),
             describe: describe.clone(),
             identity: self.lock.identity().to_string(),
+            skip_release: AtomicBool::new(false),
         });
         let run = Run {
             lock: self.lock,
@@ -310,6 +356,7 @@ impl LeaderElector {
             events: tx,
             observed: None,
             observed_at: self.clock.now(),
+            written: Vec::new(),
             reported_leader: None,
             jitter: RandomState::new(),
             jitter_count: 0,
@@ -334,6 +381,10 @@ struct SharedState {
     leading: bool,
     last_renew: Option<Instant>,
     leader: Option<String>,
+    /// When the last term ended `Lost` (cleared when leading again).
+    lost_at: Option<Instant>,
+    /// Another process renews the lease under our identity.
+    duplicate_identity: bool,
 }
 
 #[derive(Debug)]
@@ -344,6 +395,8 @@ struct Shared {
     config: ElectorConfig,
     describe: String,
     identity: String,
+    /// Set by a `Drop` during a panic: stop without releasing.
+    skip_release: AtomicBool,
 }
 
 impl Shared {
@@ -368,7 +421,9 @@ impl ElectorHandle {
     pub fn is_leader(&self) -> bool {
         let st = self.shared.lock();
         match (st.leading, st.last_renew) {
-            (true, Some(at)) => self.shared.clock.now() < at + self.shared.config.renew_deadline,
+            (true, Some(at)) => {
+                self.shared.clock.now() < add_saturating(at, self.shared.config.renew_deadline)
+            }
             _ => false,
         }
     }
@@ -397,22 +452,50 @@ impl ElectorHandle {
 
     /// Health check like client-go's `HealthzAdaptor`: an error when this
     /// candidate believes it leads but has not renewed for
-    /// `lease_duration + max_tolerable_expired_lease`.
+    /// `lease_duration + max_tolerable_expired_lease`, and also when its
+    /// last term ended `Lost` more than `max_tolerable_expired_lease` ago and
+    /// it has not led since: a process that should have stopped working
+    /// (client-go's users exit on loss) but is still running. With
+    /// `rejoin`, leading again clears it; a rejoined follower that has not
+    /// led again counts as unhealthy too, so pick the tolerance to match.
     pub fn check(&self, max_tolerable_expired_lease: Duration) -> Result<()> {
         let st = self.shared.lock();
+        let now = self.shared.clock.now();
+        let lock = || self.shared.describe.clone();
+        if let (false, Some(lost_at)) = (st.leading, st.lost_at) {
+            let since_loss = now.saturating_duration_since(lost_at);
+            if since_loss > max_tolerable_expired_lease {
+                return Err(Error::LostLeadership {
+                    lock: lock(),
+                    since_loss,
+                    allowed: max_tolerable_expired_lease,
+                });
+            }
+        }
         let (true, Some(at)) = (st.leading, st.last_renew) else {
             return Ok(());
         };
-        let since_renew = self.shared.clock.now().saturating_duration_since(at);
-        let allowed = self.shared.config.lease_duration + max_tolerable_expired_lease;
+        let since_renew = now.saturating_duration_since(at);
+        let allowed = self
+            .shared
+            .config
+            .lease_duration
+            .saturating_add(max_tolerable_expired_lease);
         if since_renew > allowed {
             return Err(Error::Unhealthy {
-                lock: self.shared.describe.clone(),
+                lock: lock(),
                 since_renew,
                 allowed,
             });
         }
         Ok(())
+    }
+
+    /// True when another process was seen renewing this lease under this
+    /// candidate's identity (it then never leads on that record; see the
+    /// module docs). Cleared when this candidate leads.
+    pub fn duplicate_identity(&self) -> bool {
+        self.shared.lock().duplicate_identity
     }
 
     /// True once the elector thread has ended.
@@ -451,7 +534,14 @@ impl ElectorHandle {
 }
 
 impl Drop for ElectorHandle {
+    /// Stops the elector like [`ElectorHandle::stop`]. During a panic the
+    /// lease is *not* released: the caller's workers may still be running,
+    /// and client-go's rule is that the guarded work must have stopped
+    /// before the lease is handed over. It then expires normally.
     fn drop(&mut self) {
+        if thread::panicking() {
+            self.shared.skip_release.store(true, Ordering::Relaxed);
+        }
         if let Err(e) = self.stop_and_join() {
             log::error!("stopping leader election on {}: {e}", self.shared.describe);
         }
@@ -464,6 +554,9 @@ enum TermEnd {
     Lost,
 }
 
+/// At most this many unconfirmed writes are remembered as ours.
+const MAX_PENDING_WRITES: usize = 8;
+
 /// The state owned by the elector thread.
 struct Run {
     lock: Box<dyn Lock>,
@@ -472,6 +565,11 @@ struct Run {
     /// The record as last observed, and when (local clock) it last changed.
     observed: Option<LeaderElectionRecord>,
     observed_at: Instant,
+    /// Records this process wrote: the last confirmed one first, then any
+    /// sent since without a confirmed answer (a write whose answer was lost
+    /// may still have landed). A record under our identity that is none of
+    /// these was written by someone else using the same identity.
+    written: Vec<LeaderElectionRecord>,
     reported_leader: Option<String>,
     jitter: RandomState,
     jitter_count: u64,
@@ -491,6 +589,11 @@ impl Run {
         let _ = self.events.send(event);
     }
 
+    /// A budget on the elector's clock, ended early by `stop()`.
+    fn deadline(&self, at: Instant) -> Deadline {
+        Deadline::at(self.shared.clock.clone(), at).cancelled_by(&self.shared.wake)
+    }
+
     fn run(mut self) -> Result<()> {
         loop {
             if !self.acquire() {
@@ -499,11 +602,7 @@ impl Run {
             match self.renew() {
                 TermEnd::Stopped => {
                     self.step_down(StopReason::Stopped);
-                    return if self.cfg().release_on_cancel {
-                        self.release()
-                    } else {
-                        Ok(())
-                    };
+                    return self.release();
                 }
                 TermEnd::Lost => {
                     self.step_down(StopReason::Lost);
@@ -515,7 +614,13 @@ impl Run {
         }
     }
 
-    /// Try every jittered retry period until the lease is ours; false when stopped.
+    /// Attempt until the lease is ours; false when stopped.
+    ///
+    /// After an attempt that failed (an error, or no answer) the next one
+    /// is a jittered retry period away (or the server's clamped
+    /// `Retry-After`): a fleet of candidates is a gentle client of a failing
+    /// API server. Only an answered attempt that showed a held lease may
+    /// wake earlier, at that lease's observed expiry.
     fn acquire(&mut self) -> bool {
         let desc = self.shared.describe.clone();
         log::info!("attempting to acquire leader lease {desc}...");
@@ -524,33 +629,25 @@ impl Run {
                 return false;
             }
             let start = self.now();
-            let timeout = self.cfg().renew_deadline;
-            let attempt = self.try_acquire_or_renew(timeout);
+            let attempt =
+                self.try_acquire_or_renew(&self.deadline(start + self.cfg().renew_deadline));
             self.maybe_report_transition();
-            match attempt {
+            let pause = match attempt {
                 Ok(true) => {
-                    {
-                        let mut st = self.shared.lock();
-                        st.leading = true;
-                        st.last_renew = Some(start);
-                    }
-                    self.lock
-                        .record_event(&format!("{} became leader", self.lock.identity()));
-                    log::info!("successfully acquired lease {desc}");
-                    // Stamped when the write is known to have succeeded: the
-                    // attempt's start can precede the previous holder's
-                    // release, and `at` must order terms exactly.
-                    let at = self.now();
-                    self.emit(LeaderEvent::StartedLeading { at });
+                    self.start_term(start);
                     return true;
                 }
-                Ok(false) => {}
-                Err(ref e) => log::warn!("error acquiring lease {desc}: {e}"),
-            }
-            let pause = self
-                .jittered(self.cfg().retry_period)
-                .min(self.until_expiry())
-                .max(retry_after(&attempt));
+                Ok(false) => self
+                    .jittered(self.cfg().retry_period)
+                    .min(self.until_expiry()),
+                Err(ref e) => {
+                    if !self.shared.wake.is_stopped() {
+                        log::warn!("error acquiring lease {desc}: {e}");
+                    }
+                    self.jittered(self.cfg().retry_period)
+                        .max(retry_after(&attempt))
+                }
+            };
             // A poke (the watched Lease changed) only makes the next attempt
             // earlier; the expiry rule in try_acquire_or_renew still decides.
             if self.shared.clock.sleep(pause, &self.shared.wake) == Wake::Stopped {
@@ -559,31 +656,49 @@ impl Run {
         }
     }
 
+    fn start_term(&mut self, start: Instant) {
+        {
+            let mut st = self.shared.lock();
+            st.leading = true;
+            st.last_renew = Some(start);
+            st.lost_at = None;
+            st.duplicate_identity = false;
+        }
+        self.lock
+            .record_event(&format!("{} became leader", self.lock.identity()));
+        log::info!("successfully acquired lease {}", self.shared.describe);
+        // Stamped when the write is known to have succeeded: the attempt's
+        // start can precede the previous holder's release, and `at` must
+        // order terms exactly.
+        let at = self.now();
+        self.emit(LeaderEvent::StartedLeading { at });
+    }
+
     /// Renew every retry period until stopped, or until no renew succeeded
     /// for `renew_deadline` since the start of the last successful one.
+    ///
+    /// That instant is the round's one deadline: every request of every
+    /// attempt in the round draws from it, so the round cannot overrun it.
     fn renew(&mut self) -> TermEnd {
         let desc = self.shared.describe.clone();
         loop {
-            // Never sleep past the deadline: after a slow renew, less than a
-            // retry period may be left before we must step down.
             let Some(last) = self.shared.lock().last_renew else {
                 return TermEnd::Lost;
             };
-            let left = (last + self.cfg().renew_deadline).saturating_duration_since(self.now());
+            let round_end = last + self.cfg().renew_deadline;
+            // Never sleep past the deadline: after a slow renew, less than a
+            // retry period may be left before we must step down.
+            let left = round_end.saturating_duration_since(self.now());
             if self.pause(self.cfg().retry_period.min(left)) {
                 return TermEnd::Stopped;
             }
             loop {
-                let Some(last) = self.shared.lock().last_renew else {
-                    return TermEnd::Lost;
-                };
                 let start = self.now();
-                let deadline = last + self.cfg().renew_deadline;
-                if start >= deadline {
+                if start >= round_end {
                     log::info!("failed to renew lease {desc}: timed out waiting for the condition");
                     return TermEnd::Lost;
                 }
-                let attempt = self.try_acquire_or_renew(deadline - start);
+                let attempt = self.try_acquire_or_renew(&self.deadline(round_end));
                 self.maybe_report_transition();
                 match attempt {
                     Ok(true) => {
@@ -596,9 +711,10 @@ impl Run {
                         return TermEnd::Lost;
                     }
                     Ok(false) => {}
+                    Err(_) if self.shared.wake.is_stopped() => return TermEnd::Stopped,
                     Err(ref e) => log::warn!("error renewing lease {desc}: {e}"),
                 }
-                let left = deadline.saturating_duration_since(self.now());
+                let left = round_end.saturating_duration_since(self.now());
                 let pause = self.cfg().retry_period.max(retry_after(&attempt)).min(left);
                 if self.pause(pause) {
                     return TermEnd::Stopped;
@@ -614,6 +730,9 @@ impl Run {
         {
             let mut st = self.shared.lock();
             st.leading = false;
+            if reason == StopReason::Lost {
+                st.lost_at = Some(at);
+            }
         }
         self.lock
             .record_event(&format!("{} stopped leading", self.lock.identity()));
@@ -621,34 +740,43 @@ impl Run {
         self.emit(LeaderEvent::StoppedLeading { at, reason });
     }
 
-    /// Hand the lease back: empty holder, 1s duration, transitions kept.
+    /// Hand the lease back (when configured): empty holder, 1s duration,
+    /// transitions kept. Its own budget, `release_timeout`, not cut by the
+    /// stop that asked for it.
     fn release(&mut self) -> Result<()> {
-        if !self.is_leader_of_observed() {
+        if !self.cfg().release_on_cancel
+            || self.shared.skip_release.load(Ordering::Relaxed)
+            || !self.is_leader_of_observed()
+        {
             return Ok(());
         }
+        let deadline = Deadline::after(self.shared.clock.clone(), self.cfg().release_timeout);
         let now = MicroTime::from_system_time(self.shared.clock.system_time());
+        let observed = self.observed.clone().unwrap_or_default();
         let record = LeaderElectionRecord {
             holder_identity: String::new(),
             lease_duration_seconds: 1,
             acquire_time: Some(now),
             renew_time: Some(now),
-            leader_transitions: self.observed.as_ref().map_or(0, |r| r.leader_transitions),
-            strategy: self.observed.as_ref().and_then(|r| r.strategy.clone()),
-            preferred_holder: self
-                .observed
-                .as_ref()
-                .and_then(|r| r.preferred_holder.clone()),
+            ..observed
         };
-        let timeout = self.cfg().renew_deadline;
-        match self.lock.update(&record, timeout) {
+        let mut result = self.lock.update(&record, &deadline);
+        // A renew that stop() cut short may have landed after all: the
+        // conflict is then with ourselves, and a fresh read shows it.
+        if matches!(&result, Err(e) if e.is_conflict())
+            && matches!(self.lock.get(&deadline), Ok(current) if self.is_ours(&current))
+        {
+            result = self.lock.update(&record, &deadline);
+        }
+        match result {
             Ok(()) => {
                 log::info!("released lease {}", self.shared.describe);
                 self.set_observed(record);
                 self.shared.lock().leader = None;
                 Ok(())
             }
-            // Someone wrote since our last renew: the lease is not ours to
-            // release any more.
+            // Someone else wrote since our last renew: the lease is not
+            // ours to release any more.
             Err(e) if e.is_conflict() => {
                 log::info!(
                     "lease {} changed since our last renew; not releasing",
@@ -663,9 +791,11 @@ impl Run {
         }
     }
 
-    /// One attempt, as client-go's `tryAcquireOrRenew`. `Ok(true)` when
-    /// the lease is held by us after this call.
-    fn try_acquire_or_renew(&mut self, timeout: Duration) -> Result<bool> {
+    /// One attempt, as client-go's `tryAcquireOrRenew`, within `round`:
+    /// each request gets the per-request cap, never more than is left.
+    /// `Ok(true)` when the lease is held by us after this call.
+    fn try_acquire_or_renew(&mut self, round: &Deadline) -> Result<bool> {
+        let cap = self.cfg().request_cap();
         let now_wall = MicroTime::from_system_time(self.shared.clock.system_time());
         let mut record = LeaderElectionRecord {
             holder_identity: self.lock.identity().to_string(),
@@ -685,11 +815,8 @@ impl Run {
                 record.strategy = old.strategy.clone();
                 record.preferred_holder = old.preferred_holder.clone();
             }
-            match self.lock.update(&record, timeout) {
-                Ok(()) => {
-                    self.set_observed(record);
-                    return Ok(true);
-                }
+            match self.write(&record, &round.capped(cap), false) {
+                Ok(()) => return Ok(true),
                 Err(e) if e.is_transport() => return Err(e),
                 Err(e) => log::debug!(
                     "failed to update lease {} optimistically: {e}, falling back to slow path",
@@ -699,11 +826,10 @@ impl Run {
         }
 
         // 2. Obtain or create the record.
-        let old = match self.lock.get(timeout) {
+        let old = match self.lock.get(&round.capped(cap)) {
             Ok(old) => old,
             Err(e) if e.is_not_found() => {
-                self.lock.create(&record, timeout)?;
-                self.set_observed(record);
+                self.write(&record, &round.capped(cap), true)?;
                 return Ok(true);
             }
             Err(e) => return Err(e),
@@ -711,13 +837,11 @@ impl Run {
 
         // 3. Judge expiry by when *we* saw the record change, never by its renewTime.
         if self.observed.as_ref() != Some(&old) {
+            self.note_same_identity(&old);
             self.set_observed(old.clone());
         }
-        let now = self.now();
-        if !old.holder_identity.is_empty()
-            && self.is_lease_valid(now)
-            && !self.is_leader_of_observed()
-        {
+        let ours = self.is_ours(&old);
+        if !old.holder_identity.is_empty() && self.is_lease_valid(self.now()) && !ours {
             log::debug!(
                 "lease {} is held by {} and has not yet expired",
                 self.shared.describe,
@@ -727,7 +851,7 @@ impl Run {
         }
 
         // 4. Ours to take or keep.
-        if self.is_leader_of_observed() {
+        if ours {
             record.acquire_time = old.acquire_time;
             record.leader_transitions = old.leader_transitions;
         } else {
@@ -735,9 +859,58 @@ impl Run {
         }
         record.strategy = old.strategy.clone();
         record.preferred_holder = old.preferred_holder.clone();
-        self.lock.update(&record, timeout)?;
-        self.set_observed(record);
+        self.write(&record, &round.capped(cap), false)?;
         Ok(true)
+    }
+
+    /// Create or update the lock with `record`, remembering it as ours
+    /// whatever the answer (a write whose answer was lost may have landed).
+    fn write(
+        &mut self,
+        record: &LeaderElectionRecord,
+        deadline: &Deadline,
+        create: bool,
+    ) -> Result<()> {
+        if self.written.len() > MAX_PENDING_WRITES {
+            self.written.remove(1);
+        }
+        self.written.push(record.clone());
+        if create {
+            self.lock.create(record, deadline)?;
+        } else {
+            self.lock.update(record, deadline)?;
+        }
+        self.written = vec![record.clone()];
+        self.set_observed(record.clone());
+        Ok(())
+    }
+
+    /// A record under our identity that this process did not write means
+    /// another process uses the same identity. Seen once, it may be a
+    /// previous run of ours (it is waited out like any other holder's);
+    /// seen changing, someone is renewing it: report it.
+    fn note_same_identity(&mut self, new: &LeaderElectionRecord) {
+        if new.holder_identity != self.lock.identity() || self.is_ours(new) {
+            return;
+        }
+        let renewed = self
+            .observed
+            .as_ref()
+            .is_some_and(|old| old.holder_identity == new.holder_identity && !self.is_ours(old));
+        let desc = &self.shared.describe;
+        let identity = self.lock.identity();
+        if !renewed {
+            log::info!(
+                "lease {desc} is held under our identity {identity:?} by a record this process did not write (a previous run?); waiting for it to expire"
+            );
+            return;
+        }
+        let first = !std::mem::replace(&mut self.shared.lock().duplicate_identity, true);
+        if first {
+            log::error!(
+                "lease {desc} is being renewed under our identity {identity:?} by another process: two candidates share one identity; not leading until it stops (give each candidate a unique identity)"
+            );
+        }
     }
 
     fn set_observed(&mut self, record: LeaderElectionRecord) {
@@ -745,16 +918,24 @@ impl Run {
         self.observed_at = self.now();
     }
 
+    /// Written by this process (matched on the times it wrote, which the
+    /// server keeps as sent).
+    fn is_ours(&self, r: &LeaderElectionRecord) -> bool {
+        r.holder_identity == self.lock.identity()
+            && self
+                .written
+                .iter()
+                .any(|w| w.renew_time == r.renew_time && w.acquire_time == r.acquire_time)
+    }
+
     fn is_leader_of_observed(&self) -> bool {
-        self.observed
-            .as_ref()
-            .is_some_and(|r| r.holder_identity == self.lock.identity())
+        self.observed.as_ref().is_some_and(|r| self.is_ours(r))
     }
 
     fn held_by_other(&self) -> bool {
-        self.observed.as_ref().is_some_and(|r| {
-            !r.holder_identity.is_empty() && r.holder_identity != self.lock.identity()
-        })
+        self.observed
+            .as_ref()
+            .is_some_and(|r| !r.holder_identity.is_empty() && !self.is_ours(r))
     }
 
     /// When the observed record expires: its duration after we saw it change.
@@ -763,7 +944,7 @@ impl Run {
             .observed
             .as_ref()
             .map_or(Duration::ZERO, LeaderElectionRecord::lease_duration);
-        self.observed_at + duration
+        add_saturating(self.observed_at, duration)
     }
 
     fn is_lease_valid(&self, now: Instant) -> bool {
@@ -776,10 +957,10 @@ impl Run {
     /// from the last observed change, not that plus a retry period.
     fn until_expiry(&self) -> Duration {
         match &self.observed {
-            Some(r) if !r.holder_identity.is_empty() => {
-                self.observed_expiry().saturating_duration_since(self.now())
-                    + Duration::from_millis(1)
-            }
+            Some(r) if !r.holder_identity.is_empty() => self
+                .observed_expiry()
+                .saturating_duration_since(self.now())
+                .saturating_add(Duration::from_millis(1)),
             _ => Duration::MAX,
         }
     }
@@ -830,12 +1011,11 @@ impl Run {
     }
 }
 
-/// The server's `Retry-After` on a 429, or zero.
+/// The server's `Retry-After` (429, 503), already clamped to
+/// [`crate::client::MAX_RETRY_AFTER`] by the client, or zero.
 fn retry_after(attempt: &Result<bool>) -> Duration {
     match attempt {
-        Err(Error::Api { status, .. }) if status.kind == StatusKind::TooManyRequests => {
-            status.retry_after.unwrap_or_default()
-        }
+        Err(Error::Api { status, .. }) => status.retry_after.unwrap_or_default(),
         _ => Duration::ZERO,
     }
 }

@@ -72,6 +72,16 @@ pub enum Error {
         /// The lock, as `namespace/name`.
         lock: String,
     },
+    /// A health check failed: the last term ended `Lost` and this
+    /// candidate has not led since, for longer than the tolerance.
+    LostLeadership {
+        /// The lock, as `namespace/name`.
+        lock: String,
+        /// How long ago the term ended.
+        since_loss: Duration,
+        /// The tolerance the caller accepted.
+        allowed: Duration,
+    },
     /// A health check failed: the elector believes it leads but has not renewed.
     Unhealthy {
         /// The lock, as `namespace/name`.
@@ -229,6 +239,16 @@ impl fmt::Display for Error {
                 f,
                 "lease {lock}: leading but last renewed {:.1}s ago, more than the {:.1}s allowed",
                 since_renew.as_secs_f64(),
+                allowed.as_secs_f64()
+            ),
+            Error::LostLeadership {
+                lock,
+                since_loss,
+                allowed,
+            } => write!(
+                f,
+                "lease {lock}: leadership was lost {:.1}s ago and this process is still running, more than the {:.1}s allowed",
+                since_loss.as_secs_f64(),
                 allowed.as_secs_f64()
             ),
         }

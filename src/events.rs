@@ -31,6 +31,7 @@ use serde_json::{json, Map, Value};
 
 use crate::client::Client;
 use crate::clock::{Clock, SystemClock};
+use crate::deadline::Deadline;
 use crate::lease::{Lease, MicroTime, LEASE_API_VERSION};
 use crate::lock::EventSink;
 
@@ -306,7 +307,7 @@ fn send_all(client: &Client, rx: &Receiver<Queued>, counters: &Counters, timeout
             abandoned += 1;
             continue;
         }
-        match client.create_event(&item.namespace, &item.event, budget) {
+        match client.create_event(&item.namespace, &item.event, &Deadline::from_now(budget)) {
             Ok(()) => {
                 counters.sent.fetch_add(1, Ordering::Relaxed);
                 log::debug!(

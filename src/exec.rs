@@ -14,13 +14,14 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, SystemTime};
 
 use serde::Deserialize;
 
 use crate::clock::Clock;
+use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::lease::MicroTime;
 
@@ -199,36 +200,118 @@ struct Credential {
     expires: Option<SystemTime>,
 }
 
+/// One run of the plugin, shared by every request that needs its token.
+#[derive(Default)]
+struct Flight {
+    /// The token, or the error as (what, detail) so every waiter gets a copy.
+    result: Mutex<Option<std::result::Result<String, (String, String)>>>,
+    done: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    cached: Option<Credential>,
+    running: Option<Arc<Flight>>,
+}
+
 /// A plugin's token, cached until it expires or is refused.
+///
+/// No lock is held while the plugin runs: the run happens on a thread of
+/// its own, every request that needs a token waits for the same run, and
+/// each gives up at its own deadline. The run itself is bounded by the
+/// client's time-out (then the plugin is killed), so a waiter that gave up
+/// finds a finished run, or a new one, next time.
 pub(crate) struct ExecSource {
-    plugin: ExecPlugin,
-    cached: Mutex<Option<Credential>>,
+    plugin: Arc<ExecPlugin>,
+    state: Arc<Mutex<State>>,
     clock: Arc<dyn Clock>,
+    run_timeout: Duration,
 }
 
 impl ExecSource {
-    pub(crate) fn new(plugin: ExecPlugin, clock: Arc<dyn Clock>) -> Self {
+    pub(crate) fn new(plugin: ExecPlugin, clock: Arc<dyn Clock>, run_timeout: Duration) -> Self {
         ExecSource {
-            plugin,
-            cached: Mutex::new(None),
+            plugin: Arc::new(plugin),
+            state: Arc::default(),
             clock,
+            run_timeout,
         }
     }
 
-    /// The token; runs the plugin (within `timeout`) when there is none,
-    /// it expired, or `force` (after a 401).
-    pub(crate) fn current(&self, force: bool, timeout: Duration) -> Result<String> {
-        let mut cached = self.cached.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(c) = cached.as_ref() {
-            let fresh = c.expires.is_none_or(|t| self.clock.system_time() < t);
-            if fresh && !force {
-                return Ok(c.token.clone());
+    /// The token; waits (until `deadline`) for a plugin run when there is
+    /// none, it expired, or `force` (after a 401).
+    pub(crate) fn current(&self, force: bool, deadline: &Deadline) -> Result<String> {
+        let flight = {
+            let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(c) = st.cached.as_ref() {
+                let fresh = c.expires.is_none_or(|t| self.clock.system_time() < t);
+                if fresh && !force {
+                    return Ok(c.token.clone());
+                }
             }
+            if force {
+                st.cached = None;
+            }
+            match &st.running {
+                Some(f) => f.clone(),
+                None => {
+                    let f = Arc::new(Flight::default());
+                    self.start(f.clone())?;
+                    st.running = Some(f.clone());
+                    f
+                }
+            }
+        };
+        let mut result = flight.result.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(r) = result.as_ref() {
+                return r
+                    .clone()
+                    .map_err(|(what, detail)| Error::InvalidCredentials { what, detail });
+            }
+            let left = deadline.remaining();
+            if left.is_zero() || deadline.is_cancelled() {
+                return Err(self
+                    .plugin
+                    .error("no answer within this request's time budget (the run goes on, bounded by the client time-out)"));
+            }
+            // Short waits so a cancel or a manual clock's deadline is seen.
+            result = flight
+                .done
+                .wait_timeout(result, left.min(Duration::from_millis(50)))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
         }
-        log::debug!("running {} for a token", self.plugin.describe());
-        let cred = self.plugin.run(timeout)?;
-        let token = cred.token.clone();
-        *cached = Some(cred);
-        Ok(token)
+    }
+
+    fn start(&self, flight: Arc<Flight>) -> Result<()> {
+        let (plugin, state, timeout) = (self.plugin.clone(), self.state.clone(), self.run_timeout);
+        log::debug!("running {} for a token", plugin.describe());
+        thread::Builder::new()
+            .name("lease-exec-plugin".into())
+            .spawn(move || {
+                let outcome = plugin.run(timeout);
+                let shared = match &outcome {
+                    Ok(c) => Ok(c.token.clone()),
+                    Err(Error::InvalidCredentials { what, detail }) => {
+                        Err((what.clone(), detail.clone()))
+                    }
+                    Err(e) => Err((plugin.describe(), e.to_string())),
+                };
+                {
+                    let mut st = state.lock().unwrap_or_else(PoisonError::into_inner);
+                    if let Ok(c) = outcome {
+                        st.cached = Some(c);
+                    }
+                    st.running = None;
+                }
+                *flight.result.lock().unwrap_or_else(PoisonError::into_inner) = Some(shared);
+                flight.done.notify_all();
+            })
+            .map(drop)
+            .map_err(|e| {
+                self.plugin
+                    .error(format!("cannot start a thread to run it: {e}"))
+            })
     }
 }

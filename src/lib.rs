@@ -18,6 +18,7 @@
 //! - [`events`]: Kubernetes Events for transitions.
 //! - [`watch`]: optional Lease watch for faster takeovers.
 //! - [`clock`]: injectable time ([`ManualClock`] for tests).
+//! - [`deadline`]: time budgets as values ([`Deadline`]).
 //! - `testing` (feature `testing`): an embedded API server with fault injection.
 //!
 //! # Example
@@ -61,6 +62,7 @@
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod deadline;
 pub mod duration;
 pub mod elector;
 pub mod error;
@@ -79,6 +81,7 @@ mod yaml;
 pub use client::{Client, ClientConfig};
 pub use clock::{Clock, ManualClock, SystemClock, Wake, Wakeup};
 pub use config::{from_config, Election, LeaderElection, Tolerances};
+pub use deadline::Deadline;
 pub use duration::{format_go_duration, parse_go_duration, GoDurationError};
 pub use elector::{
     ElectorBuilder, ElectorConfig, ElectorHandle, LeaderElector, LeaderEvent, StopReason,

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::client::{lease_target, Client};
 use crate::clock::Wakeup;
+use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::lease::{LeaderElectionRecord, Lease};
 use crate::watch::{LatestLease, Watcher};
@@ -13,16 +14,20 @@ use crate::watch::{LatestLease, Watcher};
 /// A resource lock holding a [`LeaderElectionRecord`], as client-go's
 /// `resourcelock.Interface`.
 ///
+/// Each call gets a [`Deadline`]: the time left for this one request (the
+/// elector's per-request cap within what is left of the round); an
+/// implementation must not block past it.
+///
 /// `update` is optimistic: it writes against the version last seen by `get`,
 /// `create` or `update`, and fails with a conflict when someone else wrote
 /// in between. Implement it to plug in another lock kind or a test double.
 pub trait Lock: Send + fmt::Debug {
     /// Read the current record (and remember the object's version).
-    fn get(&mut self, timeout: Duration) -> Result<LeaderElectionRecord>;
+    fn get(&mut self, deadline: &Deadline) -> Result<LeaderElectionRecord>;
     /// Create the lock object holding `record`.
-    fn create(&mut self, record: &LeaderElectionRecord, timeout: Duration) -> Result<()>;
+    fn create(&mut self, record: &LeaderElectionRecord, deadline: &Deadline) -> Result<()>;
     /// Replace the record, conditional on the remembered version.
-    fn update(&mut self, record: &LeaderElectionRecord, timeout: Duration) -> Result<()>;
+    fn update(&mut self, record: &LeaderElectionRecord, deadline: &Deadline) -> Result<()>;
     /// This candidate's identity.
     fn identity(&self) -> &str;
     /// `namespace/name` of the lock object, for logs, errors and thread names.
@@ -154,7 +159,7 @@ impl Lock for LeaseLock {
     /// A Lease delivered by the watch since the last read or write stands
     /// in for the `GET` (it is at least as new as what a `GET` sent before
     /// it would have returned); otherwise ask the server.
-    fn get(&mut self, timeout: Duration) -> Result<LeaderElectionRecord> {
+    fn get(&mut self, deadline: &Deadline) -> Result<LeaderElectionRecord> {
         let seen = self
             .cached
             .as_ref()
@@ -170,7 +175,7 @@ impl Lock for LeaseLock {
             Some(lease) => lease,
             None => self
                 .client
-                .get_lease(&self.namespace, &self.name, timeout)?,
+                .get_lease(&self.namespace, &self.name, deadline)?,
         };
         self.check_identity(&lease, "get")?;
         let record = lease.record();
@@ -178,21 +183,21 @@ impl Lock for LeaseLock {
         Ok(record)
     }
 
-    fn create(&mut self, record: &LeaderElectionRecord, timeout: Duration) -> Result<()> {
+    fn create(&mut self, record: &LeaderElectionRecord, deadline: &Deadline) -> Result<()> {
         let lease = Lease::new(&self.namespace, &self.name, record);
-        let stored = self.client.create_lease(&lease, timeout)?;
+        let stored = self.client.create_lease(&lease, deadline)?;
         self.watched.clear();
         self.check_identity(&stored, "create")?;
         self.cached = Some(stored);
         Ok(())
     }
 
-    fn update(&mut self, record: &LeaderElectionRecord, timeout: Duration) -> Result<()> {
+    fn update(&mut self, record: &LeaderElectionRecord, deadline: &Deadline) -> Result<()> {
         let mut lease = self.cached.clone().ok_or_else(|| Error::NotInitialized {
             lock: self.describe(),
         })?;
         lease.set_record(record);
-        let stored = self.client.replace_lease(&lease, timeout)?;
+        let stored = self.client.replace_lease(&lease, deadline)?;
         self.watched.clear();
         self.check_identity(&stored, "update")?;
         self.cached = Some(stored);

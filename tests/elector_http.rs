@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::*;
 use lease_elector::testing::{Fault, TestApiServer};
 use lease_elector::{
-    Client, ClientConfig, Clock, Error, LeaderEvent, LeaseLock, ManualClock, StatusKind,
+    Client, ClientConfig, Clock, Deadline, Error, LeaderEvent, LeaseLock, ManualClock, StatusKind,
 };
 
 const STEP: Duration = Duration::from_millis(500);
@@ -287,7 +287,7 @@ fn conflict_storm_longer_than_deadline_steps_down() {
 fn malformed_answers_are_errors_not_panics() {
     let server = TestApiServer::start().unwrap();
     let client = client(&server);
-    let t = Duration::from_secs(5);
+    let t = &Deadline::from_now(Duration::from_secs(5));
     let seed = serde_json::json!({
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": "l", "namespace": NS},
@@ -332,7 +332,7 @@ fn malformed_answers_are_errors_not_panics() {
 fn status_errors_are_typed_and_name_the_lease() {
     let server = TestApiServer::start().unwrap();
     let client = client(&server);
-    let t = Duration::from_secs(5);
+    let t = &Deadline::from_now(Duration::from_secs(5));
     let err = client.get_lease(NS, "missing", t).unwrap_err();
     assert!(err.is_not_found(), "{err}");
     assert!(err.to_string().contains("lease test/missing"), "{err}");
@@ -420,7 +420,7 @@ fn token_file_is_reread_every_minute_even_without_a_401() {
             .clock(Arc::new(clock.clone())),
     )
     .unwrap();
-    let t = Duration::from_secs(5);
+    let t = &Deadline::from_now(Duration::from_secs(5));
     client.get_lease(NS, "l", t).unwrap();
     std::fs::write(&token_file, "new\n").unwrap();
     // "old" now answers 403 (not 401), so only the timed re-read can help.
@@ -460,7 +460,7 @@ fn tls_with_ca_and_client_certificate() {
     let anonymous =
         Client::new(ClientConfig::new(c.server.url()).ca_pem(c.server.ca_pem())).unwrap();
     let err = anonymous
-        .get_lease(NS, LEASE, Duration::from_secs(5))
+        .get_lease(NS, LEASE, &Deadline::from_now(Duration::from_secs(5)))
         .unwrap_err();
     assert!(err.is_transport(), "{err}");
     // A CA that did not sign the server's certificate is refused too.
@@ -469,7 +469,7 @@ fn tls_with_ca_and_client_certificate() {
     )
     .unwrap();
     assert!(wrong
-        .get_lease(NS, LEASE, Duration::from_secs(5))
+        .get_lease(NS, LEASE, &Deadline::from_now(Duration::from_secs(5)))
         .unwrap_err()
         .is_transport());
 }

@@ -7,8 +7,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use lease_elector::{
-    ApiStatus, Clock, ElectorConfig, ElectorHandle, Error, LeaderElectionRecord, LeaderElector,
-    LeaderEvent, Lock, ManualClock, MicroTime, Result, StatusKind,
+    ApiStatus, Clock, Deadline, ElectorConfig, ElectorHandle, Error, LeaderElectionRecord,
+    LeaderElector, LeaderEvent, Lock, ManualClock, MicroTime, Result, StatusKind,
 };
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -127,20 +127,20 @@ impl FakeLock {
 }
 
 impl Lock for FakeLock {
-    fn get(&mut self, _timeout: Duration) -> Result<LeaderElectionRecord> {
+    fn get(&mut self, _deadline: &Deadline) -> Result<LeaderElectionRecord> {
         let store = self.shared.store.clone();
         let st = enter(&store)?;
         let rec = st.record.clone().ok_or_else(|| api(404, "NotFound"))?;
         self.seen_version = Some(st.version);
         Ok(rec)
     }
-    fn create(&mut self, record: &LeaderElectionRecord, _timeout: Duration) -> Result<()> {
+    fn create(&mut self, record: &LeaderElectionRecord, _deadline: &Deadline) -> Result<()> {
         self.write(record, |st, _| match st.record {
             Some(_) => Err(api(409, "AlreadyExists")),
             None => Ok(()),
         })
     }
-    fn update(&mut self, record: &LeaderElectionRecord, _timeout: Duration) -> Result<()> {
+    fn update(&mut self, record: &LeaderElectionRecord, _deadline: &Deadline) -> Result<()> {
         self.write(record, |st, seen| match seen == Some(st.version) {
             true => Ok(()),
             false => Err(api(409, "Conflict")),

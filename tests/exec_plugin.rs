@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use lease_elector::lease::MicroTime;
 use lease_elector::testing::TestApiServer;
-use lease_elector::{Client, ClientConfig, Clock, Error, ManualClock};
+use lease_elector::{Client, ClientConfig, Clock, Deadline, Error, ManualClock};
 use serde_json::json;
 
 mod common;
@@ -66,7 +66,7 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
 
 fn get(client: &Client) -> lease_elector::Result<()> {
     client
-        .get_lease("ns", "probe", Duration::from_secs(5))
+        .get_lease("ns", "probe", &Deadline::from_now(Duration::from_secs(5)))
         .map(|_| ())
 }
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use lease_elector::testing::{self, TestApiServer};
-use lease_elector::{Client, ClientConfig, Error};
+use lease_elector::{Client, ClientConfig, Deadline, Error};
 use serde_json::json;
 
 mod common;
@@ -112,7 +112,7 @@ fn reaches(cfg: ClientConfig, server: &TestApiServer) {
     );
     let lease = Client::new(cfg)
         .unwrap()
-        .get_lease("ns", "probe", Duration::from_secs(5))
+        .get_lease("ns", "probe", &Deadline::from_now(Duration::from_secs(5)))
         .unwrap();
     assert_eq!(lease.metadata.name, "probe");
 }

@@ -28,6 +28,7 @@ pub fn timings() -> ElectorConfig {
         release_on_cancel: true,
         rejoin: false,
         watch: false,
+        ..ElectorConfig::default()
     }
 }
 
