@@ -5,8 +5,9 @@ use std::time::Duration;
 /// A fault rule for [`TestApiServer::inject`](super::TestApiServer::inject).
 ///
 /// Built from one of the constructors, then narrowed with
-/// [`times`](Fault::times), [`method`](Fault::method) and
-/// [`path_contains`](Fault::path_contains).
+/// [`times`](Fault::times), [`method`](Fault::method),
+/// [`path_contains`](Fault::path_contains), [`header`](Fault::header) and
+/// [`bearer`](Fault::bearer).
 ///
 /// ```
 /// use lease_elector::testing::Fault;
@@ -15,7 +16,12 @@ use std::time::Duration;
 /// let conflict = Fault::status(409).method("PUT").path_contains("/leases/my-lease").times(2);
 /// // Every request is delayed by 100 ms until the faults are cleared.
 /// let slow = Fault::latency(Duration::from_millis(100)).times(usize::MAX);
-/// # let _ = (conflict, slow);
+/// // Only the candidate sending token "pod-b" is throttled, with a
+/// // Retry-After no client should take at its word.
+/// let throttled = Fault::retry_after(429, "18446744073709551615").bearer("pod-b");
+/// // The next request of "pod-a" is never answered.
+/// let black_hole = Fault::hang().bearer("pod-a");
+/// # let _ = (conflict, slow, throttled, black_hole);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fault {
@@ -23,6 +29,8 @@ pub struct Fault {
     pub(crate) remaining: usize,
     pub(crate) method: Option<String>,
     pub(crate) path_contains: Option<String>,
+    /// Lower-cased name and exact value; every pair must be present.
+    pub(crate) headers: Vec<(String, String)>,
 }
 
 /// What a fault does when it fires.
@@ -32,6 +40,8 @@ pub(crate) enum Action {
     Latency(Duration),
     Drop,
     Raw(u16, Vec<u8>),
+    Hang,
+    RetryAfter(u16, String),
 }
 
 impl Fault {
@@ -41,6 +51,7 @@ impl Fault {
             remaining: 1,
             method: None,
             path_contains: None,
+            headers: Vec::new(),
         }
     }
 
@@ -54,6 +65,26 @@ impl Fault {
 
     /// Delay the request by `delay`, then go on matching the rules after
     /// this one and serve normally if none of them fires.
+    ///
+    /// The delay composes with the rule that fires after it: queue a
+    /// latency rule, then a status (or raw, drop, hang, retry-after) rule
+    /// matching the same requests, and the request is answered with that
+    /// fault once the delay has passed. The sleeping connection holds no
+    /// lock: other connections are served meanwhile. Shutdown cuts the
+    /// delay short.
+    ///
+    /// ```
+    /// use lease_elector::testing::{Fault, TestApiServer};
+    /// use std::time::Duration;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// // The next PUT gets a 500, but only after 1.9 s: a renewal that
+    /// // fails late in its deadline.
+    /// server.inject(Fault::latency(Duration::from_millis(1900)).method("PUT"));
+    /// server.inject(Fault::status(500).method("PUT"));
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn latency(delay: Duration) -> Self {
         Self::new(Action::Latency(delay))
     }
@@ -61,6 +92,53 @@ impl Fault {
     /// Close the connection without answering.
     pub fn drop_connection() -> Self {
         Self::new(Action::Drop)
+    }
+
+    /// Read the request and never answer it, keeping the connection open
+    /// (a server that accepted the work and went silent).
+    ///
+    /// The request is held until
+    /// [`clear_faults`](super::TestApiServer::clear_faults) is called after
+    /// the rule fired, an outage starts, the server shuts down, or the
+    /// client closes its side; the connection is then closed without an
+    /// answer and the request logged with status 0. Only the hung
+    /// connection waits: every connection has its own thread, and the
+    /// waiting one holds no lock.
+    ///
+    /// ```
+    /// use lease_elector::testing::{Fault, TestApiServer};
+    ///
+    /// let server = TestApiServer::start()?;
+    /// // The next renewal of "pod-a" never comes back; everyone else is
+    /// // served normally.
+    /// server.inject(Fault::hang().method("PUT").bearer("pod-a"));
+    /// // ... assert pod-a's own deadline gives up on the request ...
+    /// server.clear_faults(); // releases (closes) the hung connection
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn hang() -> Self {
+        Self::new(Action::Hang)
+    }
+
+    /// Answer with status `code` and the same Kubernetes `Status` body as
+    /// [`status(code)`](Fault::status), plus the header `Retry-After:
+    /// <value>` sent verbatim, whatever `value` is (`"-1"`, `"soon"`,
+    /// `"18446744073709551615"`); a CR or LF in it would end the header line
+    /// early, which is the test's own business.
+    ///
+    /// The body's `details.retryAfterSeconds` is `value` when that is a
+    /// positive `int32` (what the real API server can send) and absent
+    /// otherwise, so the header alone carries an absurd value.
+    ///
+    /// ```
+    /// use lease_elector::testing::Fault;
+    /// let overflow = Fault::retry_after(429, "99999999999999999999");
+    /// let nonsense = Fault::retry_after(503, "soon");
+    /// # let _ = (overflow, nonsense);
+    /// ```
+    pub fn retry_after(code: u16, value: &str) -> Self {
+        Self::new(Action::RetryAfter(code, value.to_string()))
     }
 
     /// Answer with exactly `code` and `body` (`Content-Type:
@@ -88,17 +166,69 @@ impl Fault {
         self
     }
 
-    fn matches(&self, method: &str, target: &str) -> bool {
+    /// Only match requests carrying header `name` (case-insensitive) with
+    /// exactly `value` (case-sensitive, as the server read it: without
+    /// surrounding whitespace). Calling it again adds a condition: every
+    /// header given must match. A request that sends the header several
+    /// times matches when any of its values does.
+    ///
+    /// Header matching works whether or not the server checks tokens;
+    /// when it does, a request it rejects (401, 403) never reaches the
+    /// rules.
+    ///
+    /// ```
+    /// use lease_elector::testing::Fault;
+    /// let only_b = Fault::status(500).header("User-Agent", "candidate-b/1.0");
+    /// # let _ = only_b;
+    /// ```
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers
+            .push((name.to_ascii_lowercase(), value.to_string()));
+        self
+    }
+
+    /// Only match requests sent with `Authorization: Bearer <token>`, i.e.
+    /// by one candidate when each candidate has its own token (see
+    /// [`tokens`](super::TestApiServerBuilder::tokens)). Same as
+    /// [`header("authorization", "Bearer <token>")`](Fault::header), so a
+    /// client spelling the scheme `bearer` does not match.
+    ///
+    /// ```
+    /// use lease_elector::testing::Fault;
+    /// // pod-b's next two requests are dropped; pod-a's go through.
+    /// let cut_b = Fault::drop_connection().bearer("pod-b-token").times(2);
+    /// # let _ = cut_b;
+    /// ```
+    pub fn bearer(self, token: &str) -> Self {
+        self.header("authorization", &format!("Bearer {token}"))
+    }
+
+    fn matches(&self, req: &Probe<'_>) -> bool {
         self.remaining > 0
             && self
                 .method
                 .as_deref()
-                .is_none_or(|m| m.eq_ignore_ascii_case(method))
+                .is_none_or(|m| m.eq_ignore_ascii_case(req.method))
             && self
                 .path_contains
                 .as_deref()
-                .is_none_or(|p| target.contains(p))
+                .is_none_or(|p| req.target.contains(p))
+            && self.headers.iter().all(|(name, value)| {
+                req.headers
+                    .iter()
+                    .any(|(n, v)| n.eq_ignore_ascii_case(name) && v == value)
+            })
     }
+}
+
+/// What the rules look at in a request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Probe<'a> {
+    pub(crate) method: &'a str,
+    /// Path and query, as sent.
+    pub(crate) target: &'a str,
+    /// Name and value pairs, in any case (names are compared ignoring it).
+    pub(crate) headers: &'a [(String, String)],
 }
 
 /// What the rules decided for one request.
@@ -116,10 +246,10 @@ pub(crate) struct Decision {
 /// latency rule fires (adding its delay) until the first matching
 /// non-latency rule, which fires and ends the matching. Each rule that
 /// fires uses up one of its counts; used-up rules are removed.
-pub(crate) fn decide(rules: &mut Vec<Fault>, method: &str, target: &str) -> Decision {
+pub(crate) fn decide(rules: &mut Vec<Fault>, req: &Probe<'_>) -> Decision {
     let mut d = Decision::default();
     for rule in rules.iter_mut() {
-        if !rule.matches(method, target) {
+        if !rule.matches(req) {
             continue;
         }
         if rule.remaining != usize::MAX {
@@ -142,6 +272,14 @@ pub(crate) fn decide(rules: &mut Vec<Fault>, method: &str, target: &str) -> Deci
 mod tests {
     use super::*;
 
+    fn probe<'a>(method: &'a str, target: &'a str) -> Probe<'a> {
+        Probe {
+            method,
+            target,
+            headers: &[],
+        }
+    }
+
     #[test]
     fn latency_combines_with_the_next_rule() {
         let mut rules = vec![
@@ -149,11 +287,11 @@ mod tests {
             Fault::status(500).method("PUT"),
             Fault::latency(Duration::from_millis(7)),
         ];
-        let d = decide(&mut rules, "PUT", "/x");
+        let d = decide(&mut rules, &probe("PUT", "/x"));
         assert_eq!(d.delay, Duration::from_millis(5));
         assert_eq!(d.action, Some(Action::Status(500)));
         assert_eq!(rules.len(), 2);
-        let d = decide(&mut rules, "GET", "/x");
+        let d = decide(&mut rules, &probe("GET", "/x"));
         assert_eq!(d.delay, Duration::from_millis(12));
         assert_eq!(d.action, None);
         assert!(rules.is_empty());
@@ -164,13 +302,54 @@ mod tests {
         let mut rules = vec![Fault::drop_connection()
             .path_contains("/leases/a")
             .times(usize::MAX)];
-        assert_eq!(decide(&mut rules, "GET", "/leases/b").action, None);
+        assert_eq!(decide(&mut rules, &probe("GET", "/leases/b")).action, None);
         for _ in 0..3 {
             assert_eq!(
-                decide(&mut rules, "GET", "/leases/a").action,
+                decide(&mut rules, &probe("GET", "/leases/a")).action,
                 Some(Action::Drop)
             );
         }
         assert_eq!(rules.len(), 1);
+    }
+
+    #[test]
+    fn header_rules_match_only_the_named_candidate() {
+        let mut rules = vec![Fault::status(503).bearer("b").times(usize::MAX)];
+        let a = [("authorization".to_string(), "Bearer a".to_string())];
+        let b = [
+            ("accept".to_string(), "application/json".to_string()),
+            ("Authorization".to_string(), "Bearer b".to_string()),
+        ];
+        let lower_scheme = [("authorization".to_string(), "bearer b".to_string())];
+        let with = |headers| Probe {
+            method: "PUT",
+            target: "/x",
+            headers,
+        };
+        assert_eq!(decide(&mut rules, &probe("PUT", "/x")).action, None);
+        assert_eq!(decide(&mut rules, &with(&a)).action, None);
+        assert_eq!(decide(&mut rules, &with(&lower_scheme)).action, None);
+        assert_eq!(
+            decide(&mut rules, &with(&b)).action,
+            Some(Action::Status(503))
+        );
+    }
+
+    #[test]
+    fn every_header_condition_must_hold() {
+        let mut rules = vec![Fault::hang().header("X-A", "1").header("x-b", "2")];
+        let only_a = [("x-a".to_string(), "1".to_string())];
+        let both = [
+            ("x-a".to_string(), "1".to_string()),
+            ("x-b".to_string(), "2".to_string()),
+        ];
+        let with = |headers| Probe {
+            method: "GET",
+            target: "/",
+            headers,
+        };
+        assert_eq!(decide(&mut rules, &with(&only_a)).action, None);
+        assert_eq!(decide(&mut rules, &with(&both)).action, Some(Action::Hang));
+        assert!(rules.is_empty());
     }
 }

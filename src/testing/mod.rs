@@ -75,8 +75,13 @@
 //!
 //! - each matching **latency** rule fires: it uses up one of its counts and
 //!   adds its delay; matching goes on with the next rule;
-//! - the first matching **status**, **raw** or **drop** rule fires, uses up
-//!   one count and ends the matching; rules after it are not looked at.
+//! - the first matching **status**, **retry-after**, **raw**, **drop** or
+//!   **hang** rule fires, uses up one count and ends the matching; rules
+//!   after it are not looked at.
+//!
+//! A rule matches a request when its method, path fragment and headers (see
+//! [`Fault::header`]; [`Fault::bearer`] singles out one candidate by its
+//! token) all match.
 //!
 //! The summed delay is then slept (shutdown cuts it short and the
 //! connection is closed without an answer; an outage that started during
@@ -84,7 +89,11 @@
 //! is served normally when none fired. Rules whose counts are used up are
 //! removed. For "slow and then failing" queue the latency rule first; a
 //! latency rule queued behind a status rule that matches the same request
-//! does not delay it.
+//! does not delay it. A hung request is held until
+//! [`clear_faults`](TestApiServer::clear_faults), an outage or shutdown.
+//! Each connection has its own thread and none of them sleeps or hangs
+//! holding a lock, so a delayed or hung request never holds up another
+//! connection.
 //!
 //! # Endpoints
 //!
@@ -103,6 +112,7 @@
 
 mod api;
 mod faults;
+mod hang;
 mod http;
 mod server;
 mod stats;
@@ -115,6 +125,7 @@ use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 pub use faults::Fault;
 pub use stats::{RequestLog, Stats};
@@ -156,6 +167,7 @@ pub struct TestApiServerBuilder {
     tls: bool,
     tokens: Vec<String>,
     client_ca: bool,
+    idle_timeout: Option<Duration>,
 }
 
 impl TestApiServerBuilder {
@@ -182,6 +194,38 @@ impl TestApiServerBuilder {
         self
     }
 
+    /// Close a keep-alive connection once it has waited `idle` for its next
+    /// request (counted from the accept or from the end of the last answer
+    /// to the first byte of the next request), with a clean FIN (after a
+    /// TLS `close_notify`) and no answer, as real API servers and load
+    /// balancers drop idle connections. A request once started, a running
+    /// watch and a hung request are not cut. Durations under 1 ms count as
+    /// 1 ms. Default: idle connections stay open until the client closes
+    /// them.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// use std::io::Read;
+    /// use std::time::Duration;
+    ///
+    /// let server = TestApiServer::builder()
+    ///     .idle_timeout(Duration::from_millis(50))
+    ///     .build()?;
+    /// let addr = server.url().trim_start_matches("http://").to_string();
+    /// let mut conn = std::net::TcpStream::connect(addr)?;
+    /// conn.set_read_timeout(Some(Duration::from_secs(5)))?;
+    /// // Nothing sent: the server hangs up on its own.
+    /// assert_eq!(conn.read(&mut [0u8; 16])?, 0);
+    /// assert_eq!(server.stats().connections, 1);
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn idle_timeout(mut self, idle: Duration) -> Self {
+        // set_read_timeout rejects zero.
+        self.idle_timeout = Some(idle.max(Duration::from_millis(1)));
+        self
+    }
+
     /// Bind `127.0.0.1:0` and start serving.
     pub fn build(self) -> io::Result<TestApiServer> {
         if self.client_ca && !self.tls {
@@ -201,7 +245,7 @@ impl TestApiServerBuilder {
             tokens: self.tokens,
             ..State::default()
         };
-        let shared = Arc::new(Shared::new(state, tls));
+        let shared = Arc::new(Shared::new(state, tls, self.idle_timeout));
         let acceptor = server::spawn_acceptor(shared.clone(), listener)?;
         log::debug!("test-apiserver: listening on {addr}");
         Ok(TestApiServer {
@@ -219,7 +263,7 @@ impl TestApiServer {
         Self::builder().build()
     }
 
-    /// Options: TLS, tokens, client certificates.
+    /// Options: TLS, tokens, client certificates, idle timeout.
     pub fn builder() -> TestApiServerBuilder {
         TestApiServerBuilder::default()
     }
@@ -276,9 +320,15 @@ impl TestApiServer {
         self.shared.lock().faults.push(fault);
     }
 
-    /// Remove every queued fault rule.
+    /// Remove every queued fault rule, and release every request held by a
+    /// [`Fault::hang`] that fired before (its connection is closed without
+    /// an answer).
     pub fn clear_faults(&self) {
-        self.shared.lock().faults.clear();
+        let mut st = self.shared.lock();
+        st.faults.clear();
+        st.faults_cleared = st.faults_cleared.wrapping_add(1);
+        drop(st);
+        self.shared.notify();
     }
 
     /// While `down`, every new connection is accepted and closed at once

@@ -1,7 +1,7 @@
 //! Threads: the acceptor, one thread per connection, and the shared state
 //! they work on. Shutdown wakes and joins all of them.
 
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
 
 use super::api::{self, Route};
-use super::faults::{self, Action, Fault};
+use super::faults::{self, Action, Fault, Probe};
+use super::hang;
 use super::http::{self, Incoming, Request, Response};
 use super::stats::{Kind, Recorder, RequestLog};
 use super::status::{self, Target};
@@ -27,6 +28,9 @@ pub(crate) struct State {
     pub(crate) tokens: Vec<String>,
     pub(crate) forbidden: Vec<String>,
     pub(crate) outage: bool,
+    /// How many times the fault rules were cleared: a hung request waits
+    /// for it to change.
+    pub(crate) faults_cleared: u64,
 }
 
 struct ConnEntry {
@@ -44,10 +48,16 @@ pub(crate) struct Shared {
     tls: Option<Arc<ServerConfig>>,
     conns: Mutex<Vec<ConnEntry>>,
     next_conn: AtomicU64,
+    /// Close a connection that waits this long for its next request.
+    idle_timeout: Option<Duration>,
 }
 
 impl Shared {
-    pub(crate) fn new(state: State, tls: Option<Arc<ServerConfig>>) -> Self {
+    pub(crate) fn new(
+        state: State,
+        tls: Option<Arc<ServerConfig>>,
+        idle_timeout: Option<Duration>,
+    ) -> Self {
         Shared {
             state: Mutex::new(state),
             changed: Condvar::new(),
@@ -55,6 +65,7 @@ impl Shared {
             tls,
             conns: Mutex::new(Vec::new()),
             next_conn: AtomicU64::new(0),
+            idle_timeout,
         }
     }
 
@@ -126,7 +137,12 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
                 continue;
             }
         };
-        if shared.lock().outage {
+        let outage = {
+            let mut st = shared.lock();
+            st.recorder.accepted();
+            st.outage
+        };
+        if outage {
             log::debug!("test-apiserver: outage, closing new connection");
             drop(stream);
             continue;
@@ -275,6 +291,12 @@ fn serve_connection(shared: &Arc<Shared>, socket: TcpStream) {
     };
     let mut conn = BufReader::new(stream);
     while !shared.stopping() {
+        if let Some(idle) = shared.idle_timeout {
+            if !next_request_within(&mut conn, idle) {
+                log::debug!("test-apiserver: closing a connection idle for {idle:?}");
+                break;
+            }
+        }
         let incoming = match http::read_request(&mut conn) {
             Ok(i) => i,
             Err(e) if e.kind() == io::ErrorKind::InvalidData => {
@@ -321,6 +343,41 @@ fn serve_connection(shared: &Arc<Shared>, socket: TcpStream) {
         }
     }
     conn.get_mut().close();
+}
+
+/// Wait at most `idle` for the first byte of the next request; false when
+/// none came (or the connection failed), and the caller closes it. Only
+/// the wait between requests is bounded: a request once started is read
+/// and served without a time limit, as without an idle timeout.
+fn next_request_within(conn: &mut BufReader<Stream>, idle: Duration) -> bool {
+    if !conn.buffer().is_empty() {
+        return true; // a pipelined request is already here
+    }
+    if conn
+        .get_ref()
+        .socket()
+        .set_read_timeout(Some(idle))
+        .is_err()
+    {
+        return false;
+    }
+    let arrived = loop {
+        match conn.fill_buf() {
+            // Bytes, or the end of the stream, which read_request reports.
+            Ok(_) => break true,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                if !matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) {
+                    log::debug!("test-apiserver: connection ended: {e}");
+                }
+                break false;
+            }
+        }
+    };
+    arrived && conn.get_ref().socket().set_read_timeout(None).is_ok()
 }
 
 pub(crate) fn finish(
@@ -387,7 +444,7 @@ fn handle(shared: &Arc<Shared>, conn: &mut BufReader<Stream>, req: Request) -> N
         Next::Close
     };
 
-    let decision = {
+    let (decision, cleared) = {
         let mut st = shared.lock();
         st.recorder.start(kind, req.bytes_in);
         if st.outage {
@@ -398,9 +455,16 @@ fn handle(shared: &Arc<Shared>, conn: &mut BufReader<Stream>, req: Request) -> N
             drop(st);
             return respond(shared, conn, &req, &resp, keep);
         }
-        let d = faults::decide(&mut st.faults, &req.method, &req.target);
+        let probe = Probe {
+            method: &req.method,
+            target: &req.target,
+            headers: &req.headers,
+        };
+        let d = faults::decide(&mut st.faults, &probe);
         st.recorder.stats.faults_fired += d.fired;
-        d
+        // Read with the decision: a clear_faults racing with the latency
+        // below must still release a hang.
+        (d, st.faults_cleared)
     };
     if !decision.delay.is_zero() && !shared.sleep(decision.delay) {
         return dropped(shared);
@@ -410,6 +474,13 @@ fn handle(shared: &Arc<Shared>, conn: &mut BufReader<Stream>, req: Request) -> N
     }
     let resp = match decision.action {
         Some(Action::Drop) => return dropped(shared),
+        Some(Action::Hang) => {
+            hang::hold(shared, conn, cleared);
+            return dropped(shared);
+        }
+        Some(Action::RetryAfter(code, value)) => {
+            status::injected_retry_after(code, target.as_ref(), &value)
+        }
         Some(Action::Status(code)) => status::injected(code, target.as_ref()),
         Some(Action::Raw(code, body)) => Response::json(code, body),
         Some(Action::Latency(_)) | None => {

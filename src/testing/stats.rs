@@ -31,6 +31,10 @@ pub struct Stats {
     pub bytes_out: u64,
     /// Fault rules that fired (a latency rule counts each time it delays).
     pub faults_fired: u64,
+    /// TCP connections accepted, including ones closed at once during an
+    /// outage: with keep-alive, fewer than `requests`; a client that
+    /// reconnects for every request shows as many as `requests`.
+    pub connections: u64,
 }
 
 /// One request as the server saw it.
@@ -79,6 +83,11 @@ impl Recorder {
             Kind::Other => {}
         }
         s.bytes_in += bytes_in;
+    }
+
+    /// Count an accepted TCP connection.
+    pub(crate) fn accepted(&mut self) {
+        self.stats.connections += 1;
     }
 
     /// Log a request once its answer is written (or dropped).

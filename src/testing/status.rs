@@ -236,6 +236,29 @@ pub(crate) fn injected(code: u16, t: Option<&Target>) -> Response {
     }
 }
 
+/// The answer of an injected `Fault::retry_after(code, value)`: that of
+/// `Fault::status(code)` with `Retry-After: value` verbatim, and
+/// `details.retryAfterSeconds` only when `value` is one the real server
+/// could send (a positive int32).
+pub(crate) fn injected_retry_after(code: u16, t: Option<&Target>, value: &str) -> Response {
+    let mut r = injected(code, t);
+    r.headers
+        .retain(|(n, _)| !n.eq_ignore_ascii_case("retry-after"));
+    r.headers.push(("Retry-After", value.to_string()));
+    // Re-encoding is simpler than threading a details override through
+    // every Status constructor `injected` picks from.
+    if let Ok(mut body) = serde_json::from_slice::<Value>(&r.body) {
+        if let Some(details) = body.get_mut("details").and_then(Value::as_object_mut) {
+            details.remove("retryAfterSeconds");
+            if let Some(secs) = value.parse::<i32>().ok().filter(|s| *s > 0) {
+                details.insert("retryAfterSeconds".into(), secs.into());
+            }
+        }
+        r.body = body.to_string().into_bytes();
+    }
+    r
+}
+
 /// 403 for a path that names no resource.
 pub(crate) fn forbidden_path(method: &str, path: &str) -> Response {
     failure(
