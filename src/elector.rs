@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use crate::client::MAX_RETRY_AFTER;
 use crate::clock::{Clock, SystemClock, Wake, Wakeup};
 use crate::deadline::{add_saturating, Deadline};
 use crate::error::{Error, Result};
@@ -1011,11 +1012,13 @@ impl Run {
     }
 }
 
-/// The server's `Retry-After` (429, 503), already clamped to
-/// [`crate::client::MAX_RETRY_AFTER`] by the client, or zero.
+/// The server's `Retry-After` (429, 503) clamped to
+/// [`MAX_RETRY_AFTER`] (a [`Lock`] of the caller's may pass any value), or zero.
 fn retry_after(attempt: &Result<bool>) -> Duration {
     match attempt {
-        Err(Error::Api { status, .. }) => status.retry_after.unwrap_or_default(),
+        Err(Error::Api { status, .. }) => {
+            status.retry_after.unwrap_or_default().min(MAX_RETRY_AFTER)
+        }
         _ => Duration::ZERO,
     }
 }
