@@ -26,6 +26,12 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
 /// A stream that stayed open this long was healthy: reconnect quickly.
 const HEALTHY_STREAM: Duration = Duration::from_secs(1);
+/// A watch silent for this many retry periods is presumed dead (a peer
+/// that vanished without a FIN, a load balancer that dropped the flow) and
+/// reopened. A held Lease changes every retry period, so a live watch on
+/// it is never this quiet; on a free Lease the cost is one reconnect.
+const SILENT_PERIODS: u32 = 3;
+const MIN_SILENCE: Duration = Duration::from_secs(1);
 
 /// The newest Lease a watch delivered and nobody has read yet; shared
 /// between a [`Watcher`] and the lock that will use it instead of a `GET`.
@@ -101,6 +107,7 @@ impl Watcher {
             on_change,
             resource_version: None,
             refresh_token: false,
+            silence: (backoff * SILENT_PERIODS).max(MIN_SILENCE),
         };
         let thread = thread::Builder::new()
             .name(format!("lease-watch/{namespace}/{name}"))
@@ -157,6 +164,8 @@ struct WatchStream {
     on_change: Wakeup,
     resource_version: Option<String>,
     refresh_token: bool,
+    /// No byte for this long ends the stream (see [`SILENT_PERIODS`]).
+    silence: Duration,
 }
 
 /// One event line: `{"type":"MODIFIED","object":{...}}`.
@@ -208,6 +217,8 @@ impl WatchStream {
             path.push_str(&segment(rv));
         }
         let tcp = connect(&url.host, url.port)?;
+        tcp.set_read_timeout(Some(self.silence))?;
+        tcp.set_write_timeout(Some(self.silence))?;
         {
             let mut slot = self
                 .shared

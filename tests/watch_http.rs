@@ -84,6 +84,32 @@ fn the_watch_works_over_tls_with_a_client_certificate_or_a_token() {
     }
 }
 
+/// A watch connection that goes silent (here the server holds the watch
+/// request unanswered, as a peer that vanished without a FIN would) is
+/// noticed within a few retry periods and reopened: the release still
+/// reaches the follower with the elector's clock frozen.
+#[test]
+fn a_silent_watch_connection_is_noticed_and_reopened() {
+    let mut c = Cluster::new();
+    c.add("a", timings());
+    c.step_until(STEP, Duration::from_secs(5), |c| c.leaders() == ["a"]);
+    c.server
+        .inject(testing::Fault::hang().path_contains("watch=true"));
+    let quick = ElectorConfig {
+        retry_period: Duration::from_millis(300),
+        ..watching()
+    };
+    c.add("b", quick);
+    c.step_until(STEP, Duration::from_secs(5), |c| {
+        c.candidates[1].handle().leader().as_deref() == Some("a")
+    });
+    // The first watch hangs; only a reconnect can be served.
+    eventually("b's watch to reconnect after silence", || {
+        c.server.stats().watches >= 1
+    });
+    release_reaches_the_watcher(c);
+}
+
 /// Stop the leader (it releases) and see the watching follower take over
 /// with the clock frozen: only a watch event can have woken it.
 fn release_reaches_the_watcher(mut c: Cluster) {
