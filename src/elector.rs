@@ -715,8 +715,16 @@ impl Run {
                     Err(_) if self.shared.wake.is_stopped() => return TermEnd::Stopped,
                     Err(ref e) => log::warn!("error renewing lease {desc}: {e}"),
                 }
-                let left = round_end.saturating_duration_since(self.now());
-                let pause = self.cfg().retry_period.max(retry_after(&attempt)).min(left);
+                // As client-go's PollImmediateUntil: the next attempt is a
+                // retry period after this one *started* (at once if this
+                // one took longer), so a request abandoned at the cap
+                // leaves room for a retry inside the deadline.
+                let now = self.now();
+                let left = round_end.saturating_duration_since(now);
+                let pause = (start + self.cfg().retry_period)
+                    .saturating_duration_since(now)
+                    .max(retry_after(&attempt))
+                    .min(left);
                 if self.pause(pause) {
                     return TermEnd::Stopped;
                 }
