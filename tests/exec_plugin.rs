@@ -194,3 +194,56 @@ fn hung_plugin_is_killed_within_the_request_budget() {
         began.elapsed()
     );
 }
+
+/// A slow plugin run started by one request (a watch or Events thread,
+/// with a long budget) must not hold another request (the renew, with a
+/// short one) past its own deadline; and both wait for the same run: the
+/// plugin runs once.
+#[test]
+fn a_slow_plugin_run_is_shared_and_each_waiter_keeps_its_own_deadline() {
+    let server = TestApiServer::builder().tokens(&["t1"]).build().unwrap();
+    let dir = TempDir::new();
+    dir.write("token", "t1");
+    dir.script(
+        "plugin.sh",
+        &format!("echo >> \"$PLUGIN_DIR/started\"\nsleep 2\n{TOKEN_PLUGIN}"),
+    );
+    let path = kubeconfig(
+        &dir,
+        &server,
+        &dir.0.join("plugin.sh").display().to_string(),
+    );
+    let config = ClientConfig::from_kubeconfig(&path, None)
+        .unwrap()
+        .timeout(Duration::from_secs(10));
+    let client = Client::new(config).unwrap();
+    let slow = {
+        let client = client.clone();
+        std::thread::spawn(move || {
+            client
+                .get_lease("ns", "probe", &Deadline::from_now(Duration::from_secs(8)))
+                .map(|_| ())
+        })
+    };
+    // Let the first request start the run.
+    while dir.read("started").is_empty() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let began = Instant::now();
+    let short = client.get_lease(
+        "ns",
+        "probe",
+        &Deadline::from_now(Duration::from_millis(300)),
+    );
+    let waited = began.elapsed();
+    let msg = short.unwrap_err().to_string();
+    assert!(msg.contains("no answer within"), "{msg}");
+    assert!(
+        waited < Duration::from_millis(1000),
+        "the short request waited {waited:?} for another request's plugin run"
+    );
+    // The long one gets its answer from the one run (a 404: no such Lease).
+    let long = slow.join().unwrap().unwrap_err();
+    assert!(long.is_not_found(), "{long}");
+    assert_eq!(dir.read("runs").lines().count(), 1, "the plugin ran once");
+}
