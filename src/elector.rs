@@ -4,6 +4,43 @@
 //! and validation, the handle the caller keeps, then the thread's loop:
 //! `acquire`, `renew`, `release`, all built on `try_acquire_or_renew`.
 //!
+//! # Time budgets
+//!
+//! A renew round has one deadline on the elector's clock, `start of the last
+//! successful renew + renew_deadline`; an acquire attempt has `its start +
+//! renew_deadline`. Each request draws from it a [`Deadline`] of at most the
+//! per-request cap ([`ElectorConfig::request_cap`], by default
+//! `max(renew_deadline / 2, 1 s)` as client-go's `NewFromKubeconfig` sets),
+//! and the client's 401 retry and exec-plugin run share that request's
+//! budget. So `StoppedLeading` comes no later than `renew_deadline` (plus
+//! scheduling slack) after the start of the last successful renew, however
+//! the server fails, and one request that hangs is abandoned at the cap with
+//! room for a retry inside the deadline.
+//!
+//! After a failed acquire attempt the next is one jittered retry period
+//! away (or the server's `Retry-After`, clamped to
+//! [`MAX_RETRY_AFTER`]); only an answered attempt that showed a held lease
+//! may wake earlier, at its observed expiry. Renew attempts are a retry
+//! period apart, start to start, as client-go's `PollImmediateUntil`.
+//!
+//! `stop()` interrupts the request in flight; the release then gets its own
+//! budget, [`ElectorConfig::release_timeout`]. Dropping the handle during a
+//! panic stops without releasing: the caller's workers may still run, and
+//! the guarded work must have stopped before the lease is handed over.
+//!
+//! # Identity
+//!
+//! A record under this candidate's identity counts as its own only if this
+//! process wrote it (the last confirmed write, or one sent since whose
+//! answer was lost). Any other such record is another process using the
+//! same identity, or a previous run: it is waited out like another
+//! holder's, and if it is seen renewed the duplicate is logged at error
+//! level and reported by [`ElectorHandle::duplicate_identity`]. A restart
+//! with a stable identity thus takes over after one lease duration, or at
+//! once when the previous run released (`release_on_cancel`). client-go
+//! takes over at once, which is also how two processes with one identity
+//! both lead.
+//!
 //! Deliberate differences from client-go, each on the safe side:
 //! - The renew deadline counts from the *start* of the last successful renew
 //!   request, not from the start of the current renew round, so
@@ -504,11 +541,17 @@ impl ElectorHandle {
         self.thread.as_ref().is_none_or(JoinHandle::is_finished)
     }
 
-    /// Stop the elector and wait for its thread. When it was leading and
-    /// `release_on_cancel` is set, the lease is released first; a failed
-    /// release is returned (the lease then expires normally). With an
-    /// Events recorder attached, this also waits for queued Events to be
-    /// sent, at most one Event request time-out.
+    /// Stop the elector and wait for its thread. When it was leading,
+    /// `StoppedLeading` is sent, then (with `release_on_cancel`) the lease
+    /// is released; a failed release is returned (the lease then expires
+    /// normally).
+    ///
+    /// Bounded whatever the server does: the request in flight is abandoned
+    /// at once, the release has [`ElectorConfig::release_timeout`] (5 s by
+    /// default), queued Events at most their request time-out (5 s) when
+    /// the lock holds the recorder's last reference, and a watch being
+    /// connected at most its 5 s connect time-out: at most 15 s with
+    /// default settings, inside a pod's 30 s grace period.
     pub fn stop(mut self) -> Result<()> {
         self.stop_and_join()
     }
