@@ -30,6 +30,10 @@ pub const MAX_BODY: u64 = 1 << 20;
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Longest TCP connect: past the SYN retries a reachable server needs, and
+/// the most a `stop()` can wait on a connect in progress.
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The longest `Retry-After` honoured; a larger (or absurd) value is read
 /// as this, so no server answer can park a candidate for long or overflow
 /// the clock.
@@ -425,10 +429,13 @@ impl Client {
 
     /// The `Authorization` header value, re-reading the token file (or
     /// re-running the exec plugin) when `refresh`.
-    pub(crate) fn auth_header(&self, refresh: bool) -> Result<Option<String>> {
-        self.inner
-            .auth
-            .header(refresh, &Deadline::from_now(self.inner.timeout))
+    pub(crate) fn auth_header(
+        &self,
+        refresh: bool,
+        stop: &crate::clock::Wakeup,
+    ) -> Result<Option<String>> {
+        let deadline = Deadline::from_now(self.inner.timeout).cancelled_by(stop);
+        self.inner.auth.header(refresh, &deadline)
     }
 
     /// The configured upper bound for one request.
@@ -603,6 +610,8 @@ impl Client {
             .with_agent(&agent)
             .configure()
             .timeout_global(Some(timeout))
+            // A connect in progress is the one step a stop cannot cut short.
+            .timeout_connect(Some(timeout.min(CONNECT_TIMEOUT)))
             .build()
             .run()
         {

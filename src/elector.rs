@@ -549,9 +549,9 @@ impl ElectorHandle {
     /// Bounded whatever the server does: the request in flight is abandoned
     /// at once, the release has [`ElectorConfig::release_timeout`] (5 s by
     /// default), queued Events at most their request time-out (5 s) when
-    /// the lock holds the recorder's last reference, and a watch being
-    /// connected at most its 5 s connect time-out: at most 15 s with
-    /// default settings, inside a pod's 30 s grace period.
+    /// the lock holds the recorder's last reference, and a TCP connect in
+    /// progress (the one step that cannot be cut short) at most 5 s: at
+    /// most 15 s with default settings, inside a pod's 30 s grace period.
     pub fn stop(mut self) -> Result<()> {
         self.stop_and_join()
     }
@@ -562,6 +562,11 @@ impl ElectorHandle {
     }
 
     fn stop_and_join(&mut self) -> Result<()> {
+        // The watch winds down (a connect in progress) while the elector
+        // steps down and releases; it is joined after.
+        if let Some(w) = &self.watcher {
+            w.signal_stop();
+        }
         self.shared.wake.stop();
         let result = match self.thread.take() {
             Some(t) => t.join().unwrap_or_else(|_| {

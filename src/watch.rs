@@ -15,14 +15,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crate::client::{segment, Client, MAX_BODY};
+use crate::client::{segment, Client, CONNECT_TIMEOUT, MAX_BODY};
 use crate::clock::{Wake, Wakeup};
 use crate::error::{Error, Result};
 use crate::lease::Lease;
 
 /// Server-side cap on one watch request; the stream is simply reopened.
 const WATCH_TIMEOUT_SECS: u64 = 300;
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
 /// A stream that stayed open this long was healthy: reconnect quickly.
 const HEALTHY_STREAM: Duration = Duration::from_secs(1);
@@ -130,6 +129,16 @@ impl Watcher {
     }
 
     fn stop_and_join(&mut self) {
+        self.signal_stop();
+        if let Some(t) = self.thread.take() {
+            if t.join().is_err() {
+                log::error!("lease watch thread panicked");
+            }
+        }
+    }
+
+    /// Tell the watch thread to end (without waiting for it).
+    pub(crate) fn signal_stop(&self) {
         self.shared.stop.stop();
         if let Some(conn) = self
             .shared
@@ -140,11 +149,6 @@ impl Watcher {
         {
             // Unblocks the read in the watch thread; an error means it is closed already.
             let _ = conn.shutdown(Shutdown::Both);
-        }
-        if let Some(t) = self.thread.take() {
-            if t.join().is_err() {
-                log::error!("lease watch thread panicked");
-            }
         }
     }
 }
@@ -233,7 +237,7 @@ impl WatchStream {
         self.shared.connects.fetch_add(1, Ordering::Relaxed);
         let auth = self
             .client
-            .auth_header(std::mem::take(&mut self.refresh_token))
+            .auth_header(std::mem::take(&mut self.refresh_token), &self.shared.stop)
             .map_err(io::Error::other)?;
         let mut request = format!(
             "GET {path} HTTP/1.1\r\nHost: {}\r\nAccept: application/json\r\nUser-Agent: lease-elector/{}\r\nConnection: close\r\n",
