@@ -6,9 +6,10 @@
 //! `Duration.String()` writes, so a value read and written back reads the
 //! same to Go tooling.
 //!
-//! `humantime` is deliberately not used here: it accepts units Go rejects
-//! (`days`, `weeks`, spaces between parts), rejects fractions like `"1.5s"`,
-//! and formats as `"2m 17s"` instead of Go's `"2m17s"`.
+//! `humantime` (which the crate uses for wire times) cannot stand in here:
+//! it accepts what Go rejects (`2days`, `1m 30s` with a space), rejects
+//! what Go accepts (`.5h`, a fraction without a leading digit), and writes
+//! `2m 17s` where Go writes `2m17s`.
 //!
 //! ```
 //! use lease_elector::duration::{format_go_duration, parse_go_duration};

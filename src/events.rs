@@ -184,7 +184,7 @@ impl EventRecorder {
         if let Some(rv) = &meta.resource_version {
             involved.insert("resourceVersion".into(), rv.clone().into());
         }
-        let now = rfc3339_seconds(MicroTime::from_system_time(self.clock.system_time()));
+        let now = MicroTime::from_system_time(self.clock.system_time()).rfc3339_seconds();
         // client-go names events `<object>.<hex>`; random bits keep names
         // unique across replicas recording in the same nanosecond.
         let suffix = uuid::Uuid::new_v4().as_u64_pair().0;
@@ -328,16 +328,6 @@ fn send_all(client: &Client, rx: &Receiver<Queued>, counters: &Counters, timeout
     }
     if abandoned > 0 {
         log::warn!("dropped {abandoned} queued event(s) at shutdown: the API server was too slow");
-    }
-}
-
-/// `metav1.Time` wire form: RFC 3339, whole seconds, UTC.
-fn rfc3339_seconds(t: MicroTime) -> String {
-    // MicroTime prints `YYYY-MM-DDTHH:MM:SS.ffffffZ`; keep the seconds.
-    let s = t.to_string();
-    match s.split_once('.') {
-        Some((secs, _)) => format!("{secs}Z"),
-        None => s,
     }
 }
 
@@ -520,7 +510,7 @@ mod tests {
         assert_eq!(e["reportingInstance"], "pod-a_1234");
         assert_eq!(e["count"], 1);
         assert!(e["eventTime"].is_null());
-        let want = rfc3339_seconds(MicroTime::from_system_time(clock.system_time()));
+        let want = MicroTime::from_system_time(clock.system_time()).rfc3339_seconds();
         assert_eq!(e["firstTimestamp"], want.as_str());
         assert_eq!(e["lastTimestamp"], want.as_str());
     }
@@ -529,10 +519,10 @@ mod tests {
     fn timestamps_are_whole_seconds_utc() {
         let t = UNIX_EPOCH + Duration::from_micros(1_764_680_400_123_456);
         assert_eq!(
-            rfc3339_seconds(MicroTime::from_system_time(t)),
+            MicroTime::from_system_time(t).rfc3339_seconds(),
             "2025-12-02T13:00:00Z"
         );
-        let now = rfc3339_seconds(MicroTime::from_system_time(SystemTime::now()));
+        let now = MicroTime::from_system_time(SystemTime::now()).rfc3339_seconds();
         assert_eq!(now.len(), "2006-01-02T15:04:05Z".len(), "{now}");
     }
 

@@ -28,7 +28,8 @@ pub struct MicroTime {
 }
 
 impl MicroTime {
-    /// The time `t`, truncated to microseconds.
+    /// The time `t`, truncated to microseconds (and held within the years
+    /// 0000 to 9999, which RFC 3339 can write).
     pub fn from_system_time(t: SystemTime) -> Self {
         let micros = match t.duration_since(UNIX_EPOCH) {
             Ok(d) => i64::try_from(d.as_micros()).unwrap_or(i64::MAX),
@@ -36,7 +37,9 @@ impl MicroTime {
                 .map(|m| -m)
                 .unwrap_or(i64::MIN),
         };
-        MicroTime { micros }
+        MicroTime {
+            micros: micros.clamp(MIN_MICROS, MAX_MICROS),
+        }
     }
 
     /// The same instant as a [`SystemTime`].
@@ -46,6 +49,15 @@ impl MicroTime {
             UNIX_EPOCH + magnitude
         } else {
             UNIX_EPOCH - magnitude
+        }
+    }
+
+    /// The `metav1.Time` wire form (Events): RFC 3339, whole seconds, UTC.
+    pub(crate) fn rfc3339_seconds(self) -> String {
+        let s = self.to_string();
+        match s.split_once('.') {
+            Some((secs, _)) => format!("{secs}Z"),
+            None => s,
         }
     }
 
@@ -82,18 +94,28 @@ impl std::error::Error for MicroTimeError {}
 
 impl fmt::Display for MicroTime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let secs = self.micros.div_euclid(1_000_000);
-        let frac = self.micros.rem_euclid(1_000_000);
-        let days = secs.div_euclid(86_400);
-        let sod = secs.rem_euclid(86_400);
-        let (y, m, d) = civil_from_days(days);
-        write!(
-            f,
-            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{frac:06}Z",
-            sod / 3600,
-            sod % 3600 / 60,
-            sod % 60
-        )
+        // humantime writes the calendar from 1970 on; an earlier time is
+        // shifted by whole 400-year cycles (the Gregorian calendar repeats)
+        // and the year put back.
+        let micros = self.micros.clamp(MIN_MICROS, MAX_MICROS);
+        let mut secs = micros.div_euclid(1_000_000);
+        let nanos = micros.rem_euclid(1_000_000) as u32 * 1_000;
+        let mut cycles = 0;
+        while secs < 0 {
+            secs += CYCLE_SECS;
+            cycles += 1;
+        }
+        let t = UNIX_EPOCH + Duration::new(secs.unsigned_abs(), nanos);
+        let mut s = String::with_capacity(27);
+        fmt::Write::write_fmt(
+            &mut s,
+            format_args!("{}", humantime::format_rfc3339_micros(t)),
+        )?;
+        if cycles == 0 {
+            return f.write_str(&s);
+        }
+        let year: i64 = s[..4].parse().map_err(|_| fmt::Error)?;
+        write!(f, "{:04}{}", year - 400 * cycles, &s[4..])
     }
 }
 
@@ -117,133 +139,101 @@ impl<'de> Deserialize<'de> for MicroTime {
     }
 }
 
+/// Seconds in 400 Gregorian years, after which the calendar repeats.
+const CYCLE_SECS: i64 = 146_097 * 86_400;
+/// `0000-01-01T00:00:00Z` and the last microsecond of year 9999, the range
+/// RFC 3339 can write.
+const MIN_MICROS: i64 = -62_167_219_200 * 1_000_000;
+const MAX_MICROS: i64 = 253_402_300_800 * 1_000_000 - 1;
+
+/// The zone, the separator and the fraction are checked here (the API
+/// server's strict form, or the lenient one); the calendar is humantime's.
 fn parse(s: &str, strict: bool) -> Result<MicroTime, MicroTimeError> {
     let err = |reason| MicroTimeError {
         input: s.chars().take(64).collect(),
         reason,
     };
+    if !s.is_ascii() {
+        return Err(err("expected digits"));
+    }
     let b = s.as_bytes();
-    let digits = |from: usize, len: usize| -> Result<i64, MicroTimeError> {
-        let part = b.get(from..from + len).ok_or(err("too short"))?;
-        if !part.iter().all(u8::is_ascii_digit) {
-            return Err(err("expected digits"));
-        }
-        Ok(part
-            .iter()
-            .fold(0i64, |acc, c| acc * 10 + i64::from(c - b'0')))
-    };
-    let sep = |at: usize, allowed: &[u8]| -> Result<(), MicroTimeError> {
-        match b.get(at) {
-            Some(c) if allowed.contains(c) => Ok(()),
-            _ => Err(err("bad separator")),
+    let n = b.len();
+    let two = |at: usize| -> Result<i64, MicroTimeError> {
+        match (b[at], b[at + 1]) {
+            (h @ b'0'..=b'9', l @ b'0'..=b'9') => {
+                Ok(i64::from(h - b'0') * 10 + i64::from(l - b'0'))
+            }
+            _ => Err(err("expected digits")),
         }
     };
-    let year = digits(0, 4)?;
-    sep(4, b"-")?;
-    let month = digits(5, 2)?;
-    sep(7, b"-")?;
-    let day = digits(8, 2)?;
-    sep(10, if strict { b"T" } else { b"Tt " })?;
-    let hour = digits(11, 2)?;
-    sep(13, b":")?;
-    let minute = digits(14, 2)?;
-    sep(16, b":")?;
-    let second = digits(17, 2)?;
-    if !(1..=12).contains(&month)
-        || day < 1
-        || day > days_in_month(year, month)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return Err(err("field out of range"));
-    }
-    let mut at = 19;
-    let mut micros = 0i64;
-    if b.get(at) == Some(&b'.') {
-        at += 1;
-        let start = at;
-        while b.get(at).is_some_and(u8::is_ascii_digit) {
-            at += 1;
-        }
-        let n = at - start;
-        if n == 0 {
-            return Err(err("empty fraction"));
-        }
-        if strict && n != 6 {
-            return Err(err("fraction must have exactly six digits"));
-        }
-        for i in 0..6 {
-            let digit = if i < n {
-                i64::from(b[start + i] - b'0')
-            } else {
-                0
-            };
-            micros = micros * 10 + digit;
-        }
-    } else if strict {
-        return Err(err("fraction must have exactly six digits"));
-    }
-    let offset_secs = match b.get(at) {
-        Some(b'Z') | Some(b'z') if at + 1 == b.len() => 0,
-        Some(&sign @ (b'+' | b'-')) if at + 6 == b.len() => {
-            let oh = digits(at + 1, 2)?;
-            sep(at + 3, b":")?;
-            let om = digits(at + 4, 2)?;
+    let (body, offset_secs) = match b.last() {
+        Some(b'Z' | b'z') => (&s[..n - 1], 0),
+        _ if n >= 25 && matches!(b[n - 6], b'+' | b'-') && b[n - 3] == b':' => {
+            let (oh, om) = (two(n - 5)?, two(n - 2)?);
             if oh > 23 || om > 59 {
                 return Err(err("offset out of range"));
             }
             let off = oh * 3600 + om * 60;
-            if sign == b'+' {
-                off
-            } else {
-                -off
-            }
+            (&s[..n - 6], if b[n - 6] == b'+' { off } else { -off })
         }
         _ => return Err(err("expected Z or a ±hh:mm offset at the end")),
     };
-    let secs = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second
-        - offset_secs;
-    Ok(MicroTime {
-        micros: secs * 1_000_000 + micros,
-    })
-}
-
-fn is_leap(y: i64) -> bool {
-    y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)
-}
-
-fn days_in_month(y: i64, m: i64) -> i64 {
-    match m {
-        2 if is_leap(y) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
+    let body_b = body.as_bytes();
+    if body_b.len() < 19 {
+        return Err(err("too short"));
     }
-}
-
-// Howard Hinnant's civil-calendar algorithms.
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+    let allowed: &[u8] = if strict { b"T" } else { b"Tt " };
+    if !allowed.contains(&body_b[10]) {
+        return Err(err("bad separator"));
+    }
+    match body_b.get(19) {
+        None if strict => return Err(err("fraction must have exactly six digits")),
+        None => {}
+        Some(b'.') => {
+            let frac = &body_b[20..];
+            if frac.is_empty() {
+                return Err(err("empty fraction"));
+            }
+            if !frac.iter().all(u8::is_ascii_digit) {
+                return Err(err("expected digits"));
+            }
+            if strict && frac.len() != 6 {
+                return Err(err("fraction must have exactly six digits"));
+            }
+        }
+        Some(_) => return Err(err("expected Z or a ±hh:mm offset at the end")),
+    }
+    let year = two(0)? * 100 + two(2)?;
+    let cycles = if year < 1970 {
+        (1970 - year + 399) / 400
+    } else {
+        0
+    };
+    let shifted = format!(
+        "{:04}{}T{}Z",
+        year + 400 * cycles,
+        &body[4..10],
+        &body[11..]
+    );
+    let t = humantime::parse_rfc3339(&shifted).map_err(|e| {
+        err(match e {
+            humantime::TimestampError::InvalidDigit => "expected digits",
+            humantime::TimestampError::OutOfRange => "field out of range",
+            _ => "bad separator",
+        })
+    })?;
+    let since = t
+        .duration_since(UNIX_EPOCH)
+        .map_err(|_| err("field out of range"))?;
+    let secs = i64::try_from(since.as_secs()).map_err(|_| err("field out of range"))?
+        - cycles * CYCLE_SECS
+        - offset_secs;
+    let micros = secs
+        .checked_mul(1_000_000)
+        .and_then(|m| m.checked_add(i64::from(since.subsec_micros())))
+        .filter(|m| (MIN_MICROS..=MAX_MICROS).contains(m))
+        .ok_or(err("field out of range"))?;
+    Ok(MicroTime { micros })
 }
 
 /// Object metadata: the fields the elector uses, plus everything else untouched.
@@ -445,6 +435,38 @@ mod tests {
         let t: MicroTime = "1969-12-31T23:59:59.999999Z".parse().unwrap();
         assert_eq!(t.unix_micros(), -1);
         assert_eq!(t.to_string(), "1969-12-31T23:59:59.999999Z");
+    }
+
+    #[test]
+    fn microtime_round_trips_across_the_rfc3339_range() {
+        // A deterministic spread over years 0000-9999, through the 400-year
+        // shift before 1970 and humantime's calendar after.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let span = (MAX_MICROS - MIN_MICROS) as u64;
+            let micros = MIN_MICROS + (x % span) as i64;
+            let t = MicroTime { micros };
+            let text = t.to_string();
+            assert_eq!(text.len(), 27, "{text}");
+            assert_eq!(MicroTime::parse_strict(&text), Ok(t), "{text}");
+        }
+        for (text, ok) in [
+            ("1600-02-29T00:00:00.000000Z", true),
+            ("1900-02-29T00:00:00.000000Z", false),
+            ("0000-01-01T00:00:00.000000Z", true),
+            ("9999-12-31T23:59:59.999999Z", true),
+            ("9999-12-31T23:59:59.999999-00:01", false),
+        ] {
+            assert_eq!(MicroTime::parse_strict(text).is_ok(), ok, "{text}");
+            if ok {
+                assert_eq!(MicroTime::parse_strict(text).unwrap().to_string(), text);
+            }
+        }
+        let far = MicroTime::from_system_time(UNIX_EPOCH + Duration::from_secs(u64::MAX / 4));
+        assert_eq!(far.to_string(), "9999-12-31T23:59:59.999999Z");
     }
 
     #[test]
