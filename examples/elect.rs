@@ -131,7 +131,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let identity = args
         .identity
         .clone()
-        .unwrap_or_else(lease_elector::config::identity);
+        .unwrap_or_else(lease_elector::identity);
     let client = Client::new(config)?;
     let lock = LeaseLock::new(client, namespace, name, identity.clone());
     let mut builder = LeaderElector::builder(lock)

@@ -1079,6 +1079,60 @@ fn retry_after(attempt: &Result<bool>) -> Duration {
     }
 }
 
+/// How the wait in [`wait_for_lost_leadership`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeadershipEnd {
+    /// Leadership was lost (renew deadline passed, or another holder took over).
+    Lost {
+        /// When leadership ended, on the elector's clock.
+        at: Instant,
+    },
+    /// The elector was stopped while leading (`ElectorHandle::stop` or drop).
+    Stopped {
+        /// When leadership ended, on the elector's clock.
+        at: Instant,
+    },
+    /// The elector ended (its channel closed) without a `StoppedLeading`.
+    ElectorEnded,
+}
+
+/// Block until `events` reports `StoppedLeading` or closes.
+///
+/// Other events are consumed (and logged at debug), so call this where
+/// nothing else reads the channel, typically after `StartedLeading`.
+pub fn wait_for_lost_leadership(events: &Receiver<LeaderEvent>) -> LeadershipEnd {
+    loop {
+        match events.recv() {
+            Ok(LeaderEvent::StoppedLeading { at, reason }) => {
+                return match reason {
+                    StopReason::Lost => LeadershipEnd::Lost { at },
+                    _ => LeadershipEnd::Stopped { at },
+                }
+            }
+            Ok(other) => log::debug!("waiting for lost leadership: {other:?}"),
+            Err(_) => return LeadershipEnd::ElectorEnded,
+        }
+    }
+}
+
+/// Opt-in, library-go style: block until leadership is lost, then log the
+/// warning `leader election lost` and exit the process with status 0, so
+/// the orchestrator restarts it as a fresh candidate.
+///
+/// Not the default: the elector itself only reports
+/// [`LeaderEvent::StoppedLeading`]. Returns (without exiting) when the
+/// elector was stopped deliberately or ended without leading.
+pub fn exit_on_lost_leadership(events: &Receiver<LeaderEvent>) -> LeadershipEnd {
+    match wait_for_lost_leadership(events) {
+        LeadershipEnd::Lost { .. } => {
+            log::warn!("leader election lost");
+            log::logger().flush();
+            std::process::exit(0)
+        }
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1123,5 +1177,47 @@ mod tests {
             .to_string()
             .contains("whole number"));
         assert!(cfg(15, 10, 0).validate("me").is_err());
+    }
+
+    #[test]
+    fn waits_for_stopped_leading() {
+        let (tx, rx) = mpsc::channel();
+        let at = Instant::now();
+        tx.send(LeaderEvent::StartedLeading { at }).unwrap();
+        tx.send(LeaderEvent::NewLeader {
+            identity: "me".into(),
+            at,
+        })
+        .unwrap();
+        tx.send(LeaderEvent::StoppedLeading {
+            at,
+            reason: StopReason::Lost,
+        })
+        .unwrap();
+        assert_eq!(wait_for_lost_leadership(&rx), LeadershipEnd::Lost { at });
+        tx.send(LeaderEvent::StoppedLeading {
+            at,
+            reason: StopReason::Stopped,
+        })
+        .unwrap();
+        // A deliberate stop is not a loss: the exiting helper returns.
+        assert_eq!(exit_on_lost_leadership(&rx), LeadershipEnd::Stopped { at });
+        tx.send(LeaderEvent::StartedLeading { at }).unwrap();
+        drop(tx);
+        assert_eq!(wait_for_lost_leadership(&rx), LeadershipEnd::ElectorEnded);
+        // Blocks until the event arrives from another thread.
+        let (tx, rx) = mpsc::channel();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let sender = std::thread::spawn(move || {
+            go_rx.recv().unwrap();
+            tx.send(LeaderEvent::StoppedLeading {
+                at,
+                reason: StopReason::Lost,
+            })
+            .unwrap();
+        });
+        go_tx.send(()).unwrap();
+        assert_eq!(wait_for_lost_leadership(&rx), LeadershipEnd::Lost { at });
+        sender.join().unwrap();
     }
 }

@@ -14,7 +14,8 @@
 //!   JSON), `$KUBECONFIG` lists merged as kubectl merges them.
 //! - [`lock`]: the [`Lock`] trait and the Lease implementation ([`LeaseLock`]).
 //! - [`elector`]: the state machine and its thread ([`LeaderElector`]).
-//! - [`config`]: OpenShift's `LeaderElection` config, defaults and tolerances.
+//! - [`openshift`]: OpenShift's `LeaderElection` stanza, defaults, the
+//!   single-node profile and tolerances.
 //! - [`events`]: Kubernetes Events for transitions.
 //! - [`watch`]: optional Lease watch for faster takeovers.
 //! - [`clock`]: injectable time ([`ManualClock`] for tests).
@@ -61,7 +62,6 @@
 
 pub mod client;
 pub mod clock;
-pub mod config;
 pub mod deadline;
 pub mod duration;
 pub mod elector;
@@ -71,6 +71,7 @@ mod exec;
 pub mod kubeconfig;
 pub mod lease;
 pub mod lock;
+pub mod openshift;
 #[cfg(test)]
 mod test_dir;
 #[cfg(feature = "testing")]
@@ -80,16 +81,17 @@ mod yaml;
 
 pub use client::{Client, ClientConfig};
 pub use clock::{Clock, ManualClock, SystemClock, Wake, Wakeup};
-pub use config::{from_config, Election, LeaderElection, Tolerances};
 pub use deadline::Deadline;
 pub use duration::{format_go_duration, parse_go_duration, GoDurationError};
 pub use elector::{
-    ElectorBuilder, ElectorConfig, ElectorHandle, LeaderElector, LeaderEvent, StopReason,
+    exit_on_lost_leadership, wait_for_lost_leadership, ElectorBuilder, ElectorConfig,
+    ElectorHandle, LeaderElector, LeaderEvent, LeadershipEnd, StopReason,
 };
 pub use error::{ApiStatus, Error, Result, StatusKind};
 pub use events::{EventRecorder, EventStats};
 pub use lease::{LeaderElectionRecord, Lease, LeaseSpec, MicroTime, ObjectMeta, Status};
-pub use lock::{EventSink, LeaseLock, Lock};
+pub use lock::{identity, EventSink, LeaseLock, Lock};
+pub use openshift::{from_config, Election, LeaderElection, Tolerances};
 
 /// The README's Rust examples, compiled as doc tests so they stay true.
 #[cfg(doctest)]

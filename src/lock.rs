@@ -230,9 +230,35 @@ impl Lock for LeaseLock {
     }
 }
 
+/// A unique candidate identity, `<hostname>_<uuid>` as library-go builds it
+/// (a bare uuid when the hostname is unknown).
+///
+/// The hostname is read from `/proc/sys/kernel/hostname`, else from `HOSTNAME`.
+pub fn identity() -> String {
+    identity_with_hostname(hostname().as_deref())
+}
+
+/// [`identity`] with the hostname given (trimmed; `None` or blank gives a bare uuid).
+pub fn identity_with_hostname(hostname: Option<&str>) -> String {
+    let id = uuid::Uuid::new_v4();
+    match hostname.map(str::trim).filter(|h| !h.is_empty()) {
+        Some(h) => format!("{h}_{id}"),
+        None => id.to_string(),
+    }
+}
+
+fn hostname() -> Option<String> {
+    let from_proc = std::fs::read_to_string("/proc/sys/kernel/hostname").ok();
+    [from_proc, std::env::var("HOSTNAME").ok()]
+        .into_iter()
+        .flatten()
+        .map(|h| h.trim().to_string())
+        .find(|h| !h.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::newer;
+    use super::{identity, identity_with_hostname, newer};
 
     #[test]
     fn watched_versions_must_be_newer() {
@@ -243,5 +269,22 @@ mod tests {
         assert!(!newer(None, Some("5")));
         assert!(newer(Some("b"), Some("a")));
         assert!(!newer(Some("a"), Some("a")));
+    }
+
+    #[test]
+    fn identity_is_hostname_and_uuid() {
+        let id = identity_with_hostname(Some(" node-1\n"));
+        let (host, rest) = id.split_once('_').unwrap();
+        assert_eq!(host, "node-1");
+        assert!(uuid::Uuid::parse_str(rest).is_ok(), "{id}");
+        assert_ne!(
+            identity_with_hostname(Some("h")),
+            identity_with_hostname(Some("h"))
+        );
+        for none in [None, Some(""), Some("  ")] {
+            let id = identity_with_hostname(none);
+            assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
+        }
+        assert!(!identity().is_empty());
     }
 }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use lease_elector::config::{self, Election, LeaderElection};
+use lease_elector::openshift::{self, Election, LeaderElection};
 use lease_elector::testing::TestApiServer;
 use lease_elector::{Client, ClientConfig, LeaderEvent};
 
@@ -16,10 +16,10 @@ fn config_to_leadership_and_events() {
             "leaseDuration": "15s", "renewDeadline": "10s", "retryPeriod": "2s"}"#,
     )
     .unwrap();
-    let cfg = config::defaulted(&file, "ignored", "ignored");
+    let cfg = openshift::defaulted(&file, "ignored", "ignored");
     let client = Client::new(ClientConfig::new(server.url())).unwrap();
     let Election::Enabled(builder) =
-        config::from_config(client, &cfg, "e2e-operator", "pod-a").unwrap()
+        openshift::from_config(client, &cfg, "e2e-operator", "pod-a").unwrap()
     else {
         panic!("election is enabled in this config");
     };
@@ -66,7 +66,7 @@ fn disabled_config_talks_to_nobody() {
     let server = TestApiServer::start().unwrap();
     let cfg = LeaderElection::from_json(r#"{"disable": true}"#).unwrap();
     let client = Client::new(ClientConfig::new(server.url())).unwrap();
-    let election = config::from_config(client, &cfg, "c", "").unwrap();
+    let election = openshift::from_config(client, &cfg, "c", "").unwrap();
     assert!(matches!(election, Election::Disabled));
     assert_eq!(server.stats().requests, 0);
 }

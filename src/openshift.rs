@@ -5,15 +5,15 @@
 //! elector.
 //!
 //! ```no_run
-//! use lease_elector::config::{self, Election, LeaderElection};
+//! use lease_elector::openshift::{self, Election, LeaderElection};
 //! use lease_elector::{Client, ClientConfig, LeaderEvent};
 //!
 //! let file = LeaderElection::from_json(r#"{"name": "my-operator-lock"}"#)?;
 //! // Zero timings become OpenShift's defaults; the namespace comes from the
 //! // service account when neither the file nor the caller gives one.
-//! let cfg = config::defaulted(&file, "", "my-operator-lock");
+//! let cfg = openshift::defaulted(&file, "", "my-operator-lock");
 //! let client = Client::new(ClientConfig::in_cluster()?)?;
-//! match config::from_config(client, &cfg, "my-operator", "")? {
+//! match openshift::from_config(client, &cfg, "my-operator", "")? {
 //!     Election::Disabled => { /* run as leader without electing */ }
 //!     Election::Enabled(builder) => {
 //!         let (handle, events) = builder.build()?.spawn()?;
@@ -32,19 +32,18 @@
 
 use std::fmt;
 use std::path::Path;
-use std::sync::mpsc::Receiver;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::client::{namespace_from_dir, Client, SERVICE_ACCOUNT_DIR};
 use crate::duration::{format_go_duration, go_duration, parse_go_duration};
-use crate::elector::{ElectorBuilder, ElectorConfig, LeaderElector, LeaderEvent, StopReason};
+use crate::elector::{ElectorBuilder, ElectorConfig, LeaderElector};
 use crate::error::{Error, Result};
 use crate::events::EventRecorder;
-use crate::lock::LeaseLock;
+use crate::lock::{identity, LeaseLock};
 
 /// OpenShift's default lease duration (`137s`).
 pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(137);
@@ -279,7 +278,7 @@ pub fn single_node(config: &LeaderElection) -> LeaderElection {
 /// What a set of timings tolerates, as reasoned in library-go's defaulting.
 ///
 /// ```
-/// use lease_elector::config::{defaulted, LeaderElection};
+/// use lease_elector::openshift::{defaulted, LeaderElection};
 /// let t = defaulted(&LeaderElection::default(), "ns", "lock").tolerances();
 /// assert_eq!(t.to_string(), "leader election tolerates 4 retries \
 ///     (renewDeadline 1m47s / retryPeriod 26s), 30s of clock skew, 1m18s of \
@@ -343,32 +342,6 @@ impl fmt::Display for Tolerances {
             g(self.worst_graceful_acquisition),
         )
     }
-}
-
-/// A unique candidate identity, `<hostname>_<uuid>` as library-go builds it
-/// (a bare uuid when the hostname is unknown).
-///
-/// The hostname is read from `/proc/sys/kernel/hostname`, else from `HOSTNAME`.
-pub fn identity() -> String {
-    identity_with_hostname(hostname().as_deref())
-}
-
-/// [`identity`] with the hostname given (trimmed; `None` or blank gives a bare uuid).
-pub fn identity_with_hostname(hostname: Option<&str>) -> String {
-    let id = uuid::Uuid::new_v4();
-    match hostname.map(str::trim).filter(|h| !h.is_empty()) {
-        Some(h) => format!("{h}_{id}"),
-        None => id.to_string(),
-    }
-}
-
-fn hostname() -> Option<String> {
-    let from_proc = std::fs::read_to_string("/proc/sys/kernel/hostname").ok();
-    [from_proc, std::env::var("HOSTNAME").ok()]
-        .into_iter()
-        .flatten()
-        .map(|h| h.trim().to_string())
-        .find(|h| !h.is_empty())
 }
 
 /// What [`from_config`] decided.
@@ -447,66 +420,11 @@ pub fn from_config(
     ))
 }
 
-/// How the wait in [`wait_for_lost_leadership`] ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeadershipEnd {
-    /// Leadership was lost (renew deadline passed, or another holder took over).
-    Lost {
-        /// When leadership ended, on the elector's clock.
-        at: Instant,
-    },
-    /// The elector was stopped while leading (`ElectorHandle::stop` or drop).
-    Stopped {
-        /// When leadership ended, on the elector's clock.
-        at: Instant,
-    },
-    /// The elector ended (its channel closed) without a `StoppedLeading`.
-    ElectorEnded,
-}
-
-/// Block until `events` reports `StoppedLeading` or closes.
-///
-/// Other events are consumed (and logged at debug), so call this where
-/// nothing else reads the channel, typically after `StartedLeading`.
-pub fn wait_for_lost_leadership(events: &Receiver<LeaderEvent>) -> LeadershipEnd {
-    loop {
-        match events.recv() {
-            Ok(LeaderEvent::StoppedLeading { at, reason }) => {
-                return match reason {
-                    StopReason::Lost => LeadershipEnd::Lost { at },
-                    _ => LeadershipEnd::Stopped { at },
-                }
-            }
-            Ok(other) => log::debug!("waiting for lost leadership: {other:?}"),
-            Err(_) => return LeadershipEnd::ElectorEnded,
-        }
-    }
-}
-
-/// Opt-in, library-go style: block until leadership is lost, then log the
-/// warning `leader election lost` and exit the process with status 0, so
-/// the orchestrator restarts it as a fresh candidate.
-///
-/// Not the default: the elector itself only reports
-/// [`LeaderEvent::StoppedLeading`]. Returns (without exiting) when the
-/// elector was stopped deliberately or ended without leading.
-pub fn exit_on_lost_leadership(events: &Receiver<LeaderEvent>) -> LeadershipEnd {
-    match wait_for_lost_leadership(events) {
-        LeadershipEnd::Lost { .. } => {
-            log::warn!("leader election lost");
-            log::logger().flush();
-            std::process::exit(0)
-        }
-        other => other,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::client::ClientConfig;
     use crate::test_dir::TempDir;
-    use std::sync::mpsc;
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)
@@ -764,23 +682,6 @@ mod tests {
         assert_eq!(big.worst_non_graceful_acquisition, Duration::MAX);
     }
 
-    #[test]
-    fn identity_is_hostname_and_uuid() {
-        let id = identity_with_hostname(Some(" node-1\n"));
-        let (host, rest) = id.split_once('_').unwrap();
-        assert_eq!(host, "node-1");
-        assert!(uuid::Uuid::parse_str(rest).is_ok(), "{id}");
-        assert_ne!(
-            identity_with_hostname(Some("h")),
-            identity_with_hostname(Some("h"))
-        );
-        for none in [None, Some(""), Some("  ")] {
-            let id = identity_with_hostname(none);
-            assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
-        }
-        assert!(!identity().is_empty());
-    }
-
     fn client() -> Client {
         Client::new(ClientConfig::new("http://127.0.0.1:1")).unwrap()
     }
@@ -847,47 +748,5 @@ mod tests {
             .unwrap()
             .build()
             .is_ok());
-    }
-
-    #[test]
-    fn waits_for_stopped_leading() {
-        let (tx, rx) = mpsc::channel();
-        let at = Instant::now();
-        tx.send(LeaderEvent::StartedLeading { at }).unwrap();
-        tx.send(LeaderEvent::NewLeader {
-            identity: "me".into(),
-            at,
-        })
-        .unwrap();
-        tx.send(LeaderEvent::StoppedLeading {
-            at,
-            reason: StopReason::Lost,
-        })
-        .unwrap();
-        assert_eq!(wait_for_lost_leadership(&rx), LeadershipEnd::Lost { at });
-        tx.send(LeaderEvent::StoppedLeading {
-            at,
-            reason: StopReason::Stopped,
-        })
-        .unwrap();
-        // A deliberate stop is not a loss: the exiting helper returns.
-        assert_eq!(exit_on_lost_leadership(&rx), LeadershipEnd::Stopped { at });
-        tx.send(LeaderEvent::StartedLeading { at }).unwrap();
-        drop(tx);
-        assert_eq!(wait_for_lost_leadership(&rx), LeadershipEnd::ElectorEnded);
-        // Blocks until the event arrives from another thread.
-        let (tx, rx) = mpsc::channel();
-        let (go_tx, go_rx) = mpsc::channel::<()>();
-        let sender = std::thread::spawn(move || {
-            go_rx.recv().unwrap();
-            tx.send(LeaderEvent::StoppedLeading {
-                at,
-                reason: StopReason::Lost,
-            })
-            .unwrap();
-        });
-        go_tx.send(()).unwrap();
-        assert_eq!(wait_for_lost_leadership(&rx), LeadershipEnd::Lost { at });
-        sender.join().unwrap();
     }
 }
