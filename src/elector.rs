@@ -352,12 +352,6 @@ impl LeaderElector {
         &self.config
     }
 
-    /// A signal that makes a waiting candidate try again at once (used by a
-    /// Lease watch; the expiry rule still applies).
-    pub fn wakeup(&self) -> Wakeup {
-        self.wake.clone()
-    }
-
     /// Start the elector thread (`lease-elector/<namespace>/<name>`).
     ///
     /// Events arrive on the returned channel; it disconnects when the

@@ -17,7 +17,6 @@
 //! - [`openshift`]: OpenShift's `LeaderElection` stanza, defaults, the
 //!   single-node profile and tolerances.
 //! - [`events`]: Kubernetes Events for transitions.
-//! - [`watch`]: optional Lease watch for faster takeovers.
 //! - [`clock`]: injectable time ([`ManualClock`] for tests).
 //! - [`deadline`]: time budgets as values ([`Deadline`]).
 //! - `testing` (feature `testing`): an embedded API server with fault injection.
@@ -67,8 +66,6 @@ pub mod duration;
 pub mod elector;
 pub mod error;
 pub mod events;
-mod exec;
-pub mod kubeconfig;
 pub mod lease;
 pub mod lock;
 pub mod openshift;
@@ -76,10 +73,9 @@ pub mod openshift;
 mod test_dir;
 #[cfg(feature = "testing")]
 pub mod testing;
-pub mod watch;
-mod yaml;
+mod watch;
 
-pub use client::{Client, ClientConfig};
+pub use client::{kubeconfig, Client, ClientConfig};
 pub use clock::{Clock, ManualClock, SystemClock, Wake, Wakeup};
 pub use deadline::Deadline;
 pub use duration::{format_go_duration, parse_go_duration, GoDurationError};

@@ -9,7 +9,8 @@ use crate::clock::Wakeup;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::lease::{LeaderElectionRecord, Lease};
-use crate::watch::{LatestLease, Watcher};
+use crate::watch::LatestLease;
+pub use crate::watch::Watcher;
 
 /// A resource lock holding a [`LeaderElectionRecord`], as client-go's
 /// `resourcelock.Interface`.

@@ -160,7 +160,7 @@ impl LeaderElection {
     /// error naming the line.
     pub fn from_yaml(yaml: &str) -> Result<Self> {
         let bad = |e: String| Error::InvalidConfig(format!("not a LeaderElection object: {e}"));
-        let mut obj = match crate::yaml::parse(yaml).map_err(|e| bad(e.to_string()))? {
+        let mut obj = match crate::client::yaml::parse(yaml).map_err(|e| bad(e.to_string()))? {
             Value::Object(obj) => obj,
             Value::Null => Map::new(),
             other => return Err(bad(format!("expected a mapping, got {other}"))),

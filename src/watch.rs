@@ -1,21 +1,21 @@
 //! A Lease watch that wakes a waiting candidate as soon as the Lease changes.
 //!
 //! Kubernetes streams watch events as JSON lines over one long HTTP
-//! response. The stream runs on its own thread over a socket this module
-//! owns, so stopping shuts the socket down and the thread is joined at
-//! once instead of sitting in a blocking read. It reconnects (from the
-//! last resourceVersion seen) on close or error; while it is down the
+//! response. The stream rides on the client's request building, TLS and
+//! credentials ([`Client::open_stream`]) over a connection pool of its own,
+//! on a thread of its own; stopping closes that pool, which ends a blocked
+//! read at once, and the thread is joined. It reconnects (from the last
+//! resourceVersion seen) on close, error or silence; while it is down the
 //! elector's polling carries on as before. A change only makes the next
 //! acquisition attempt earlier: the expiry rule still decides.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::io::{self, BufRead, BufReader, Read};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crate::client::{segment, Client, CONNECT_TIMEOUT, MAX_BODY};
+use crate::client::{lease_path, lease_target, segment, Client, Target, MAX_BODY};
 use crate::clock::{Wake, Wakeup};
 use crate::error::{Error, Result};
 use crate::lease::Lease;
@@ -35,18 +35,18 @@ const MIN_SILENCE: Duration = Duration::from_secs(1);
 /// The newest Lease a watch delivered and nobody has read yet; shared
 /// between a [`Watcher`] and the lock that will use it instead of a `GET`.
 #[derive(Debug, Clone, Default)]
-pub struct LatestLease {
+pub(crate) struct LatestLease {
     slot: Arc<Mutex<Option<Lease>>>,
 }
 
 impl LatestLease {
     /// An empty slot.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Take the delivered Lease, if any.
-    pub fn take(&self) -> Option<Lease> {
+    pub(crate) fn take(&self) -> Option<Lease> {
         self.slot
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -54,7 +54,7 @@ impl LatestLease {
     }
 
     /// Forget any delivered Lease (after a write, it is stale).
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         self.take();
     }
 
@@ -63,16 +63,25 @@ impl LatestLease {
     }
 }
 
-#[derive(Debug)]
 struct WatchShared {
     stop: Wakeup,
-    /// A second handle to the live socket, to shut it down on stop.
-    conn: Mutex<Option<TcpStream>>,
+    /// The stream's own connection pool: closed on stop.
+    pool: Mutex<Option<ureq::Agent>>,
     changes: AtomicU64,
     connects: AtomicU64,
 }
 
-/// A running Lease watch; stops and joins its thread when dropped.
+impl std::fmt::Debug for WatchShared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchShared")
+            .field("changes", &self.changes)
+            .field("connects", &self.connects)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A running Lease watch; stops and joins its thread when dropped. Opaque:
+/// only the crate's locks start one (see [`crate::Lock::watch`]).
 #[derive(Debug)]
 pub struct Watcher {
     shared: Arc<WatchShared>,
@@ -83,7 +92,7 @@ impl Watcher {
     /// Watch Lease `namespace/name`: store each delivered object in
     /// `latest`, then poke `on_change`. Failed reconnects back off from
     /// 100ms up to `backoff`.
-    pub fn spawn(
+    pub(crate) fn spawn(
         client: Client,
         namespace: &str,
         name: &str,
@@ -93,7 +102,7 @@ impl Watcher {
     ) -> Result<Watcher> {
         let shared = Arc::new(WatchShared {
             stop: Wakeup::new(),
-            conn: Mutex::new(None),
+            pool: Mutex::new(Some(client.stream_pool())),
             changes: AtomicU64::new(0),
             connects: AtomicU64::new(0),
         });
@@ -119,12 +128,13 @@ impl Watcher {
     }
 
     /// How many Lease changes the watch has reported.
-    pub fn changes(&self) -> u64 {
+    pub(crate) fn changes(&self) -> u64 {
         self.shared.changes.load(Ordering::Relaxed)
     }
 
     /// How many times the watch (re)connected.
-    pub fn connects(&self) -> u64 {
+    #[allow(dead_code)] // read by tests through the elector's debug output
+    pub(crate) fn connects(&self) -> u64 {
         self.shared.connects.load(Ordering::Relaxed)
     }
 
@@ -137,18 +147,18 @@ impl Watcher {
         }
     }
 
-    /// Tell the watch thread to end (without waiting for it).
+    /// Tell the watch thread to end (without waiting for it): closing the
+    /// stream's pool ends a read blocked in it.
     pub(crate) fn signal_stop(&self) {
         self.shared.stop.stop();
-        if let Some(conn) = self
+        let pool = self
             .shared
-            .conn
+            .pool
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            // Unblocks the read in the watch thread; an error means it is closed already.
-            let _ = conn.shutdown(Shutdown::Both);
+            .take();
+        if let Some(pool) = pool {
+            pool.shutdown();
         }
     }
 }
@@ -209,65 +219,42 @@ impl WatchStream {
     }
 
     fn watch_once(&mut self) -> io::Result<()> {
-        let url = Url::parse(self.client.base_url())?;
         let mut path = format!(
-            "{}/apis/coordination.k8s.io/v1/namespaces/{}/leases?watch=true&fieldSelector=metadata.name%3D{}&timeoutSeconds={WATCH_TIMEOUT_SECS}",
-            url.prefix,
-            segment(&self.namespace),
+            "{}?watch=true&fieldSelector=metadata.name%3D{}&timeoutSeconds={WATCH_TIMEOUT_SECS}",
+            lease_path(&self.namespace, None),
             segment(&self.name)
         );
         if let Some(rv) = &self.resource_version {
             path.push_str("&resourceVersion=");
             path.push_str(&segment(rv));
         }
-        let tcp = connect(&url.host, url.port)?;
-        tcp.set_read_timeout(Some(self.silence))?;
-        tcp.set_write_timeout(Some(self.silence))?;
-        {
-            let mut slot = self
-                .shared
-                .conn
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if self.shared.stop.is_stopped() {
-                return Ok(());
-            }
-            *slot = Some(tcp.try_clone()?);
-        }
-        self.shared.connects.fetch_add(1, Ordering::Relaxed);
-        let auth = self
+        let Some(pool) = self
+            .shared
+            .pool
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+        else {
+            return Ok(()); // stopped
+        };
+        let what = lease_target(&self.namespace, &self.name);
+        let target = Target {
+            what: &what,
+            action: "watch",
+        };
+        let refresh = std::mem::take(&mut self.refresh_token);
+        let (code, body) = self
             .client
-            .auth_header(std::mem::take(&mut self.refresh_token), &self.shared.stop)
+            .open_stream(
+                &pool,
+                &path,
+                target,
+                self.silence,
+                refresh,
+                &self.shared.stop,
+            )
             .map_err(io::Error::other)?;
-        let mut request = format!(
-            "GET {path} HTTP/1.1\r\nHost: {}\r\nAccept: application/json\r\nUser-Agent: lease-elector/{}\r\nConnection: close\r\n",
-            url.host_header,
-            env!("CARGO_PKG_VERSION")
-        );
-        if let Some(auth) = auth {
-            request.push_str("Authorization: ");
-            request.push_str(&auth);
-            request.push_str("\r\n");
-        }
-        request.push_str("\r\n");
-        match (url.tls, self.client.watch_tls()) {
-            (false, _) => self.stream(tcp, &request),
-            (true, Some(config)) => {
-                let server_name = rustls::pki_types::ServerName::try_from(url.host.clone())
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-                let conn =
-                    rustls::ClientConnection::new(config, server_name).map_err(io::Error::other)?;
-                self.stream(rustls::StreamOwned::new(conn, tcp), &request)
-            }
-            (true, None) => Err(io::Error::other("https watch without TLS configuration")),
-        }
-    }
-
-    fn stream<S: Read + Write>(&mut self, mut sock: S, request: &str) -> io::Result<()> {
-        sock.write_all(request.as_bytes())?;
-        sock.flush()?;
-        let mut reader = BufReader::new(sock);
-        let (code, chunked) = read_head(&mut reader)?;
+        self.shared.connects.fetch_add(1, Ordering::Relaxed);
         match code {
             200 => {}
             401 => {
@@ -284,11 +271,10 @@ impl WatchStream {
                 )))
             }
         }
-        let mut body: Box<dyn BufRead + '_> = if chunked {
-            Box::new(BufReader::new(Chunked::new(reader)))
-        } else {
-            Box::new(reader)
-        };
+        self.read_events(BufReader::new(body))
+    }
+
+    fn read_events(&mut self, mut body: impl BufRead) -> io::Result<()> {
         let mut line = Vec::new();
         loop {
             line.clear();
@@ -345,212 +331,5 @@ impl WatchStream {
                 format!("unknown watch event type {other:?}"),
             )),
         }
-    }
-}
-
-/// The parts of the API server URL a raw request needs.
-#[derive(Debug, PartialEq)]
-struct Url {
-    tls: bool,
-    host: String,
-    host_header: String,
-    port: u16,
-    prefix: String,
-}
-
-impl Url {
-    fn parse(base: &str) -> io::Result<Url> {
-        let bad = || {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("bad API server URL {base:?}"),
-            )
-        };
-        let (tls, rest) = if let Some(r) = base.strip_prefix("https://") {
-            (true, r)
-        } else if let Some(r) = base.strip_prefix("http://") {
-            (false, r)
-        } else {
-            return Err(bad());
-        };
-        let (authority, prefix) = match rest.find('/') {
-            Some(i) => (&rest[..i], rest[i..].trim_end_matches('/').to_string()),
-            None => (rest, String::new()),
-        };
-        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-            let end = v6.find(']').ok_or_else(bad)?;
-            let port = v6[end + 1..].strip_prefix(':');
-            (v6[..end].to_string(), port)
-        } else {
-            match authority.rsplit_once(':') {
-                Some((h, p)) => (h.to_string(), Some(p)),
-                None => (authority.to_string(), None),
-            }
-        };
-        let port = match port {
-            Some(p) => p.parse().map_err(|_| bad())?,
-            None if tls => 443,
-            None => 80,
-        };
-        if host.is_empty() {
-            return Err(bad());
-        }
-        Ok(Url {
-            tls,
-            host,
-            host_header: authority.to_string(),
-            port,
-            prefix,
-        })
-    }
-}
-
-fn connect(host: &str, port: u16) -> io::Result<TcpStream> {
-    let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{host} did not resolve"));
-    for addr in (host, port).to_socket_addrs()? {
-        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
-            Ok(s) => {
-                s.set_nodelay(true)?;
-                return Ok(s);
-            }
-            Err(e) => last = e,
-        }
-    }
-    Err(last)
-}
-
-/// Read the status line and headers; returns the status and whether the
-/// body is chunked.
-fn read_head(r: &mut impl BufRead) -> io::Result<(u16, bool)> {
-    let mut line = String::new();
-    let mut limited = r.take(16 * 1024);
-    limited.read_line(&mut line)?;
-    let code = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse::<u16>().ok())
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad HTTP status line"))?;
-    let mut chunked = false;
-    loop {
-        line.clear();
-        if limited.read_line(&mut line)? == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "headers cut short",
-            ));
-        }
-        let h = line.trim_end();
-        if h.is_empty() {
-            return Ok((code, chunked));
-        }
-        if let Some((k, v)) = h.split_once(':') {
-            if k.eq_ignore_ascii_case("transfer-encoding")
-                && v.to_ascii_lowercase().contains("chunked")
-            {
-                chunked = true;
-            }
-        }
-    }
-}
-
-/// `Transfer-Encoding: chunked` decoder.
-struct Chunked<R> {
-    inner: R,
-    left: u64,
-    done: bool,
-}
-
-impl<R: BufRead> Chunked<R> {
-    fn new(inner: R) -> Self {
-        Chunked {
-            inner,
-            left: 0,
-            done: false,
-        }
-    }
-}
-
-impl<R: BufRead> Read for Chunked<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.done || buf.is_empty() {
-            return Ok(0);
-        }
-        if self.left == 0 {
-            let mut size = String::new();
-            (&mut self.inner).take(1024).read_line(&mut size)?;
-            if size.trim().is_empty() {
-                // The CRLF after the previous chunk's data.
-                size.clear();
-                (&mut self.inner).take(1024).read_line(&mut size)?;
-            }
-            let hex = size.split(';').next().unwrap_or("").trim();
-            if hex.is_empty() {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "chunked body cut short",
-                ));
-            }
-            self.left = u64::from_str_radix(hex, 16)
-                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad chunk size"))?;
-            if self.left == 0 {
-                self.done = true;
-                return Ok(0);
-            }
-        }
-        let want = buf
-            .len()
-            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
-        let n = self.inner.read(&mut buf[..want])?;
-        if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "chunk cut short",
-            ));
-        }
-        self.left -= n as u64;
-        Ok(n)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_split_into_parts() {
-        let u = Url::parse("https://[fd00::1]:6443").unwrap();
-        assert_eq!((u.tls, u.host.as_str(), u.port), (true, "fd00::1", 6443));
-        assert_eq!(u.host_header, "[fd00::1]:6443");
-        let u = Url::parse("http://127.0.0.1:8001/k8s").unwrap();
-        assert_eq!((u.tls, u.port, u.prefix.as_str()), (false, 8001, "/k8s"));
-        assert_eq!(Url::parse("https://api.example").unwrap().port, 443);
-        assert!(Url::parse("ftp://x").is_err());
-        assert!(Url::parse("http://:80").is_err());
-        assert!(Url::parse("http://h:notaport").is_err());
-    }
-
-    #[test]
-    fn chunked_bodies_decode() {
-        let raw = b"5\r\nhello\r\n7\r\n world\n\r\n0\r\n\r\n";
-        let mut out = String::new();
-        Chunked::new(&raw[..]).read_to_string(&mut out).unwrap();
-        assert_eq!(out, "hello world\n");
-        let mut out = String::new();
-        assert!(Chunked::new(&b"zz\r\n"[..])
-            .read_to_string(&mut out)
-            .is_err());
-        assert!(Chunked::new(&b"5\r\nhe"[..])
-            .read_to_string(&mut out)
-            .is_err());
-    }
-
-    #[test]
-    fn heads_parse() {
-        let mut r = &b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"[..];
-        assert_eq!(read_head(&mut r).unwrap(), (200, true));
-        let mut r = &b"HTTP/1.1 410 Gone\r\nContent-Length: 0\r\n\r\n"[..];
-        assert_eq!(read_head(&mut r).unwrap(), (410, false));
-        let mut r = &b"garbage\r\n\r\n"[..];
-        assert!(read_head(&mut r).is_err());
     }
 }

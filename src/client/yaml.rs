@@ -877,9 +877,9 @@ users:
     /// its JSON form (plain `true` stays a string; see the module docs).
     #[test]
     fn cloud_kubeconfig_matches_its_json_form() {
-        let yaml = include_str!("../fixtures/kubeconfig/cloud.yaml");
+        let yaml = include_str!("../../fixtures/kubeconfig/cloud.yaml");
         let json: Value =
-            serde_json::from_str(include_str!("../fixtures/kubeconfig/cloud.json")).unwrap();
+            serde_json::from_str(include_str!("../../fixtures/kubeconfig/cloud.json")).unwrap();
         assert_eq!(ok(yaml), json);
         assert_eq!(ok(&yaml.replace('\n', "\r\n")), json);
     }
@@ -1078,7 +1078,7 @@ strip: >-
     }
 
     const SEEDS: &[&str] = &[
-        include_str!("../fixtures/kubeconfig/cloud.yaml"),
+        include_str!("../../fixtures/kubeconfig/cloud.yaml"),
         "apiVersion: v1\nclusters:\n- cluster:\n    server: \"https://h:1\"\n    \
          certificate-authority-data: QUJD\n  name: c\nusers:\n  - name: u\n    user:\n      \
          token: 't'\n      exec: {args: [a, \"b\"]}\nlit: |-\n  x\n  y\n",

@@ -20,9 +20,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::client::exec::ExecPlugin;
 use crate::client::ClientConfig;
 use crate::error::{Error, Result};
-use crate::exec::ExecPlugin;
 
 #[derive(Deserialize, Default)]
 #[serde(default, rename_all = "kebab-case")]
@@ -420,7 +420,7 @@ fn read(text: &[u8]) -> std::result::Result<KubeConfig, String> {
         serde_json::from_slice(text).map_err(|e| e.to_string())?
     } else {
         let text = std::str::from_utf8(text).map_err(|e| format!("not UTF-8: {e}"))?;
-        crate::yaml::parse(text).map_err(|e| e.to_string())?
+        crate::client::yaml::parse(text).map_err(|e| e.to_string())?
     };
     drop_nulls(&mut doc);
     match doc {
@@ -567,7 +567,7 @@ mod tests {
         dir.write("sa/token", "tok");
         dir.write(
             "sa/ca.crt",
-            include_bytes!("../fixtures/tls/ca.pem").as_slice(),
+            include_bytes!("../../fixtures/tls/ca.pem").as_slice(),
         );
         dir.write("sa/namespace", "pod-ns");
         dir.write("home/.kube/config", kubeconfig("https://home:1"));

@@ -4,31 +4,33 @@
 
 use std::fmt;
 use std::io::Read;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use ureq::http;
-use ureq::tls::{Certificate, ClientCert, PemItem, PrivateKey, RootCerts, TlsConfig, TlsProvider};
 use ureq::RequestExt;
 
-use crate::clock::{Clock, SystemClock};
 use crate::deadline::Deadline;
 use crate::error::{ApiStatus, Error, Result};
-use crate::exec::{ExecPlugin, ExecSource};
 use crate::lease::{Lease, Status};
 
-/// Where a pod's service-account credentials are mounted.
-pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+mod auth;
+mod config;
+pub(crate) mod exec;
+pub mod kubeconfig;
+mod stream;
+mod tls;
+pub(crate) mod yaml;
 
-/// How often a token file is re-read even without a 401 (as client-go does).
-pub const TOKEN_REFRESH: Duration = Duration::from_secs(60);
+use auth::{Auth, TokenSource};
+pub(crate) use config::namespace_from_dir;
+use config::TokenConfig;
+pub use config::{ClientConfig, SERVICE_ACCOUNT_DIR};
+use exec::ExecSource;
 
 /// Largest answer body read; anything longer is an error, not an allocation.
-pub const MAX_BODY: u64 = 1 << 20;
-
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const MAX_BODY: u64 = 1 << 20;
 
 /// Longest TCP connect: past the SYN retries a reachable server needs, and
 /// the most a `stop()` can wait on a connect in progress.
@@ -39,258 +41,6 @@ pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// the clock.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
-#[derive(Clone)]
-enum TokenConfig {
-    None,
-    Static(String),
-    File(PathBuf),
-    Exec(ExecPlugin),
-}
-
-/// How to reach and authenticate to the API server.
-///
-/// ```
-/// use lease_elector::ClientConfig;
-/// use std::time::Duration;
-/// // `kubectl proxy` on its default port: plain HTTP, no credentials.
-/// let cfg = ClientConfig::new("http://127.0.0.1:8001").timeout(Duration::from_secs(5));
-/// assert_eq!(cfg.base_url(), "http://127.0.0.1:8001");
-/// ```
-#[derive(Clone)]
-pub struct ClientConfig {
-    base_url: String,
-    token: TokenConfig,
-    ca_pem: Option<Vec<u8>>,
-    client_identity: Option<(Vec<u8>, Vec<u8>)>,
-    timeout: Duration,
-    namespace: Option<String>,
-    clock: Arc<dyn Clock>,
-}
-
-impl fmt::Debug for ClientConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let token = match &self.token {
-            TokenConfig::None => "none".to_string(),
-            TokenConfig::Static(_) => "static (redacted)".to_string(),
-            TokenConfig::File(p) => format!("file {}", p.display()),
-            TokenConfig::Exec(e) => format!("exec plugin {}", e.command.display()),
-        };
-        f.debug_struct("ClientConfig")
-            .field("base_url", &self.base_url)
-            .field("token", &token)
-            .field("ca_pem", &self.ca_pem.as_ref().map(|c| c.len()))
-            .field("client_identity", &self.client_identity.is_some())
-            .field("timeout", &self.timeout)
-            .field("namespace", &self.namespace)
-            .finish()
-    }
-}
-
-impl ClientConfig {
-    /// Explicit config for `base_url` (`http://` for `kubectl proxy`, `https://`
-    /// with [`ClientConfig::ca_pem`] or [`ClientConfig::ca_file`]).
-    pub fn new(base_url: impl Into<String>) -> Self {
-        ClientConfig {
-            base_url: base_url.into().trim_end_matches('/').to_string(),
-            token: TokenConfig::None,
-            ca_pem: None,
-            client_identity: None,
-            timeout: DEFAULT_TIMEOUT,
-            namespace: None,
-            clock: Arc::new(SystemClock),
-        }
-    }
-
-    /// In-cluster config from `KUBERNETES_SERVICE_HOST`/`KUBERNETES_SERVICE_PORT`
-    /// and the service-account folder [`SERVICE_ACCOUNT_DIR`].
-    pub fn in_cluster() -> Result<Self> {
-        let var = |k: &str| {
-            std::env::var(k).map_err(|_| {
-                Error::InvalidConfig(format!(
-                    "{k} is not set: not running in a cluster (use ClientConfig::new for out-of-cluster)"
-                ))
-            })
-        };
-        let host = var("KUBERNETES_SERVICE_HOST")?;
-        let port = var("KUBERNETES_SERVICE_PORT")?;
-        Self::in_cluster_from(&host, &port, Path::new(SERVICE_ACCOUNT_DIR))
-    }
-
-    /// In-cluster config from an explicit host, port and service-account folder
-    /// (holding `token`, `ca.crt` and optionally `namespace`).
-    pub fn in_cluster_from(host: &str, port: &str, service_account_dir: &Path) -> Result<Self> {
-        if host.is_empty() || port.is_empty() {
-            return Err(Error::InvalidConfig(
-                "KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must not be empty".into(),
-            ));
-        }
-        let host = if host.contains(':') && !host.starts_with('[') {
-            format!("[{host}]")
-        } else {
-            host.to_string()
-        };
-        let token_path = service_account_dir.join("token");
-        // Fail early on an unreadable token rather than on the first request.
-        read_token(&token_path)?;
-        let mut cfg = Self::new(format!("https://{host}:{port}"))
-            .token_file(token_path)
-            .ca_file(service_account_dir.join("ca.crt"))?;
-        cfg.namespace = namespace_from_dir(service_account_dir);
-        Ok(cfg)
-    }
-
-    /// Send this bearer token on every request.
-    pub fn token(mut self, token: impl Into<String>) -> Self {
-        self.token = TokenConfig::Static(token.into());
-        self
-    }
-
-    /// Get the bearer token from a kubeconfig exec plugin.
-    pub(crate) fn exec_plugin(mut self, plugin: ExecPlugin) -> Self {
-        self.token = TokenConfig::Exec(plugin);
-        self
-    }
-
-    /// Read the bearer token from this file, again every minute and after a 401.
-    pub fn token_file(mut self, path: impl Into<PathBuf>) -> Self {
-        self.token = TokenConfig::File(path.into());
-        self
-    }
-
-    /// Trust exactly the certificates in this PEM bundle (the cluster CA, or a pinned root).
-    pub fn ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
-        self.ca_pem = Some(pem.into());
-        self
-    }
-
-    /// Trust exactly the certificates in this PEM file.
-    pub fn ca_file(self, path: impl AsRef<Path>) -> Result<Self> {
-        let pem = read_file("CA bundle", path.as_ref())?;
-        Ok(self.ca_pem(pem))
-    }
-
-    /// Present this client certificate chain and key (both PEM).
-    pub fn client_identity(
-        mut self,
-        cert_pem: impl Into<Vec<u8>>,
-        key_pem: impl Into<Vec<u8>>,
-    ) -> Self {
-        self.client_identity = Some((cert_pem.into(), key_pem.into()));
-        self
-    }
-
-    /// Upper bound for one request (the elector lowers it to what its deadline affords).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// The clock used to decide when to re-read the token file.
-    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
-        self
-    }
-
-    /// The API server URL, without a trailing slash.
-    pub fn base_url(&self) -> &str {
-        &self.base_url
-    }
-
-    pub(crate) fn with_namespace(mut self, namespace: Option<String>) -> Self {
-        self.namespace = namespace;
-        self
-    }
-
-    /// The default namespace: the pod's (in-cluster) or the kubeconfig context's.
-    pub fn namespace(&self) -> Option<&str> {
-        self.namespace.as_deref()
-    }
-}
-
-/// The trimmed content of `dir/namespace`, or `None` when missing, unreadable or empty.
-pub fn namespace_from_dir(dir: &Path) -> Option<String> {
-    let ns = std::fs::read_to_string(dir.join("namespace")).ok()?;
-    let ns = ns.trim();
-    (!ns.is_empty()).then(|| ns.to_string())
-}
-
-fn read_file(what: &'static str, path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|source| Error::ReadFile {
-        what,
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
-fn read_token(path: &Path) -> Result<String> {
-    let raw = read_file("bearer token", path)?;
-    let token = String::from_utf8_lossy(&raw).trim().to_string();
-    if token.is_empty() {
-        return Err(Error::InvalidCredentials {
-            what: format!("bearer token in {}", path.display()),
-            detail: "the file is empty".into(),
-        });
-    }
-    Ok(token)
-}
-
-/// Bearer token, cached and re-read from its file at most every [`TOKEN_REFRESH`].
-struct TokenSource {
-    path: PathBuf,
-    cached: Mutex<Option<(String, Instant)>>,
-    clock: Arc<dyn Clock>,
-}
-
-impl TokenSource {
-    fn current(&self, force: bool) -> Result<String> {
-        let mut cached = self.cached.lock().unwrap_or_else(PoisonError::into_inner);
-        let now = self.clock.now();
-        if let Some((token, read_at)) = cached.as_ref() {
-            if !force && now.saturating_duration_since(*read_at) < TOKEN_REFRESH {
-                return Ok(token.clone());
-            }
-        }
-        match read_token(&self.path) {
-            Ok(token) => {
-                *cached = Some((token.clone(), now));
-                Ok(token)
-            }
-            // A rotation in progress can leave the file briefly missing: keep
-            // using the last good token rather than failing the renew.
-            Err(e) => match cached.as_ref() {
-                Some((token, _)) => {
-                    log::warn!("{e}; keeping the previous token");
-                    Ok(token.clone())
-                }
-                None => Err(e),
-            },
-        }
-    }
-}
-
-enum Auth {
-    None,
-    Static(String),
-    File(TokenSource),
-    Exec(ExecSource),
-}
-
-impl Auth {
-    /// The header value; waiting for a plugin run ends at `deadline`.
-    fn header(&self, force_refresh: bool, deadline: &Deadline) -> Result<Option<String>> {
-        Ok(match self {
-            Auth::None => None,
-            Auth::Static(t) => Some(format!("Bearer {t}")),
-            Auth::File(src) => Some(format!("Bearer {}", src.current(force_refresh)?)),
-            Auth::Exec(src) => Some(format!("Bearer {}", src.current(force_refresh, deadline)?)),
-        })
-    }
-
-    fn can_refresh(&self) -> bool {
-        matches!(self, Auth::File(_) | Auth::Exec(_))
-    }
-}
-
 struct Inner {
     /// The agent and its generation: a stop retires the agent a request is
     /// blocked in (closing its connections) and puts a fresh one in place.
@@ -298,9 +48,6 @@ struct Inner {
     base_url: String,
     auth: Auth,
     timeout: Duration,
-    /// The same trust and identity as the agent's, for the watch stream
-    /// (which owns its socket so it can be shut down on stop).
-    watch_tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// A blocking client for the Lease and Event endpoints; cheap to clone.
@@ -341,49 +88,7 @@ impl Client {
                 config.base_url
             )));
         }
-        let mut watch_roots = rustls::RootCertStore::empty();
-        let mut watch_identity = None;
-        let mut tls = TlsConfig::builder()
-            .provider(TlsProvider::Rustls)
-            .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()));
-        if https {
-            let pem = config.ca_pem.as_deref().ok_or_else(|| {
-                Error::InvalidConfig(format!(
-                    "{} is https but no CA bundle was given (TLS is always verified)",
-                    config.base_url
-                ))
-            })?;
-            let certs = parse_certs("CA bundle", pem)?;
-            for c in &certs {
-                watch_roots
-                    .add(rustls::pki_types::CertificateDer::from(c.der().to_vec()))
-                    .map_err(|e| Error::InvalidCredentials {
-                        what: "CA bundle".into(),
-                        detail: e.to_string(),
-                    })?;
-            }
-            tls = tls.root_certs(RootCerts::new_with_certs(&certs));
-        }
-        if let Some((cert_pem, key_pem)) = &config.client_identity {
-            let chain = parse_certs("client certificate", cert_pem)?;
-            let key = PrivateKey::from_pem(key_pem).map_err(|e| Error::InvalidCredentials {
-                what: "client key".into(),
-                detail: e.to_string(),
-            })?;
-            watch_identity = Some((
-                chain
-                    .iter()
-                    .map(|c| rustls::pki_types::CertificateDer::from(c.der().to_vec()))
-                    .collect::<Vec<_>>(),
-                rustls_key(key_pem)?,
-            ));
-            tls = tls.client_cert(Some(ClientCert::new_with_certs(&chain, key)));
-        }
-        let watch_tls = if https {
-            Some(Arc::new(watch_tls_config(watch_roots, watch_identity)?))
-        } else {
-            None
-        };
+        let tls = tls::tls_config(&config, https)?;
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .https_only(https)
@@ -392,7 +97,7 @@ impl Client {
             .proxy(None)
             .user_agent(concat!("lease-elector/", env!("CARGO_PKG_VERSION")))
             .timeout_global(Some(config.timeout))
-            .tls_config(tls.build())
+            .tls_config(tls)
             .build()
             .into();
         let auth = match config.token {
@@ -413,7 +118,6 @@ impl Client {
                 base_url: config.base_url,
                 auth,
                 timeout: config.timeout,
-                watch_tls,
             }),
         })
     }
@@ -421,21 +125,6 @@ impl Client {
     /// The API server URL, without a trailing slash.
     pub fn base_url(&self) -> &str {
         &self.inner.base_url
-    }
-
-    pub(crate) fn watch_tls(&self) -> Option<Arc<rustls::ClientConfig>> {
-        self.inner.watch_tls.clone()
-    }
-
-    /// The `Authorization` header value, re-reading the token file (or
-    /// re-running the exec plugin) when `refresh`.
-    pub(crate) fn auth_header(
-        &self,
-        refresh: bool,
-        stop: &crate::clock::Wakeup,
-    ) -> Result<Option<String>> {
-        let deadline = Deadline::from_now(self.inner.timeout).cancelled_by(stop);
-        self.inner.auth.header(refresh, &deadline)
     }
 
     /// The configured upper bound for one request.
@@ -668,7 +357,7 @@ pub(crate) fn lease_target(namespace: &str, name: &str) -> String {
     format!("lease {namespace}/{name}")
 }
 
-fn lease_path(namespace: &str, name: Option<&str>) -> String {
+pub(crate) fn lease_path(namespace: &str, name: Option<&str>) -> String {
     let mut p = format!(
         "/apis/coordination.k8s.io/v1/namespaces/{}/leases",
         segment(namespace)
@@ -692,57 +381,6 @@ pub(crate) fn segment(s: &str) -> String {
         }
     }
     out
-}
-
-fn parse_certs(what: &str, pem: &[u8]) -> Result<Vec<Certificate<'static>>> {
-    let bad = |detail: String| Error::InvalidCredentials {
-        what: what.to_string(),
-        detail,
-    };
-    let mut certs = Vec::new();
-    for item in ureq::tls::parse_pem(pem) {
-        match item.map_err(|e| bad(e.to_string()))? {
-            PemItem::Certificate(c) => certs.push(c),
-            _ => continue,
-        }
-    }
-    if certs.is_empty() {
-        return Err(bad("no PEM certificate found".into()));
-    }
-    Ok(certs)
-}
-
-fn rustls_key(pem: &[u8]) -> Result<rustls::pki_types::PrivateKeyDer<'static>> {
-    use rustls::pki_types::pem::PemObject;
-    rustls::pki_types::PrivateKeyDer::from_pem_slice(pem).map_err(|e| Error::InvalidCredentials {
-        what: "client key".into(),
-        detail: e.to_string(),
-    })
-}
-
-type Identity = (
-    Vec<rustls::pki_types::CertificateDer<'static>>,
-    rustls::pki_types::PrivateKeyDer<'static>,
-);
-
-fn watch_tls_config(
-    roots: rustls::RootCertStore,
-    identity: Option<Identity>,
-) -> Result<rustls::ClientConfig> {
-    let bad = |e: rustls::Error| Error::InvalidCredentials {
-        what: "TLS configuration".into(),
-        detail: e.to_string(),
-    };
-    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(bad)?
-    .with_root_certificates(roots);
-    match identity {
-        Some((chain, key)) => builder.with_client_auth_cert(chain, key).map_err(bad),
-        None => Ok(builder.with_no_client_auth()),
-    }
 }
 
 fn encode<T: serde::Serialize>(t: Target<'_>, value: &T) -> Result<Vec<u8>> {

@@ -1,0 +1,202 @@
+//! Where the API server is and how to authenticate to it: explicit,
+//! in-cluster (service-account folder), or from a kubeconfig
+//! ([`super::kubeconfig`]).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::auth::read_token;
+use super::exec::ExecPlugin;
+use crate::clock::{Clock, SystemClock};
+use crate::error::{Error, Result};
+
+/// Default [`ClientConfig::timeout`]: the most one request may take.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where a pod's service-account credentials are mounted.
+pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+#[derive(Clone)]
+pub(super) enum TokenConfig {
+    None,
+    Static(String),
+    File(PathBuf),
+    Exec(ExecPlugin),
+}
+
+/// How to reach and authenticate to the API server.
+///
+/// ```
+/// use lease_elector::ClientConfig;
+/// use std::time::Duration;
+/// // `kubectl proxy` on its default port: plain HTTP, no credentials.
+/// let cfg = ClientConfig::new("http://127.0.0.1:8001").timeout(Duration::from_secs(5));
+/// assert_eq!(cfg.base_url(), "http://127.0.0.1:8001");
+/// ```
+#[derive(Clone)]
+pub struct ClientConfig {
+    pub(super) base_url: String,
+    pub(super) token: TokenConfig,
+    pub(super) ca_pem: Option<Vec<u8>>,
+    pub(super) client_identity: Option<(Vec<u8>, Vec<u8>)>,
+    pub(super) timeout: Duration,
+    pub(super) namespace: Option<String>,
+    pub(super) clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let token = match &self.token {
+            TokenConfig::None => "none".to_string(),
+            TokenConfig::Static(_) => "static (redacted)".to_string(),
+            TokenConfig::File(p) => format!("file {}", p.display()),
+            TokenConfig::Exec(e) => format!("exec plugin {}", e.command.display()),
+        };
+        f.debug_struct("ClientConfig")
+            .field("base_url", &self.base_url)
+            .field("token", &token)
+            .field("ca_pem", &self.ca_pem.as_ref().map(|c| c.len()))
+            .field("client_identity", &self.client_identity.is_some())
+            .field("timeout", &self.timeout)
+            .field("namespace", &self.namespace)
+            .finish()
+    }
+}
+
+impl ClientConfig {
+    /// Explicit config for `base_url` (`http://` for `kubectl proxy`, `https://`
+    /// with [`ClientConfig::ca_pem`] or [`ClientConfig::ca_file`]).
+    pub fn new(base_url: impl Into<String>) -> Self {
+        ClientConfig {
+            base_url: base_url.into().trim_end_matches('/').to_string(),
+            token: TokenConfig::None,
+            ca_pem: None,
+            client_identity: None,
+            timeout: DEFAULT_TIMEOUT,
+            namespace: None,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// In-cluster config from `KUBERNETES_SERVICE_HOST`/`KUBERNETES_SERVICE_PORT`
+    /// and the service-account folder [`SERVICE_ACCOUNT_DIR`].
+    pub fn in_cluster() -> Result<Self> {
+        let var = |k: &str| {
+            std::env::var(k).map_err(|_| {
+                Error::InvalidConfig(format!(
+                    "{k} is not set: not running in a cluster (use ClientConfig::new for out-of-cluster)"
+                ))
+            })
+        };
+        let host = var("KUBERNETES_SERVICE_HOST")?;
+        let port = var("KUBERNETES_SERVICE_PORT")?;
+        Self::in_cluster_from(&host, &port, Path::new(SERVICE_ACCOUNT_DIR))
+    }
+
+    /// In-cluster config from an explicit host, port and service-account folder
+    /// (holding `token`, `ca.crt` and optionally `namespace`).
+    pub fn in_cluster_from(host: &str, port: &str, service_account_dir: &Path) -> Result<Self> {
+        if host.is_empty() || port.is_empty() {
+            return Err(Error::InvalidConfig(
+                "KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must not be empty".into(),
+            ));
+        }
+        let host = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]")
+        } else {
+            host.to_string()
+        };
+        let token_path = service_account_dir.join("token");
+        // Fail early on an unreadable token rather than on the first request.
+        read_token(&token_path)?;
+        let mut cfg = Self::new(format!("https://{host}:{port}"))
+            .token_file(token_path)
+            .ca_file(service_account_dir.join("ca.crt"))?;
+        cfg.namespace = namespace_from_dir(service_account_dir);
+        Ok(cfg)
+    }
+
+    /// Send this bearer token on every request.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = TokenConfig::Static(token.into());
+        self
+    }
+
+    /// Get the bearer token from a kubeconfig exec plugin.
+    pub(crate) fn exec_plugin(mut self, plugin: ExecPlugin) -> Self {
+        self.token = TokenConfig::Exec(plugin);
+        self
+    }
+
+    /// Read the bearer token from this file, again every minute and after a 401.
+    pub fn token_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.token = TokenConfig::File(path.into());
+        self
+    }
+
+    /// Trust exactly the certificates in this PEM bundle (the cluster CA, or a pinned root).
+    pub fn ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.ca_pem = Some(pem.into());
+        self
+    }
+
+    /// Trust exactly the certificates in this PEM file.
+    pub fn ca_file(self, path: impl AsRef<Path>) -> Result<Self> {
+        let pem = read_file("CA bundle", path.as_ref())?;
+        Ok(self.ca_pem(pem))
+    }
+
+    /// Present this client certificate chain and key (both PEM).
+    pub fn client_identity(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.client_identity = Some((cert_pem.into(), key_pem.into()));
+        self
+    }
+
+    /// Upper bound for one request (the elector lowers it to what its deadline affords).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The clock used to decide when to re-read the token file.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The API server URL, without a trailing slash.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    pub(crate) fn with_namespace(mut self, namespace: Option<String>) -> Self {
+        self.namespace = namespace;
+        self
+    }
+
+    /// The default namespace: the pod's (in-cluster) or the kubeconfig context's.
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+}
+
+/// The trimmed content of `dir/namespace`, or `None` when missing, unreadable or empty.
+pub(crate) fn namespace_from_dir(dir: &Path) -> Option<String> {
+    let ns = std::fs::read_to_string(dir.join("namespace")).ok()?;
+    let ns = ns.trim();
+    (!ns.is_empty()).then(|| ns.to_string())
+}
+
+pub(super) fn read_file(what: &'static str, path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|source| Error::ReadFile {
+        what,
+        path: path.to_path_buf(),
+        source,
+    })
+}

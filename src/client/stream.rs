@@ -1,0 +1,72 @@
+//! The one streaming request, the Lease watch: its body is read line by
+//! line for as long as the server keeps it open. It rides on the client's
+//! TLS set-up, credentials and request building, over a connection pool
+//! of its own, so closing that pool ends a read blocked in it at once
+//! (ureq's `Agent::shutdown`).
+
+use std::io::Read;
+use std::time::Duration;
+
+use ureq::http;
+use ureq::RequestExt;
+
+use super::{Client, Target, CONNECT_TIMEOUT};
+use crate::clock::Wakeup;
+use crate::deadline::Deadline;
+use crate::error::{Error, Result};
+
+/// A stream's status and its body, read as it arrives.
+pub(crate) type Streamed = (u16, Box<dyn Read + Send>);
+
+impl Client {
+    /// A pool for one long-lived stream, with this client's settings.
+    pub(crate) fn stream_pool(&self) -> ureq::Agent {
+        let slot = self
+            .inner
+            .agent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        ureq::Agent::new_with_config(slot.1.config().clone())
+    }
+
+    /// `GET path` on `pool`. No overall time limit (a watch lives for
+    /// minutes), but a read that waits longer than `silence` for a byte
+    /// fails: the peer is gone. `refresh` re-reads the token (after a 401);
+    /// `stop` ends a wait for an exec plugin's token.
+    pub(crate) fn open_stream(
+        &self,
+        pool: &ureq::Agent,
+        path: &str,
+        target: Target<'_>,
+        silence: Duration,
+        refresh: bool,
+        stop: &Wakeup,
+    ) -> Result<Streamed> {
+        let transport = |source: crate::error::Cause| Error::Transport {
+            target: target.what.to_string(),
+            action: target.action,
+            source,
+        };
+        let mut req = http::Request::builder()
+            .method(http::Method::GET)
+            .uri(format!("{}{}", self.inner.base_url, path))
+            .header("Accept", "application/json");
+        let deadline = Deadline::from_now(self.inner.timeout).cancelled_by(stop);
+        if let Some(auth) = self.inner.auth.header(refresh, &deadline)? {
+            req = req.header("Authorization", auth);
+        }
+        let resp = req
+            .body(&b""[..])
+            .map_err(|e| transport(Box::new(e)))?
+            .with_agent(pool)
+            .configure()
+            .timeout_global(None)
+            .timeout_connect(Some(CONNECT_TIMEOUT))
+            .timeout_per_read(Some(silence))
+            .build()
+            .run()
+            .map_err(|e| transport(Box::new(e)))?;
+        let code = resp.status().as_u16();
+        Ok((code, Box::new(resp.into_body().into_reader())))
+    }
+}
