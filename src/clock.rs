@@ -150,7 +150,7 @@ impl Wakeup {
 
     /// Block for up to `d` real time, or until stopped or poked.
     pub fn wait_timeout(&self, d: Duration) -> Wake {
-        let deadline = crate::deadline::add_saturating(Instant::now(), d);
+        let deadline = add_saturating(Instant::now(), d);
         let mut st = self.lock();
         loop {
             if let Some(w) = Self::take_locked(&mut st) {
@@ -321,7 +321,7 @@ impl ManualClock {
 
 impl Clock for ManualClock {
     fn now(&self) -> Instant {
-        crate::deadline::add_saturating(self.base, self.lock().offset)
+        add_saturating(self.base, self.lock().offset)
     }
 
     fn system_time(&self) -> SystemTime {
@@ -372,6 +372,15 @@ impl Clock for ManualClock {
         self.inner.1.notify_all();
         result
     }
+}
+
+/// `at + d`, or the farthest representable instant (about a century on)
+/// when that overflows.
+pub(crate) fn add_saturating(at: Instant, d: Duration) -> Instant {
+    const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    at.checked_add(d)
+        .or_else(|| at.checked_add(FAR))
+        .unwrap_or(at)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::clock::{Clock, SystemClock, Wakeup};
+use crate::clock::{add_saturating, Clock, SystemClock, Wakeup};
 
 /// An instant on a [`Clock`] by which a piece of work must end, optionally
 /// cut short by a stop signal.
@@ -113,15 +113,6 @@ impl Deadline {
     pub fn is_cancelled(&self) -> bool {
         self.cancel.as_ref().is_some_and(Wakeup::is_stopped)
     }
-}
-
-/// `at + d`, or the farthest representable instant (about a century on)
-/// when that overflows.
-pub(crate) fn add_saturating(at: Instant, d: Duration) -> Instant {
-    const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-    at.checked_add(d)
-        .or_else(|| at.checked_add(FAR))
-        .unwrap_or(at)
 }
 
 #[cfg(test)]

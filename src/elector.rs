@@ -65,8 +65,8 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use crate::client::MAX_RETRY_AFTER;
-use crate::clock::{Clock, SystemClock, Wake, Wakeup};
-use crate::deadline::{add_saturating, Deadline};
+use crate::clock::{add_saturating, Clock, SystemClock, Wake, Wakeup};
+use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::lease::{LeaderElectionRecord, MicroTime};
 use crate::lock::Lock;

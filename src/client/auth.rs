@@ -1,30 +1,18 @@
 //! Credentials on each request: a static token, a token file re-read as
 //! it rotates, or a kubeconfig exec plugin ([`super::exec`]).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::config::read_file;
+use super::config::read_token;
 use super::exec::ExecSource;
 use crate::clock::Clock;
 use crate::deadline::Deadline;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// How often a token file is re-read even without a 401 (as client-go does).
 pub(crate) const TOKEN_REFRESH: Duration = Duration::from_secs(60);
-
-pub(super) fn read_token(path: &Path) -> Result<String> {
-    let raw = read_file("bearer token", path)?;
-    let token = String::from_utf8_lossy(&raw).trim().to_string();
-    if token.is_empty() {
-        return Err(Error::InvalidCredentials {
-            what: format!("bearer token in {}", path.display()),
-            detail: "the file is empty".into(),
-        });
-    }
-    Ok(token)
-}
 
 /// Bearer token, cached and re-read from its file at most every [`TOKEN_REFRESH`].
 pub(super) struct TokenSource {

@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::auth::read_token;
 use super::exec::ExecPlugin;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
@@ -193,10 +192,22 @@ pub(crate) fn namespace_from_dir(dir: &Path) -> Option<String> {
     (!ns.is_empty()).then(|| ns.to_string())
 }
 
-pub(super) fn read_file(what: &'static str, path: &Path) -> Result<Vec<u8>> {
+fn read_file(what: &'static str, path: &Path) -> Result<Vec<u8>> {
     std::fs::read(path).map_err(|source| Error::ReadFile {
         what,
         path: path.to_path_buf(),
         source,
     })
+}
+
+pub(super) fn read_token(path: &Path) -> Result<String> {
+    let raw = read_file("bearer token", path)?;
+    let token = String::from_utf8_lossy(&raw).trim().to_string();
+    if token.is_empty() {
+        return Err(Error::InvalidCredentials {
+            what: format!("bearer token in {}", path.display()),
+            detail: "the file is empty".into(),
+        });
+    }
+    Ok(token)
 }
