@@ -36,6 +36,11 @@ pub(crate) const MAX_BODY: u64 = 1 << 20;
 /// the most a `stop()` can wait on a connect in progress.
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long an idle connection is kept for the next request: longer than
+/// the retry periods electors use (client-go's users, OpenShift's 26 s and
+/// single-node 60 s) with room to spare; Go's transport keeps 90 s.
+pub const POOL_IDLE: Duration = Duration::from_secs(180);
+
 /// The longest `Retry-After` honoured; a larger (or absurd) value is read
 /// as this, so no server answer can park a candidate for long or overflow
 /// the clock.
@@ -48,6 +53,8 @@ struct Inner {
     base_url: String,
     auth: Auth,
     timeout: Duration,
+    /// The TLS session cache every agent of this client shares.
+    shared_tls: tls::SharedTls,
 }
 
 /// A blocking client for the Lease and Event endpoints; cheap to clone.
@@ -89,7 +96,8 @@ impl Client {
             )));
         }
         let tls = tls::tls_config(&config, https)?;
-        let agent: ureq::Agent = ureq::Agent::config_builder()
+        let shared_tls = tls::SharedTls::default();
+        let agent_config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .https_only(https)
             // Loopback tests and in-cluster traffic must not be sent to an
@@ -97,9 +105,16 @@ impl Client {
             .proxy(None)
             .user_agent(concat!("lease-elector/", env!("CARGO_PKG_VERSION")))
             .timeout_global(Some(config.timeout))
+            // Keep the connection across renews at any retry period up to
+            // POOL_IDLE (ureq's default, 15 s, is shorter than OpenShift's
+            // 26 s and 60 s, and cost a TCP + TLS handshake per renew). One
+            // idle connection per host is all an elector needs.
+            .max_idle_age(POOL_IDLE)
+            .max_idle_connections_per_host(1)
+            .max_idle_connections(1)
             .tls_config(tls)
-            .build()
-            .into();
+            .build();
+        let agent = shared_tls.agent(agent_config);
         let auth = match config.token {
             TokenConfig::None => Auth::None,
             TokenConfig::Static(t) => Auth::Static(t),
@@ -118,6 +133,7 @@ impl Client {
                 base_url: config.base_url,
                 auth,
                 timeout: config.timeout,
+                shared_tls,
             }),
         })
     }
@@ -237,7 +253,7 @@ impl Client {
             if slot.0 != generation {
                 return;
             }
-            let fresh = ureq::Agent::new_with_config(slot.1.config().clone());
+            let fresh = self.inner.shared_tls.agent(slot.1.config().clone());
             std::mem::replace(&mut *slot, (generation + 1, fresh)).1
         };
         old.shutdown();

@@ -26,7 +26,7 @@ impl Client {
             .agent
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        ureq::Agent::new_with_config(slot.1.config().clone())
+        self.inner.shared_tls.agent(slot.1.config().clone())
     }
 
     /// `GET path` on `pool`. No overall time limit (a watch lives for

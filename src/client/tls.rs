@@ -5,6 +5,10 @@
 use std::sync::Arc;
 
 use ureq::tls::{Certificate, ClientCert, PemItem, PrivateKey, RootCerts, TlsConfig, TlsProvider};
+use ureq::unversioned::resolver::DefaultResolver;
+use ureq::unversioned::transport::{
+    ConnectProxyConnector, ConnectionDetails, Connector, RustlsConnector, TcpConnector, Transport,
+};
 
 use super::config::ClientConfig;
 use crate::error::{Error, Result};
@@ -51,4 +55,52 @@ fn parse_certs(what: &str, pem: &[u8]) -> Result<Vec<Certificate<'static>>> {
         return Err(bad("no PEM certificate found".into()));
     }
     Ok(certs)
+}
+
+/// One rustls configuration, and so one TLS session cache, for every
+/// connection of a [`super::Client`]: renews, Events, the watch stream, and
+/// the fresh pool a `stop()` puts in place.
+///
+/// ureq treats a request whose settings were adjusted (each of ours is: it
+/// carries its own time budget) as "request level", and for those builds a
+/// new rustls configuration for every new connection, throwing the session
+/// cache away, so no reconnect could resume. Our TLS settings never vary per
+/// request, so they are presented as the agent's, and the connector that
+/// caches the configuration is shared by all of the client's agents.
+#[derive(Debug, Clone, Default)]
+pub(super) struct SharedTls(Arc<RustlsConnector>);
+
+impl<In: Transport> Connector<In> for SharedTls {
+    type Out = <RustlsConnector as Connector<In>>::Out;
+
+    fn connect(
+        &self,
+        details: &ConnectionDetails,
+        chained: Option<In>,
+    ) -> std::result::Result<Option<Self::Out>, ureq::Error> {
+        let agent_level = ConnectionDetails {
+            uri: details.uri,
+            addrs: details.addrs.clone(),
+            config: details.config,
+            request_level: false,
+            resolver: details.resolver,
+            now: details.now,
+            timeout: details.timeout,
+            current_time: details.current_time.clone(),
+            run_connector: details.run_connector.clone(),
+            register_shutdown: details.register_shutdown.clone(),
+        };
+        self.0.connect(&agent_level, chained)
+    }
+}
+
+impl SharedTls {
+    /// An agent with `config` whose TLS goes through this shared connector.
+    pub(super) fn agent(&self, config: ureq::config::Config) -> ureq::Agent {
+        let connector =
+            ().chain(ConnectProxyConnector::default())
+                .chain(TcpConnector::default())
+                .chain(self.clone());
+        ureq::Agent::with_parts(config, connector, DefaultResolver::default())
+    }
 }

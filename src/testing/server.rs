@@ -290,6 +290,7 @@ fn serve_connection(shared: &Arc<Shared>, socket: TcpStream) {
         },
     };
     let mut conn = BufReader::new(stream);
+    let mut handshake_counted = false;
     while !shared.stopping() {
         if let Some(idle) = shared.idle_timeout {
             if !next_request_within(&mut conn, idle) {
@@ -310,6 +311,18 @@ fn serve_connection(shared: &Arc<Shared>, socket: TcpStream) {
                 break;
             }
         };
+        if !handshake_counted && matches!(incoming, Incoming::Request(_)) {
+            handshake_counted = true;
+            if let Stream::Tls(tls) = conn.get_ref() {
+                let resumed = tls.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+                let stats = &mut shared.lock().recorder.stats;
+                if resumed {
+                    stats.tls_resumed_handshakes += 1;
+                } else {
+                    stats.tls_full_handshakes += 1;
+                }
+            }
+        }
         let next = match incoming {
             Incoming::Closed => break,
             Incoming::Request(req) => handle(shared, &mut conn, req),

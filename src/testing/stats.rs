@@ -35,6 +35,11 @@ pub struct Stats {
     /// outage: with keep-alive, fewer than `requests`; a client that
     /// reconnects for every request shows as many as `requests`.
     pub connections: u64,
+    /// TLS connections whose first request arrived after a full handshake.
+    pub tls_full_handshakes: u64,
+    /// TLS connections that resumed an earlier session (no certificate
+    /// exchange, no signature on the server).
+    pub tls_resumed_handshakes: u64,
 }
 
 /// One request as the server saw it.
