@@ -128,7 +128,11 @@ fn token_is_cached_and_renewed_after_a_401_and_at_expiry() {
 
 #[test]
 fn plugin_failures_are_errors_that_name_the_plugin() {
-    let server = TestApiServer::builder().tokens(&["t"]).build().unwrap();
+    let server = TestApiServer::builder()
+        .tls(true)
+        .tokens(&["t"])
+        .build()
+        .unwrap();
     let cases = [
         (
             "echo 'token expired, run aws sso login' >&2; exit 1",
@@ -173,7 +177,11 @@ fn plugin_failures_are_errors_that_name_the_plugin() {
 /// open) costs the request's time budget, not the caller's liveness.
 #[test]
 fn hung_plugin_is_killed_within_the_request_budget() {
-    let server = TestApiServer::builder().tokens(&["t"]).build().unwrap();
+    let server = TestApiServer::builder()
+        .tls(true)
+        .tokens(&["t"])
+        .build()
+        .unwrap();
     let dir = TempDir::new();
     dir.script("plugin.sh", "sleep 30; echo late");
     let path = kubeconfig(
@@ -201,7 +209,11 @@ fn hung_plugin_is_killed_within_the_request_budget() {
 /// plugin runs once.
 #[test]
 fn a_slow_plugin_run_is_shared_and_each_waiter_keeps_its_own_deadline() {
-    let server = TestApiServer::builder().tokens(&["t1"]).build().unwrap();
+    let server = TestApiServer::builder()
+        .tls(true)
+        .tokens(&["t1"])
+        .build()
+        .unwrap();
     let dir = TempDir::new();
     dir.write("token", "t1");
     dir.script(

@@ -249,6 +249,26 @@ fn unsupported_and_broken_kubeconfigs_are_clear_errors() {
         "line 5: anchors",
     );
     check(
+        "yaml-password",
+        yaml_kubeconfig(
+            "https://h:1",
+            "    certificate-authority-data: eA==",
+            "    password: p",
+        ),
+        None,
+        "basic auth",
+    );
+    check(
+        "yaml-groups-without-as",
+        yaml_kubeconfig(
+            "https://h:1",
+            "    certificate-authority-data: eA==",
+            "    as-groups: [ops]",
+        ),
+        None,
+        "without as",
+    );
+    check(
         "yaml-insecure",
         yaml_kubeconfig(
             "https://h:1",

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::exec::ExecPlugin;
+use super::proxy::ProxyChoice;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 
@@ -43,6 +44,20 @@ pub struct ClientConfig {
     pub(super) timeout: Duration,
     pub(super) namespace: Option<String>,
     pub(super) clock: Arc<dyn Clock>,
+    pub(super) proxy: ProxyChoice,
+    pub(super) impersonate: Option<Impersonation>,
+    pub(super) tls_server_name: Option<String>,
+    pub(super) token_over_http: bool,
+}
+
+/// Who requests act as (kubectl's `--as`, `--as-group`, `--as-uid`, and
+/// the kubeconfig's `as`, `as-groups`, `as-uid`, `as-user-extra`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Impersonation {
+    pub(super) user: String,
+    pub(super) uid: Option<String>,
+    pub(super) groups: Vec<String>,
+    pub(super) extra: Vec<(String, Vec<String>)>,
 }
 
 impl fmt::Debug for ClientConfig {
@@ -60,6 +75,10 @@ impl fmt::Debug for ClientConfig {
             .field("client_identity", &self.client_identity.is_some())
             .field("timeout", &self.timeout)
             .field("namespace", &self.namespace)
+            .field("proxy", &self.proxy)
+            .field("impersonate", &self.impersonate)
+            .field("tls_server_name", &self.tls_server_name)
+            .field("token_over_http", &self.token_over_http)
             .finish()
     }
 }
@@ -76,6 +95,10 @@ impl ClientConfig {
             timeout: DEFAULT_TIMEOUT,
             namespace: None,
             clock: Arc::new(SystemClock),
+            proxy: ProxyChoice::Environment,
+            impersonate: None,
+            tls_server_name: None,
+            token_over_http: false,
         }
     }
 
@@ -160,6 +183,74 @@ impl ClientConfig {
     /// Upper bound for one request (the elector lowers it to what its deadline affords).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Send every request through this proxy (`http://` or `https://`
+    /// URL), as a kubeconfig's `proxy-url`. Without it, `HTTPS_PROXY` /
+    /// `HTTP_PROXY` / `NO_PROXY` are read as client-go reads them (never
+    /// for a loopback server); [`ClientConfig::no_proxy`] connects directly.
+    pub fn proxy(mut self, url: impl Into<String>) -> Self {
+        self.proxy = ProxyChoice::Url(url.into());
+        self
+    }
+
+    /// Connect directly, whatever the environment's proxy variables say.
+    pub fn no_proxy(mut self) -> Self {
+        self.proxy = ProxyChoice::Direct;
+        self
+    }
+
+    /// Act as `user` (`Impersonate-User` on every request, as kubectl's
+    /// `--as`); the credentials must allow impersonating it.
+    pub fn impersonate(mut self, user: impl Into<String>) -> Self {
+        self.impersonate.get_or_insert_with(Default::default).user = user.into();
+        self
+    }
+
+    /// With [`ClientConfig::impersonate`]: also act as these groups
+    /// (one `Impersonate-Group` header each).
+    pub fn impersonate_groups<S: Into<String>>(mut self, groups: impl IntoIterator<Item = S>) -> Self {
+        self.impersonate.get_or_insert_with(Default::default).groups =
+            groups.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// With [`ClientConfig::impersonate`]: the user's UID (`Impersonate-Uid`).
+    pub fn impersonate_uid(mut self, uid: impl Into<String>) -> Self {
+        self.impersonate.get_or_insert_with(Default::default).uid = Some(uid.into());
+        self
+    }
+
+    /// With [`ClientConfig::impersonate`]: an extra attribute
+    /// (`Impersonate-Extra-<key>`, one header per value).
+    pub fn impersonate_extra<S: Into<String>>(
+        mut self,
+        key: impl Into<String>,
+        values: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.impersonate
+            .get_or_insert_with(Default::default)
+            .extra
+            .push((key.into(), values.into_iter().map(Into::into).collect()));
+        self
+    }
+
+    /// Verify the server certificate against `name` (and send it as SNI)
+    /// instead of the URL's host, as a kubeconfig's `tls-server-name`: for
+    /// a server reached at an IP whose certificate names only, say,
+    /// `kubernetes.default.svc`.
+    pub fn tls_server_name(mut self, name: impl Into<String>) -> Self {
+        self.tls_server_name = Some(name.into());
+        self
+    }
+
+    /// Allow a bearer token over plain `http://` to a host that is not
+    /// loopback. Off by default: [`super::Client::new`] refuses to send a
+    /// token in clear text across a network unless asked for exactly that
+    /// (loopback, e.g. `kubectl proxy` or a test server, is always allowed).
+    pub fn allow_token_over_http(mut self, yes: bool) -> Self {
+        self.token_over_http = yes;
         self
     }
 

@@ -6,13 +6,20 @@
 //! documents are refused with the line they are on. `null` values count as
 //! absent, and `insecure-skip-tls-verify` takes `true`/`false` quoted or not.
 //!
-//! Supported: `server`, `certificate-authority(-data)`, `token`,
-//! `tokenFile`, `client-certificate(-data)`/`client-key(-data)`, `exec`
-//! credential plugins that answer with a token (EKS, GKE, kubelogin; see
-//! `src/exec.rs`), and the context's namespace. Refused with a clear error:
-//! `insecure-skip-tls-verify` (TLS is always verified), `auth-provider`
-//! plugins (removed from kubectl), basic auth, and exec plugins that need
-//! a terminal (`interactiveMode: Always`).
+//! Read as kubectl (client-go's `clientcmd`) reads them. Supported:
+//! `server`, `certificate-authority(-data)`, `tls-server-name`,
+//! `proxy-url` (`http`, `https`), `token`, `tokenFile`,
+//! `client-certificate(-data)`/`client-key(-data)`, `exec` credential
+//! plugins that answer with a token (EKS, GKE, kubelogin; see `exec.rs`),
+//! impersonation (`as`, `as-uid`, `as-groups`, `as-user-extra`), and the
+//! context's namespace. As clientcmd, a user's credentials (not its
+//! impersonation) are used only over TLS: for an `http://` server they are
+//! not sent (a warning names the
+//! user and the server) and an exec plugin is not run. Refused with a clear
+//! error: `insecure-skip-tls-verify` (TLS is always verified),
+//! `auth-provider` plugins (removed from kubectl), basic auth, SOCKS
+//! proxies, and exec plugins that need a terminal (`interactiveMode:
+//! Always`). `disable-compression` and `extensions` are ignored.
 //! The files of a `$KUBECONFIG` list are merged as kubectl merges them.
 
 use std::ffi::OsString;
@@ -52,6 +59,8 @@ struct Cluster {
     certificate_authority_data: Option<String>,
     #[serde(deserialize_with = "bool_or_string")]
     insecure_skip_tls_verify: bool,
+    proxy_url: Option<String>,
+    tls_server_name: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -67,6 +76,15 @@ struct User {
     exec: Option<Exec>,
     auth_provider: Option<serde_json::Value>,
     username: Option<String>,
+    password: Option<String>,
+    #[serde(rename = "as")]
+    impersonate: Option<String>,
+    #[serde(rename = "as-uid")]
+    impersonate_uid: Option<String>,
+    #[serde(rename = "as-groups")]
+    impersonate_groups: Vec<String>,
+    #[serde(rename = "as-user-extra")]
+    impersonate_extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// A user's `exec` section.
@@ -338,7 +356,7 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
             "user {user_name:?} uses an auth-provider plugin, which kubectl removed: use an exec plugin, a token or a client certificate"
         )));
     }
-    if user.username.is_some() {
+    if user.username.is_some() || user.password.is_some() {
         return Err(bad(
             user_file,
             format!("user {user_name:?} uses basic auth, which Kubernetes removed"),
@@ -352,6 +370,48 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
     }
 
     let mut cfg = ClientConfig::new(cluster.server.clone());
+    if let Some(url) = &cluster.proxy_url {
+        cfg = cfg.proxy(url.clone());
+    }
+    if let Some(name) = &cluster.tls_server_name {
+        cfg = cfg.tls_server_name(name.clone());
+    }
+    if let Some(who) = user.impersonate.as_ref().filter(|u| !u.is_empty()) {
+        cfg = cfg.impersonate(who.clone());
+        if let Some(uid) = &user.impersonate_uid {
+            cfg = cfg.impersonate_uid(uid.clone());
+        }
+        cfg = cfg.impersonate_groups(user.impersonate_groups.clone());
+        for (key, values) in &user.impersonate_extra {
+            cfg = cfg.impersonate_extra(key.clone(), values.clone());
+        }
+    } else if user.impersonate_uid.is_some()
+        || !user.impersonate_groups.is_empty()
+        || !user.impersonate_extra.is_empty()
+    {
+        return Err(bad(
+            user_file,
+            format!("user {user_name:?} sets as-groups, as-uid or as-user-extra without as"),
+        ));
+    }
+    // clientcmd reads a user's credentials only over TLS ("only try to read
+    // the auth information if we are secure"): never send them in clear
+    // text. (Impersonation, above, it applies either way.)
+    if !cluster.server.starts_with("https://") {
+        let has_credentials = user.token.is_some()
+            || user.token_file.is_some()
+            || user.exec.is_some()
+            || user.client_certificate.is_some()
+            || user.client_certificate_data.is_some();
+        if has_credentials {
+            log::warn!(
+                "kubeconfig {}: user {user_name:?} has credentials but cluster {cluster_name:?} is plain http ({}): they are not sent, as kubectl does not send them",
+                user_file.display(),
+                cluster.server
+            );
+        }
+        return Ok(cfg.with_namespace(ctx.value.namespace.clone().filter(|n| !n.is_empty())));
+    }
     if let Some(data) = &cluster.certificate_authority_data {
         cfg = cfg.ca_pem(
             decode_base64(data)

@@ -19,6 +19,7 @@ mod auth;
 mod config;
 pub(crate) mod exec;
 pub mod kubeconfig;
+mod proxy;
 mod stream;
 mod tls;
 pub(crate) mod yaml;
@@ -55,6 +56,8 @@ struct Inner {
     timeout: Duration,
     /// The TLS session cache every agent of this client shares.
     shared_tls: tls::SharedTls,
+    /// Sent on every request: the impersonation headers.
+    headers: Vec<(String, String)>,
 }
 
 /// A blocking client for the Lease and Event endpoints; cheap to clone.
@@ -95,14 +98,41 @@ impl Client {
                 config.base_url
             )));
         }
+        let uri: http::Uri = config.base_url.parse().map_err(|e| {
+            Error::InvalidConfig(format!("API server URL {:?}: {e}", config.base_url))
+        })?;
+        let host = uri.host().unwrap_or_default().to_string();
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let has_credentials = !matches!(config.token, TokenConfig::None);
+        if !https && has_credentials && !config.token_over_http && !is_loopback(&host) {
+            return Err(Error::InvalidConfig(format!(
+                "refusing to send a bearer token in clear text to {}: use https, or ClientConfig::allow_token_over_http(true)",
+                config.base_url
+            )));
+        }
+        let proxy = match proxy::choose(&config.proxy, https, &host, port, &|k| {
+            std::env::var(k).ok()
+        }) {
+            None => None,
+            Some(url) if url.starts_with("socks") => {
+                return Err(Error::InvalidConfig(format!(
+                    "proxy {url}: SOCKS proxies are not supported (use an http:// or https:// proxy)"
+                )))
+            }
+            Some(url) => Some(ureq::Proxy::new(&url).map_err(|e| {
+                Error::InvalidConfig(format!("proxy {url:?}: {e}"))
+            })?),
+        };
+        if let Some(p) = &proxy {
+            log::debug!("requests to {} go through the proxy {}:{}", config.base_url, p.host(), p.port());
+        }
+        let headers = impersonation_headers(config.impersonate.as_ref());
         let tls = tls::tls_config(&config, https)?;
-        let shared_tls = tls::SharedTls::default();
+        let shared_tls = tls::SharedTls::with_server_name(&host, config.tls_server_name.as_deref());
         let agent_config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .https_only(https)
-            // Loopback tests and in-cluster traffic must not be sent to an
-            // HTTP(S)_PROXY picked up from the environment.
-            .proxy(None)
+            .proxy(proxy)
             .user_agent(concat!("lease-elector/", env!("CARGO_PKG_VERSION")))
             .timeout_global(Some(config.timeout))
             // Keep the connection across renews at any retry period up to
@@ -134,6 +164,7 @@ impl Client {
                 auth,
                 timeout: config.timeout,
                 shared_tls,
+                headers,
             }),
         })
     }
@@ -291,6 +322,9 @@ impl Client {
         if let Some(auth) = self.inner.auth.header(refresh_token, deadline)? {
             req = req.header("Authorization", auth);
         }
+        for (name, value) in &self.inner.headers {
+            req = req.header(name, value);
+        }
         let req = req
             .body(body.unwrap_or_default())
             .map_err(|e| transport(Box::new(e)))?;
@@ -356,6 +390,37 @@ impl Client {
             body,
         })
     }
+}
+
+/// `Impersonate-*` headers, as client-go's transport sets them: extra keys
+/// percent-encoded where a header name could not carry them.
+fn impersonation_headers(imp: Option<&config::Impersonation>) -> Vec<(String, String)> {
+    let Some(imp) = imp.filter(|i| !i.user.is_empty()) else {
+        return Vec::new();
+    };
+    let mut h = vec![("Impersonate-User".to_string(), imp.user.clone())];
+    if let Some(uid) = &imp.uid {
+        h.push(("Impersonate-Uid".into(), uid.clone()));
+    }
+    for g in &imp.groups {
+        h.push(("Impersonate-Group".into(), g.clone()));
+    }
+    for (key, values) in &imp.extra {
+        let key = segment(key);
+        for v in values {
+            h.push((format!("Impersonate-Extra-{key}"), v.clone()));
+        }
+    }
+    h
+}
+
+/// Loopback: `localhost`, 127.0.0.0/8, `::1`.
+fn is_loopback(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare.eq_ignore_ascii_case("localhost")
+        || bare
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The socket time-out that ends a request within `budget`. Linux's timer

@@ -55,6 +55,9 @@ impl Client {
         if let Some(auth) = self.inner.auth.header(refresh, &deadline)? {
             req = req.header("Authorization", auth);
         }
+        for (name, value) in &self.inner.headers {
+            req = req.header(name, value);
+        }
         let resp = req
             .body(&b""[..])
             .map_err(|e| transport(Box::new(e)))?

@@ -67,8 +67,15 @@ fn parse_certs(what: &str, pem: &[u8]) -> Result<Vec<Certificate<'static>>> {
 /// cache away, so no reconnect could resume. Our TLS settings never vary per
 /// request, so they are presented as the agent's, and the connector that
 /// caches the configuration is shared by all of the client's agents.
+///
+/// With a `tls-server-name`, the certificate of the server (not of a proxy
+/// on the way) is verified against that name, which is also sent as SNI.
 #[derive(Debug, Clone, Default)]
-pub(super) struct SharedTls(Arc<RustlsConnector>);
+pub(super) struct SharedTls {
+    connector: Arc<RustlsConnector>,
+    /// (the URL's host, the name to verify instead)
+    server_name: Option<Arc<(String, String)>>,
+}
 
 impl<In: Transport> Connector<In> for SharedTls {
     type Out = <RustlsConnector as Connector<In>>::Out;
@@ -78,8 +85,21 @@ impl<In: Transport> Connector<In> for SharedTls {
         details: &ConnectionDetails,
         chained: Option<In>,
     ) -> std::result::Result<Option<Self::Out>, ureq::Error> {
+        let renamed = self.server_name.as_deref().and_then(|(host, name)| {
+            let authority = details.uri.authority()?;
+            if authority.host() != host.as_str() {
+                return None; // a proxy's own TLS
+            }
+            let authority = match authority.port_u16() {
+                Some(port) => format!("{name}:{port}"),
+                None => name.clone(),
+            };
+            let mut parts = details.uri.clone().into_parts();
+            parts.authority = authority.parse().ok();
+            ureq::http::Uri::from_parts(parts).ok()
+        });
         let agent_level = ConnectionDetails {
-            uri: details.uri,
+            uri: renamed.as_ref().unwrap_or(details.uri),
             addrs: details.addrs.clone(),
             config: details.config,
             request_level: false,
@@ -90,11 +110,19 @@ impl<In: Transport> Connector<In> for SharedTls {
             run_connector: details.run_connector.clone(),
             register_shutdown: details.register_shutdown.clone(),
         };
-        self.0.connect(&agent_level, chained)
+        self.connector.connect(&agent_level, chained)
     }
 }
 
 impl SharedTls {
+    /// Verify the server at `host` against `name` instead (see above).
+    pub(super) fn with_server_name(host: &str, name: Option<&str>) -> Self {
+        SharedTls {
+            connector: Arc::default(),
+            server_name: name.map(|n| Arc::new((host.to_string(), n.to_string()))),
+        }
+    }
+
     /// An agent with `config` whose TLS goes through this shared connector.
     pub(super) fn agent(&self, config: ureq::config::Config) -> ureq::Agent {
         let connector =
