@@ -70,6 +70,7 @@ use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::lease::{LeaderElectionRecord, MicroTime};
 use crate::lock::Lock;
+use crate::status::{ElectorStatus, FailureKind, LastError};
 use crate::watch::Watcher;
 
 /// client-go's `JitterFactor`: acquire retries wait `retry_period * [1, 2.2)`.
@@ -409,12 +410,30 @@ impl LeaderElector {
 }
 
 #[derive(Debug, Default)]
+struct Counters {
+    attempts: u64,
+    renews: u64,
+    slow_path_renews: u64,
+    transitions: u64,
+    requests: u64,
+    consecutive_failures: u64,
+}
+
+/// A failure of the same kind is logged at warn at most this often.
+const FAILURE_LOG_EVERY: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Default)]
 struct SharedState {
     leading: bool,
     last_renew: Option<Instant>,
     leader: Option<String>,
     /// When the last term ended `Lost` (cleared when leading again).
     lost_at: Option<Instant>,
+    last_renew_wall: Option<std::time::SystemTime>,
+    counters: Counters,
+    last_error: Option<LastError>,
+    /// The kind of failure last logged at warn, and when.
+    logged_failure: Option<(FailureKind, Instant)>,
     /// Another process renews the lease under our identity.
     duplicate_identity: bool,
 }
@@ -447,7 +466,15 @@ pub struct ElectorHandle {
     watcher: Option<Watcher>,
 }
 
-impl ElectorHandle {
+/// A cheap, cloneable, thread-safe view of a running elector, for a
+/// health endpoint or a metrics thread: everything [`ElectorHandle`]
+/// answers without stopping it. Never blocks on the network.
+#[derive(Debug, Clone)]
+pub struct Probe {
+    shared: Arc<Shared>,
+}
+
+impl Probe {
     /// True while this candidate leads and its last renew is younger than
     /// the renew deadline. Never blocks on the network.
     pub fn is_leader(&self) -> bool {
@@ -528,6 +555,92 @@ impl ElectorHandle {
     /// module docs). Cleared when this candidate leads.
     pub fn duplicate_identity(&self) -> bool {
         self.shared.lock().duplicate_identity
+    }
+
+    /// A snapshot of this elector's state and counters (never blocks on
+    /// the network); see [`ElectorStatus`], and
+    /// [`crate::status::render_prometheus`] for metrics.
+    pub fn status(&self) -> ElectorStatus {
+        let leading = self.is_leader();
+        let st = self.shared.lock();
+        let (namespace, name) = self
+            .shared
+            .describe
+            .split_once('/')
+            .unwrap_or(("", &self.shared.describe));
+        let c = &st.counters;
+        ElectorStatus {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            identity: self.shared.identity.clone(),
+            leading,
+            holder: st.leader.clone(),
+            last_renew: st.last_renew,
+            last_renew_wall: st.last_renew_wall,
+            last_error: st.last_error.clone(),
+            consecutive_failures: c.consecutive_failures,
+            attempts: c.attempts,
+            renews: c.renews,
+            slow_path_renews: c.slow_path_renews,
+            transitions: c.transitions,
+            requests: c.requests,
+            duplicate_identity: st.duplicate_identity,
+            since_last_renew: st
+                .last_renew
+                .map(|at| self.shared.clock.now().saturating_duration_since(at)),
+        }
+    }
+}
+
+impl ElectorHandle {
+    /// A view of this elector for other threads (see [`Probe`]).
+    pub fn probe(&self) -> Probe {
+        Probe {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// True while this candidate leads and its last renew is younger than
+    /// the renew deadline. Never blocks on the network.
+    pub fn is_leader(&self) -> bool {
+        self.probe().is_leader()
+    }
+
+    /// When the last successful acquire or renew request started, on the
+    /// elector's clock (of the current term, or the last one after it
+    /// ended); `None` before it first led.
+    pub fn last_renew(&self) -> Option<Instant> {
+        self.probe().last_renew()
+    }
+
+    /// The last observed holder of the lease, if any. Never blocks on the network.
+    pub fn leader(&self) -> Option<String> {
+        self.probe().leader()
+    }
+
+    /// This candidate's identity.
+    pub fn identity(&self) -> &str {
+        &self.shared.identity
+    }
+
+    /// `namespace/name` of the lock.
+    pub fn describe(&self) -> &str {
+        &self.shared.describe
+    }
+
+    /// Health check; see [`Probe::check`].
+    pub fn check(&self, max_tolerable_expired_lease: Duration) -> Result<()> {
+        self.probe().check(max_tolerable_expired_lease)
+    }
+
+    /// See [`Probe::duplicate_identity`].
+    pub fn duplicate_identity(&self) -> bool {
+        self.probe().duplicate_identity()
+    }
+
+    /// A snapshot of this elector's state and counters; see [`Probe::status`].
+    pub fn status(&self) -> ElectorStatus {
+        self.probe().status()
     }
 
     /// True once the elector thread has ended.
@@ -675,6 +788,7 @@ impl Run {
             let attempt =
                 self.try_acquire_or_renew(&self.deadline(start + self.cfg().renew_deadline));
             self.maybe_report_transition();
+            self.note_attempt(&attempt, "acquiring");
             let pause = match attempt {
                 Ok(true) => {
                     self.start_term(start);
@@ -683,19 +797,67 @@ impl Run {
                 Ok(false) => self
                     .jittered(self.cfg().retry_period)
                     .min(self.until_expiry()),
-                Err(ref e) => {
-                    if !self.shared.wake.is_stopped() {
-                        log::warn!("error acquiring lease {desc}: {e}");
-                    }
-                    self.jittered(self.cfg().retry_period)
-                        .max(retry_after(&attempt))
-                }
+                Err(_) => self
+                    .jittered(self.cfg().retry_period)
+                    .max(retry_after(&attempt)),
             };
             // A poke (the watched Lease changed) only makes the next attempt
             // earlier; the expiry rule in try_acquire_or_renew still decides.
             if self.shared.clock.sleep(pause, &self.shared.wake) == Wake::Stopped {
                 return false;
             }
+        }
+    }
+
+    /// Count an attempt, and make a failing set-up visible: the first
+    /// failure of a kind is logged at warn with what to check, repeats of
+    /// the same kind at most once a minute, and recovery once.
+    fn note_attempt(&mut self, attempt: &Result<bool>, doing: &str) {
+        let now = self.now();
+        let desc = &self.shared.describe;
+        let namespace = desc.split_once('/').map_or("", |(ns, _)| ns);
+        let mut st = self.shared.lock();
+        st.counters.attempts += 1;
+        let e = match attempt {
+            Ok(won) => {
+                if *won {
+                    st.counters.renews += 1;
+                    st.last_renew_wall = Some(self.shared.clock.system_time());
+                }
+                if st.counters.consecutive_failures > 0 {
+                    log::info!(
+                        "lease {desc}: requests succeed again after {} failed attempt(s)",
+                        st.counters.consecutive_failures
+                    );
+                }
+                st.counters.consecutive_failures = 0;
+                st.logged_failure = None;
+                return;
+            }
+            // A stop cut the request short: not a failure of the set-up.
+            Err(_) if self.shared.wake.is_stopped() => return,
+            Err(e) => e,
+        };
+        let kind = FailureKind::of(e);
+        st.counters.consecutive_failures += 1;
+        st.last_error = Some(LastError {
+            kind,
+            message: e.to_string(),
+            at: now,
+        });
+        let repeat_due = match st.logged_failure {
+            Some((k, at)) => k != kind || now.saturating_duration_since(at) >= FAILURE_LOG_EVERY,
+            None => true,
+        };
+        if repeat_due {
+            st.logged_failure = Some((kind, now));
+            log::warn!(
+                "error {doing} lease {desc}: {e} ({}; {} failed attempt(s) in a row)",
+                kind.hint(namespace),
+                st.counters.consecutive_failures
+            );
+        } else {
+            log::debug!("error {doing} lease {desc}: {e}");
         }
     }
 
@@ -743,6 +905,7 @@ impl Run {
                 }
                 let attempt = self.try_acquire_or_renew(&self.deadline(round_end));
                 self.maybe_report_transition();
+                self.note_attempt(&attempt, "renewing");
                 match attempt {
                     Ok(true) => {
                         self.shared.lock().last_renew = Some(start);
@@ -755,7 +918,7 @@ impl Run {
                     }
                     Ok(false) => {}
                     Err(_) if self.shared.wake.is_stopped() => return TermEnd::Stopped,
-                    Err(ref e) => log::warn!("error renewing lease {desc}: {e}"),
+                    Err(_) => {}
                 }
                 // As client-go's PollImmediateUntil: the next attempt is a
                 // retry period after this one *started* (at once if this
@@ -877,6 +1040,8 @@ impl Run {
         }
 
         // 2. Obtain or create the record.
+        let slow_path = self.is_leader_of_observed();
+        self.shared.lock().counters.requests += 1;
         let old = match self.lock.get(&round.capped(cap)) {
             Ok(old) => old,
             Err(e) if e.is_not_found() => {
@@ -911,6 +1076,9 @@ impl Run {
         record.strategy = old.strategy.clone();
         record.preferred_holder = old.preferred_holder.clone();
         self.write(&record, &round.capped(cap), false)?;
+        if slow_path {
+            self.shared.lock().counters.slow_path_renews += 1;
+        }
         Ok(true)
     }
 
@@ -926,6 +1094,7 @@ impl Run {
             self.written.remove(1);
         }
         self.written.push(record.clone());
+        self.shared.lock().counters.requests += 1;
         if create {
             self.lock.create(record, deadline)?;
         } else {
@@ -1026,7 +1195,13 @@ impl Run {
             return;
         }
         self.reported_leader = holder.clone();
-        self.shared.lock().leader = holder.clone();
+        {
+            let mut st = self.shared.lock();
+            st.leader = holder.clone();
+            if holder.is_some() {
+                st.counters.transitions += 1;
+            }
+        }
         if let Some(identity) = holder {
             if identity != self.lock.identity() {
                 log::info!("new leader elected on {}: {identity}", self.shared.describe);

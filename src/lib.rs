@@ -17,6 +17,7 @@
 //! - [`openshift`]: OpenShift's `LeaderElection` stanza, defaults, the
 //!   single-node profile and tolerances.
 //! - [`events`]: Kubernetes Events for transitions.
+//! - [`status`]: what an owner reads ([`ElectorStatus`]) and the Prometheus text.
 //! - [`clock`]: injectable time ([`ManualClock`] for tests).
 //! - [`deadline`]: time budgets as values ([`Deadline`]).
 //! - `testing` (feature `testing`): an embedded API server with fault injection.
@@ -69,6 +70,7 @@ pub mod events;
 pub mod lease;
 pub mod lock;
 pub mod openshift;
+pub mod status;
 #[cfg(test)]
 mod test_dir;
 #[cfg(feature = "testing")]
@@ -81,13 +83,14 @@ pub use deadline::Deadline;
 pub use duration::{format_go_duration, parse_go_duration, GoDurationError};
 pub use elector::{
     exit_on_lost_leadership, wait_for_lost_leadership, ElectorBuilder, ElectorConfig,
-    ElectorHandle, LeaderElector, LeaderEvent, LeadershipEnd, StopReason,
+    ElectorHandle, LeaderElector, LeaderEvent, LeadershipEnd, Probe, StopReason,
 };
 pub use error::{ApiStatus, Error, Result, StatusKind};
 pub use events::{EventRecorder, EventStats};
 pub use lease::{LeaderElectionRecord, Lease, LeaseSpec, MicroTime, ObjectMeta, Status};
 pub use lock::{identity, EventSink, LeaseLock, Lock};
 pub use openshift::{from_config, Election, LeaderElection, Tolerances};
+pub use status::{render_prometheus, ElectorStatus, FailureKind};
 
 /// The README's Rust examples, compiled as doc tests so they stay true.
 #[cfg(doctest)]

@@ -82,6 +82,7 @@ pub struct LeaseLock {
     identity: String,
     cached: Option<Lease>,
     events: Option<Arc<dyn EventSink>>,
+    labels: std::collections::BTreeMap<String, String>,
     /// What a watch on this Lease delivered since our last read or write.
     watched: LatestLease,
 }
@@ -101,7 +102,39 @@ impl LeaseLock {
             identity: identity.into(),
             cached: None,
             events: None,
+            labels: Default::default(),
             watched: LatestLease::new(),
+        }
+    }
+
+    /// Put these labels on the Lease, and keep them there on every write
+    /// (client-go's `NewWithLabels`); other labels on the Lease are kept.
+    ///
+    /// ```
+    /// # use lease_elector::{Client, ClientConfig, LeaseLock};
+    /// # let client = Client::new(ClientConfig::new("http://127.0.0.1:8001"))?;
+    /// let lock = LeaseLock::new(client, "ns", "my-operator", "pod-a")
+    ///     .with_labels([("app.kubernetes.io/name", "my-operator")]);
+    /// # Ok::<(), lease_elector::Error>(())
+    /// ```
+    pub fn with_labels<K: Into<String>, V: Into<String>>(
+        mut self,
+        labels: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        self.labels = labels
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        self
+    }
+
+    fn apply_labels(&self, lease: &mut Lease) {
+        if self.labels.is_empty() {
+            return;
+        }
+        let labels = lease.metadata.labels.get_or_insert_with(Default::default);
+        for (k, v) in &self.labels {
+            labels.insert(k.clone(), v.clone());
         }
     }
 
@@ -185,7 +218,8 @@ impl Lock for LeaseLock {
     }
 
     fn create(&mut self, record: &LeaderElectionRecord, deadline: &Deadline) -> Result<()> {
-        let lease = Lease::new(&self.namespace, &self.name, record);
+        let mut lease = Lease::new(&self.namespace, &self.name, record);
+        self.apply_labels(&mut lease);
         let stored = self.client.create_lease(&lease, deadline)?;
         self.watched.clear();
         self.check_identity(&stored, "create")?;
@@ -198,6 +232,7 @@ impl Lock for LeaseLock {
             lock: self.describe(),
         })?;
         lease.set_record(record);
+        self.apply_labels(&mut lease);
         let stored = self.client.replace_lease(&lease, deadline)?;
         self.watched.clear();
         self.check_identity(&stored, "update")?;

@@ -210,7 +210,10 @@ impl ClientConfig {
 
     /// With [`ClientConfig::impersonate`]: also act as these groups
     /// (one `Impersonate-Group` header each).
-    pub fn impersonate_groups<S: Into<String>>(mut self, groups: impl IntoIterator<Item = S>) -> Self {
+    pub fn impersonate_groups<S: Into<String>>(
+        mut self,
+        groups: impl IntoIterator<Item = S>,
+    ) -> Self {
         self.impersonate.get_or_insert_with(Default::default).groups =
             groups.into_iter().map(Into::into).collect();
         self

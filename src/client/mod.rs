@@ -114,17 +114,21 @@ impl Client {
             std::env::var(k).ok()
         }) {
             None => None,
-            Some(url) if url.starts_with("socks") => {
-                return Err(Error::InvalidConfig(format!(
-                    "proxy {url}: SOCKS proxies are not supported (use an http:// or https:// proxy)"
-                )))
-            }
-            Some(url) => Some(ureq::Proxy::new(&url).map_err(|e| {
-                Error::InvalidConfig(format!("proxy {url:?}: {e}"))
-            })?),
+            Some(url) if url.starts_with("socks") => return Err(Error::InvalidConfig(format!(
+                "proxy {url}: SOCKS proxies are not supported (use an http:// or https:// proxy)"
+            ))),
+            Some(url) => Some(
+                ureq::Proxy::new(&url)
+                    .map_err(|e| Error::InvalidConfig(format!("proxy {url:?}: {e}")))?,
+            ),
         };
         if let Some(p) = &proxy {
-            log::debug!("requests to {} go through the proxy {}:{}", config.base_url, p.host(), p.port());
+            log::debug!(
+                "requests to {} go through the proxy {}:{}",
+                config.base_url,
+                p.host(),
+                p.port()
+            );
         }
         let headers = impersonation_headers(config.impersonate.as_ref());
         let tls = tls::tls_config(&config, https)?;

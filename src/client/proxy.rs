@@ -119,12 +119,19 @@ mod tests {
     use super::*;
 
     fn env(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        move |k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
     }
 
     #[test]
     fn the_scheme_picks_the_variable_and_loopback_is_never_proxied() {
-        let e = env(&[("HTTPS_PROXY", "proxy:3128"), ("http_proxy", "http://p2:8080")]);
+        let e = env(&[
+            ("HTTPS_PROXY", "proxy:3128"),
+            ("http_proxy", "http://p2:8080"),
+        ]);
         let c = ProxyChoice::Environment;
         assert_eq!(
             choose(&c, true, "api.example", 6443, &e).as_deref(),
@@ -137,7 +144,10 @@ mod tests {
         for host in ["127.0.0.1", "localhost", "[::1]", "127.1.2.3"] {
             assert_eq!(choose(&c, true, host, 6443, &e), None, "{host}");
         }
-        assert_eq!(choose(&ProxyChoice::Direct, true, "api.example", 1, &e), None);
+        assert_eq!(
+            choose(&ProxyChoice::Direct, true, "api.example", 1, &e),
+            None
+        );
         let url = ProxyChoice::Url("http://kubeconfig-proxy:1".into());
         assert_eq!(
             choose(&url, true, "127.0.0.1", 1, &e).as_deref(),

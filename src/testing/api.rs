@@ -2,21 +2,35 @@
 
 use serde_json::{json, Map, Value};
 
+use super::discovery::Doc;
 use super::http::{Request, Response};
+use super::openapi;
+use super::selector::{FieldSelector, EVENT_FIELDS, LEASE_FIELDS};
 use super::stats::Kind;
 use super::status::{self, Resource, Target, EVENTS, LEASES};
 use super::store::{meta_str, Store};
+use super::table;
 use crate::lease::{MicroTime, LEASE_API_VERSION};
 
-/// What a request addresses.
+/// What a request addresses. An empty `ns` is every namespace (the
+/// API's `NamespaceAll`): the cluster-scoped list and watch paths.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Route {
     /// `/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}`
     Lease { ns: String, name: String },
-    /// `/apis/coordination.k8s.io/v1/namespaces/{ns}/leases`
+    /// `/apis/coordination.k8s.io/v1/namespaces/{ns}/leases`, or
+    /// `/apis/coordination.k8s.io/v1/leases` (`ns` empty)
     Leases { ns: String },
-    /// `/api/v1/namespaces/{ns}/events`
+    /// `/api/v1/namespaces/{ns}/events/{name}`
+    Event { ns: String, name: String },
+    /// `/api/v1/namespaces/{ns}/events`, or `/api/v1/events` (`ns` empty)
     Events { ns: String },
+    /// A discovery document (`/version`, `/api`, `/apis`, ...).
+    Discovery(Doc),
+    /// `/openapi/v3`
+    OpenApi,
+    /// `/openapi/v3/apis/coordination.k8s.io/v1`
+    OpenApiLeases,
     /// Anything else.
     Unknown,
 }
@@ -24,18 +38,27 @@ pub(crate) enum Route {
 impl Route {
     pub(crate) fn of(segments: &[String]) -> Route {
         let s: Vec<&str> = segments.iter().map(String::as_str).collect();
+        let ns = |ns: &str| ns.to_string();
         match s.as_slice() {
-            ["apis", "coordination.k8s.io", "v1", "namespaces", ns, "leases"] => {
-                Route::Leases { ns: ns.to_string() }
+            ["apis", "coordination.k8s.io", "v1", "leases"] => Route::Leases { ns: ns("") },
+            ["apis", "coordination.k8s.io", "v1", "namespaces", n, "leases"] => {
+                Route::Leases { ns: ns(n) }
             }
-            ["apis", "coordination.k8s.io", "v1", "namespaces", ns, "leases", name] => {
+            ["apis", "coordination.k8s.io", "v1", "namespaces", n, "leases", name] => {
                 Route::Lease {
-                    ns: ns.to_string(),
+                    ns: ns(n),
                     name: name.to_string(),
                 }
             }
-            ["api", "v1", "namespaces", ns, "events"] => Route::Events { ns: ns.to_string() },
-            _ => Route::Unknown,
+            ["api", "v1", "events"] => Route::Events { ns: ns("") },
+            ["api", "v1", "namespaces", n, "events"] => Route::Events { ns: ns(n) },
+            ["api", "v1", "namespaces", n, "events", name] => Route::Event {
+                ns: ns(n),
+                name: name.to_string(),
+            },
+            ["openapi", "v3"] => Route::OpenApi,
+            other if openapi::is_lease_doc(other) => Route::OpenApiLeases,
+            other => Doc::at(other).map_or(Route::Unknown, Route::Discovery),
         }
     }
 }
@@ -68,9 +91,16 @@ pub(crate) fn classify(route: &Route, req: &Request) -> (Kind, Option<Target>) {
             (Kind::Create, target("create", LEASES, ns, &name))
         }
         (Route::Leases { ns }, m) => (Kind::Other, target(verb(m), LEASES, ns, "")),
+        (Route::Event { ns, name }, m) => (Kind::Other, target(verb(m), EVENTS, ns, name)),
         (Route::Events { ns }, "POST") => (Kind::Event, target("create", EVENTS, ns, "")),
+        (Route::Events { ns }, "GET") if is_watch(req) => {
+            (Kind::Other, target("watch", EVENTS, ns, ""))
+        }
+        (Route::Events { ns }, "GET") => (Kind::Other, target("list", EVENTS, ns, "")),
         (Route::Events { ns }, m) => (Kind::Other, target(verb(m), EVENTS, ns, "")),
-        (Route::Unknown, _) => (Kind::Other, None),
+        (Route::Discovery(_) | Route::OpenApi | Route::OpenApiLeases | Route::Unknown, _) => {
+            (Kind::Other, None)
+        }
     }
 }
 
@@ -96,28 +126,82 @@ fn json_response(code: u16, v: &Value) -> Response {
     Response::json(code, v.to_string().into_bytes())
 }
 
+/// One object, or its Table when the client asked for one.
+fn object_response(req: &Request, printer: table::Printer, obj: &Value) -> Response {
+    match table::wanted(req) {
+        Some(version) => {
+            let rv = meta_str(obj, "resourceVersion").unwrap_or_default();
+            json_response(200, &printer.table(version, rv, std::slice::from_ref(obj)))
+        }
+        None => json_response(200, obj),
+    }
+}
+
+/// A list (`kind`, `apiVersion`) of `items` at the store's current
+/// version, or its Table when the client asked for one.
+fn list_response(
+    req: &Request,
+    store: &Store,
+    printer: table::Printer,
+    kind: &str,
+    api_version: &str,
+    items: Vec<Value>,
+) -> Response {
+    let rv = store.rv().to_string();
+    if let Some(version) = table::wanted(req) {
+        return json_response(200, &printer.table(version, &rv, &items));
+    }
+    let items: Vec<Value> = items.into_iter().map(list_item).collect();
+    json_response(
+        200,
+        &json!({
+            "kind": kind,
+            "apiVersion": api_version,
+            "metadata": { "resourceVersion": rv },
+            "items": items,
+        }),
+    )
+}
+
 /// Serve a non-watch request. Writes to `store` bump its resourceVersion;
 /// the caller wakes watchers.
 pub(crate) fn handle(store: &mut Store, route: &Route, req: &Request) -> Response {
-    let writes = matches!(
-        (route, req.method.as_str()),
-        (Route::Lease { .. }, "PUT") | (Route::Leases { .. } | Route::Events { .. }, "POST")
-    );
+    let writes = match (route, req.method.as_str()) {
+        (Route::Lease { .. }, "PUT") => true,
+        (Route::Leases { ns } | Route::Events { ns }, "POST") => !ns.is_empty(),
+        // DeleteOptions are optional; when sent, they are JSON.
+        (Route::Lease { .. }, "DELETE") => !req.body.is_empty(),
+        _ => false,
+    };
     if writes && !is_json(req.header("content-type")) {
         return status::unsupported_media_type(req.header("content-type").unwrap_or(""));
     }
     match (route, req.method.as_str()) {
         (Route::Lease { ns, name }, "GET") => match store.get(ns, name) {
-            Some(obj) => json_response(200, obj),
+            Some(obj) => object_response(req, table::LEASES, obj),
             None => status::not_found(LEASES, name),
         },
-        (Route::Lease { ns, name }, "PUT") => update(store, ns, name, &req.body),
-        (Route::Leases { ns }, "POST") => create(store, ns, &req.body),
+        (Route::Lease { ns, name }, "PUT") => update(store, ns, name, &req.body, strict(req)),
+        (Route::Lease { ns, name }, "PATCH") => patch(store, ns, name, req),
+        (Route::Lease { ns, name }, "DELETE") => delete(store, ns, name, &req.body),
+        (Route::Leases { ns }, "POST") if !ns.is_empty() => {
+            create(store, ns, &req.body, strict(req))
+        }
         (Route::Leases { ns }, "GET") => list(store, ns, req),
-        (Route::Events { ns }, "POST") => match decode_object(&req.body, "Event", false) {
-            Ok(obj) => json_response(201, &store.add_event(ns, obj)),
-            Err(resp) => resp,
+        (Route::Events { ns }, "POST") if !ns.is_empty() => {
+            match decode_object(&req.body, "Event", false) {
+                Ok(obj) => json_response(201, &store.add_event(ns, obj)),
+                Err(resp) => resp,
+            }
+        }
+        (Route::Events { ns }, "GET") if !is_watch(req) => list_events(store, ns, req),
+        (Route::Event { ns, name }, "GET") => match store.event(ns, name) {
+            Some(obj) => object_response(req, table::EVENTS, obj),
+            None => status::not_found(EVENTS, name),
         },
+        (Route::Discovery(doc), "GET") => json_response(200, &doc.body()),
+        (Route::OpenApi, "GET") => json_response(200, &openapi::root()),
+        (Route::OpenApiLeases, "GET") => json_response(200, &openapi::lease_doc()),
         (Route::Unknown, _) => status::path_not_found(),
         _ => status::method_not_allowed(),
     }
@@ -172,8 +256,25 @@ fn decode_object(body: &[u8], kind: &str, require_kind: bool) -> Result<Value, R
 /// Decode and check a Lease body for `ns` as the API server's decoder and
 /// `ValidateLease` would; the 422 checks are returned separately because
 /// the API server runs them after the precondition checks of an update.
-fn decode_lease(body: &[u8], ns: &str) -> Result<(Value, Option<Response>), Response> {
+fn decode_lease(
+    body: &[u8],
+    ns: &str,
+    strict: bool,
+) -> Result<(Value, Option<Response>), Response> {
     let obj = decode_object(body, "Lease", true)?;
+    if strict {
+        let unknown = unknown_lease_fields(&obj);
+        if !unknown.is_empty() {
+            let list: Vec<String> = unknown
+                .iter()
+                .map(|f| format!("unknown field \"{f}\""))
+                .collect();
+            return Err(cannot_handle(
+                "Lease",
+                &format!("strict decoding error: {}", list.join(", ")),
+            ));
+        }
+    }
     if let Some(v) = obj.get("apiVersion").and_then(Value::as_str) {
         if v != LEASE_API_VERSION {
             return Err(status::bad_request(&format!(
@@ -249,8 +350,8 @@ fn decode_lease(body: &[u8], ns: &str) -> Result<(Value, Option<Response>), Resp
     Ok((obj, invalid))
 }
 
-fn create(store: &mut Store, ns: &str, body: &[u8]) -> Response {
-    let (mut obj, invalid) = match decode_lease(body, ns) {
+fn create(store: &mut Store, ns: &str, body: &[u8], strict: bool) -> Response {
+    let (mut obj, invalid) = match decode_lease(body, ns, strict) {
         Ok(d) => d,
         Err(resp) => return resp,
     };
@@ -283,8 +384,8 @@ fn create(store: &mut Store, ns: &str, body: &[u8]) -> Response {
     json_response(201, &store.write(ns, &name, obj))
 }
 
-fn update(store: &mut Store, ns: &str, name: &str, body: &[u8]) -> Response {
-    let (obj, invalid) = match decode_lease(body, ns) {
+fn update(store: &mut Store, ns: &str, name: &str, body: &[u8], strict: bool) -> Response {
+    let (obj, invalid) = match decode_lease(body, ns, strict) {
         Ok(d) => d,
         Err(resp) => return resp,
     };
@@ -308,54 +409,198 @@ fn update(store: &mut Store, ns: &str, name: &str, body: &[u8]) -> Response {
     json_response(200, &store.write(ns, name, obj))
 }
 
-/// `metadata.name` from a `fieldSelector`, `Ok(None)` when there is none.
-pub(crate) fn name_selector(req: &Request) -> Result<Option<String>, Response> {
-    let Some(sel) = req.query("fieldSelector").filter(|s| !s.is_empty()) else {
-        return Ok(None);
+/// `?fieldValidation=Strict`: unknown fields are refused. Otherwise (as
+/// before this server knew the parameter) they are stored as sent, where
+/// the real server would drop them.
+fn strict(req: &Request) -> bool {
+    req.query("fieldValidation") == Some("Strict")
+}
+
+/// The fields of a Lease, its metadata and its spec the API server does
+/// not know, as strict decoding names them (`spec.foo`).
+fn unknown_lease_fields(obj: &Value) -> Vec<String> {
+    const TOP: &[&str] = &["apiVersion", "kind", "metadata", "spec"];
+    const META: &[&str] = &[
+        "name",
+        "generateName",
+        "namespace",
+        "selfLink",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "labels",
+        "annotations",
+        "ownerReferences",
+        "finalizers",
+        "managedFields",
+    ];
+    const SPEC: &[&str] = &[
+        "holderIdentity",
+        "leaseDurationSeconds",
+        "acquireTime",
+        "renewTime",
+        "leaseTransitions",
+        "strategy",
+        "preferredHolder",
+    ];
+    let mut unknown = Vec::new();
+    let mut check = |prefix: &str, v: Option<&Value>, known: &[&str]| {
+        for key in v
+            .and_then(Value::as_object)
+            .into_iter()
+            .flat_map(|m| m.keys())
+        {
+            if !known.contains(&key.as_str()) {
+                unknown.push(format!("{prefix}{key}"));
+            }
+        }
     };
-    let mut name = None;
-    for term in sel.split(',') {
-        let (field, value) = term
-            .split_once("==")
-            .or_else(|| term.split_once('='))
-            .ok_or_else(|| {
-                status::bad_request(&format!(
-                    "invalid selector: '{sel}'; can't understand '{term}'"
-                ))
-            })?;
-        match field {
-            "metadata.name" => name = Some(value.to_string()),
-            "metadata.namespace" => {}
-            other => {
-                return Err(status::bad_request(&format!(
-                    "\"{other}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
-                )))
+    check("", Some(obj), TOP);
+    check("metadata.", obj.get("metadata"), META);
+    check("spec.", obj.get("spec"), SPEC);
+    unknown
+}
+
+/// `PATCH` with a JSON merge patch (RFC 7386), or a strategic merge patch,
+/// which for a Lease (scalars only in its spec) merges the same way; the
+/// strategic directives (`$patch`, `$retainKeys`, ...) are refused. The
+/// patched object is then updated as a `PUT` would be: a
+/// `metadata.resourceVersion` in the patch is a precondition.
+fn patch(store: &mut Store, ns: &str, name: &str, req: &Request) -> Response {
+    let content_type = req.header("content-type").unwrap_or("");
+    let media = content_type.split(';').next().unwrap_or("").trim();
+    let strategic = media.eq_ignore_ascii_case("application/strategic-merge-patch+json");
+    if !strategic && !media.eq_ignore_ascii_case("application/merge-patch+json") {
+        return status::unsupported_patch_type(content_type);
+    }
+    let patch: Value = match serde_json::from_slice(&req.body) {
+        Ok(p @ Value::Object(_)) => p,
+        Ok(_) => return status::bad_request("the patch is not a JSON object"),
+        Err(e) => return status::bad_request(&format!("error decoding patch: {e}")),
+    };
+    if strategic && has_directive(&patch) {
+        return status::bad_request(
+            "strategic merge patch directives ($patch, $retainKeys, $setElementOrder, ...) \
+             are not supported by this test server",
+        );
+    }
+    let Some(stored) = store.get(ns, name) else {
+        return status::not_found(LEASES, name);
+    };
+    let mut merged = stored.clone();
+    merge_patch(&mut merged, &patch);
+    update(store, ns, name, merged.to_string().as_bytes(), strict(req))
+}
+
+fn has_directive(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => m
+            .iter()
+            .any(|(k, v)| k.starts_with('$') || has_directive(v)),
+        Value::Array(a) => a.iter().any(has_directive),
+        _ => false,
+    }
+}
+
+/// RFC 7386: objects merge key by key, `null` removes, anything else
+/// replaces.
+fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(p) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    if let Value::Object(t) = target {
+        for (k, v) in p {
+            if v.is_null() {
+                t.remove(k);
+            } else {
+                merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
             }
         }
     }
-    Ok(name)
+}
+
+/// `DELETE` with optional `DeleteOptions`: its preconditions are checked,
+/// everything else (grace period, propagation) means nothing for a Lease,
+/// which has no finalizers or dependents here. Answered, as for every
+/// resource whose registry does not return the deleted object, with a
+/// Success `Status` naming it.
+fn delete(store: &mut Store, ns: &str, name: &str, body: &[u8]) -> Response {
+    let options = if body.is_empty() {
+        Value::Null
+    } else {
+        match decode_object(body, "DeleteOptions", false) {
+            Ok(o) => o,
+            Err(resp) => return resp,
+        }
+    };
+    let Some(stored) = store.get(ns, name) else {
+        return status::not_found(LEASES, name);
+    };
+    let uid = meta_str(stored, "uid").unwrap_or_default().to_string();
+    for (field, what) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
+        let Some(want) = options["preconditions"][field].as_str() else {
+            continue;
+        };
+        let have = meta_str(stored, field).unwrap_or_default();
+        if want != have {
+            return status::precondition_failed(
+                LEASES,
+                ns,
+                name,
+                &format!("{what} in precondition: {want}, {what} in object meta: {have}"),
+            );
+        }
+    }
+    store.delete(ns, name);
+    json_response(200, &status::deleted(LEASES, name, &uid))
+}
+
+/// Items as a list carries them: without their own `kind`/`apiVersion`,
+/// which the list's type already says.
+fn list_item(mut obj: Value) -> Value {
+    if let Some(m) = obj.as_object_mut() {
+        m.remove("kind");
+        m.remove("apiVersion");
+    }
+    obj
 }
 
 fn list(store: &Store, ns: &str, req: &Request) -> Response {
-    let name = match name_selector(req) {
-        Ok(n) => n,
+    let selector = match FieldSelector::of(req, LEASE_FIELDS) {
+        Ok(s) => s,
         Err(resp) => return resp,
     };
     let items: Vec<Value> = store
         .list(ns)
         .into_iter()
-        .filter(|o| {
-            name.as_deref()
-                .is_none_or(|n| meta_str(o, "name") == Some(n))
-        })
+        .filter(|o| selector.matches(o))
         .collect();
-    json_response(
-        200,
-        &json!({
-            "kind": "LeaseList",
-            "apiVersion": LEASE_API_VERSION,
-            "metadata": { "resourceVersion": store.rv().to_string() },
-            "items": items,
-        }),
+    list_response(
+        req,
+        store,
+        table::LEASES,
+        "LeaseList",
+        LEASE_API_VERSION,
+        items,
     )
+}
+
+fn list_events(store: &Store, ns: &str, req: &Request) -> Response {
+    let selector = match FieldSelector::of(req, EVENT_FIELDS) {
+        Ok(s) => s,
+        Err(resp) => return resp,
+    };
+    let items: Vec<Value> = store
+        .events_in(ns)
+        .filter(|o| selector.matches(o))
+        .cloned()
+        .collect();
+    list_response(req, store, table::EVENTS, "EventList", "v1", items)
 }

@@ -111,13 +111,18 @@
 //! `resourceVersion` is sent).
 
 mod api;
+mod discovery;
 mod faults;
 mod hang;
 mod http;
+mod kubeconfig;
+mod openapi;
+mod selector;
 mod server;
 mod stats;
 mod status;
 mod store;
+mod table;
 mod tls;
 mod watch;
 
@@ -277,6 +282,31 @@ impl TestApiServer {
     /// The CA bundle (PEM) clients must trust to talk TLS to this server.
     pub fn ca_pem(&self) -> &'static [u8] {
         tls::CA_PEM
+    }
+
+    /// Write a kubeconfig for this server to `path` (replacing it; mode
+    /// `0600` on Unix, since it may hold a token), so kubectl, and any
+    /// program that reads a kubeconfig, can talk to it: the server URL, the
+    /// CA inline (`certificate-authority-data`) when TLS is on, `token`
+    /// when given, and a current context whose namespace is `default`.
+    ///
+    /// As with a real cluster, kubectl sends the token only over TLS.
+    ///
+    /// ```no_run
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::builder().tls(true).tokens(&["s3cret"]).build()?;
+    /// server.write_kubeconfig("/tmp/test-apiserver.kubeconfig", Some("s3cret"))?;
+    /// // KUBECONFIG=/tmp/test-apiserver.kubeconfig kubectl get leases -A
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn write_kubeconfig(
+        &self,
+        path: impl AsRef<std::path::Path>,
+        token: Option<&str>,
+    ) -> io::Result<()> {
+        let ca = self.tls.then(|| self.ca_pem());
+        kubeconfig::write(path.as_ref(), &kubeconfig::render(&self.url(), ca, token))
     }
 
     /// The stored Lease `namespace/name`, as the API would return it.

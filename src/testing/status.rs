@@ -97,6 +97,39 @@ pub(crate) fn conflict(res: Resource, name: &str) -> Response {
     )
 }
 
+/// 409 for a delete whose preconditions (`uid`, `resourceVersion`) do not
+/// hold, with the storage error the real server lets through verbatim.
+pub(crate) fn precondition_failed(res: Resource, ns: &str, name: &str, detail: &str) -> Response {
+    failure(
+        409,
+        "Conflict",
+        &format!(
+            "Operation cannot be fulfilled on {} \"{name}\": StorageError: invalid object, \
+             Code: 4, Key: /registry/{}/{ns}/{name}, ResourceVersion: 0, \
+             AdditionalErrorMsg: Precondition failed: {detail}",
+            res.qualified(),
+            res.plural,
+        ),
+        res.details(name),
+    )
+}
+
+/// The Success `Status` a delete answers with (the API server's
+/// `finalizeDelete`: `kind` holds the resource, and no `code`).
+pub(crate) fn deleted(res: Resource, name: &str, uid: &str) -> Value {
+    let mut details = res.details(name);
+    if let Some(d) = details.as_object_mut() {
+        d.insert("uid".into(), uid.into());
+    }
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    })
+}
+
 pub(crate) fn bad_request(message: &str) -> Response {
     failure(400, "BadRequest", message, json!({}))
 }
@@ -154,13 +187,18 @@ pub(crate) fn forbidden(t: &Target) -> Response {
     } else {
         format!("{} \"{}\"", t.resource.qualified(), t.name)
     };
+    let scope = if t.namespace.is_empty() {
+        "at the cluster scope".to_string()
+    } else {
+        format!("in the namespace \"{}\"", t.namespace)
+    };
     failure(
         403,
         "Forbidden",
         &format!(
             "{subject} is forbidden: User \"{FORBIDDEN_USER}\" cannot {} resource \"{}\" \
-             in API group \"{}\" in the namespace \"{}\"",
-            t.verb, t.resource.plural, t.resource.group, t.namespace
+             in API group \"{}\" {scope}",
+            t.verb, t.resource.plural, t.resource.group
         ),
         t.resource.details(&t.name),
     )
@@ -280,6 +318,20 @@ pub(crate) fn unsupported_media_type(content_type: &str) -> Response {
         &format!(
             "the body of the request was in an unknown format - accepted media types include: \
              application/json, application/yaml, application/vnd.kubernetes.protobuf \
+             (got {content_type:?})"
+        ),
+        json!({}),
+    )
+}
+
+/// 415 for a `PATCH` whose patch type is not served.
+pub(crate) fn unsupported_patch_type(content_type: &str) -> Response {
+    failure(
+        415,
+        "UnsupportedMediaType",
+        &format!(
+            "the body of the request was in an unknown format - accepted media types include: \
+             application/merge-patch+json, application/strategic-merge-patch+json \
              (got {content_type:?})"
         ),
         json!({}),

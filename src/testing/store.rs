@@ -87,10 +87,12 @@ impl Store {
         self.leases.get(&(ns.to_string(), name.to_string()))
     }
 
+    /// The Leases of `ns` (of every namespace when `ns` is empty), ordered
+    /// by namespace and name.
     pub(crate) fn list(&self, ns: &str) -> Vec<Value> {
         self.leases
             .iter()
-            .filter(|((n, _), _)| n == ns)
+            .filter(|((n, _), _)| ns.is_empty() || n == ns)
             .map(|(_, v)| v.clone())
             .collect()
     }
@@ -158,11 +160,16 @@ impl Store {
         });
     }
 
-    /// Changes to `ns/name` after resourceVersion `after`.
+    /// Changes to `ns/name` (`ns` empty: in every namespace) after
+    /// resourceVersion `after`.
     pub(crate) fn changes_since(&self, after: u64, ns: &str, name: Option<&str>) -> Vec<Change> {
         self.changes
             .iter()
-            .filter(|c| c.rv > after && c.namespace == ns && name.is_none_or(|n| c.name == n))
+            .filter(|c| {
+                c.rv > after
+                    && (ns.is_empty() || c.namespace == ns)
+                    && name.is_none_or(|n| c.name == n)
+            })
             .cloned()
             .collect()
     }
@@ -194,6 +201,21 @@ impl Store {
 
     pub(crate) fn events(&self) -> Vec<Value> {
         self.events.clone()
+    }
+
+    /// The Events of `ns` (of every namespace when `ns` is empty), oldest
+    /// first.
+    pub(crate) fn events_in(&self, ns: &str) -> impl Iterator<Item = &Value> + '_ {
+        let ns = ns.to_string();
+        self.events
+            .iter()
+            .filter(move |e| ns.is_empty() || meta_str(e, "namespace") == Some(ns.as_str()))
+    }
+
+    /// The Event `ns/name`.
+    pub(crate) fn event(&self, ns: &str, name: &str) -> Option<&Value> {
+        self.events_in(ns)
+            .find(|e| meta_str(e, "name") == Some(name))
     }
 }
 

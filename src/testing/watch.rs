@@ -6,11 +6,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::api;
 use super::http::{self, Request};
+use super::selector::{FieldSelector, LEASE_FIELDS};
 use super::server::{self, Next, Shared, Stream};
 use super::status;
 use super::store::{meta_str, EventType};
+use super::table;
 
 /// How often an idle watch checks whether its client went away.
 const PROBE_EVERY: Duration = Duration::from_millis(100);
@@ -25,7 +26,18 @@ enum End {
     Abort,
 }
 
-fn line(kind: EventType, object: &Value) -> Vec<u8> {
+/// One watch event; with `table` (the Table version kubectl asked for),
+/// the object goes out printed as a one-row Table.
+fn line(kind: EventType, object: &Value, table: Option<&str>) -> Vec<u8> {
+    let printed;
+    let object = match table {
+        Some(version) => {
+            let rv = meta_str(object, "resourceVersion").unwrap_or_default();
+            printed = table::LEASES.table(version, rv, std::slice::from_ref(object));
+            &printed
+        }
+        None => object,
+    };
     let mut l = json!({ "type": kind.as_str(), "object": object })
         .to_string()
         .into_bytes();
@@ -62,10 +74,12 @@ pub(crate) fn serve(
             Err(_) => Next::Close,
         }
     };
-    let name = match api::name_selector(req) {
-        Ok(n) => n,
+    let selector = match FieldSelector::of(req, LEASE_FIELDS) {
+        Ok(s) => s,
         Err(resp) => return bad(conn, resp),
     };
+    let name = selector.name().map(str::to_string);
+    let table = table::wanted(req);
     let since = match req
         .query("resourceVersion")
         .filter(|v| !v.is_empty() && *v != "0")
@@ -83,23 +97,20 @@ pub(crate) fn serve(
         .query("timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())
         .map(|s| Instant::now() + Duration::from_secs(s));
-    let matches = |o: &Value| {
-        name.as_deref()
-            .is_none_or(|n| meta_str(o, "name") == Some(n))
-    };
+    let matches = |o: &Value| selector.matches(o);
 
     let (initial, mut last) = {
         let st = shared.lock();
         let current = st.store.list(ns).into_iter().filter(|o| matches(o));
         let initial: Vec<Vec<u8>> = match since {
-            None => current.map(|o| line(EventType::Added, &o)).collect(),
+            None => current.map(|o| line(EventType::Added, &o, table)).collect(),
             Some(rv) => current
                 .filter(|o| {
                     meta_str(o, "resourceVersion")
                         .and_then(|v| v.parse::<u64>().ok())
                         .is_some_and(|orv| orv > rv)
                 })
-                .map(|o| line(EventType::Modified, &o))
+                .map(|o| line(EventType::Modified, &o, table))
                 .collect(),
         };
         (initial, st.store.rv())
@@ -131,10 +142,14 @@ pub(crate) fn serve(
                     let changes = st.store.changes_since(last, ns, name.as_deref());
                     if let Some(c) = changes.last() {
                         last = c.rv;
-                        break (
-                            changes.iter().map(|c| line(c.kind, &c.object)).collect(),
-                            None,
-                        );
+                        let lines: Vec<Vec<u8>> = changes
+                            .iter()
+                            .filter(|c| matches(&c.object))
+                            .map(|c| line(c.kind, &c.object, table))
+                            .collect();
+                        if !lines.is_empty() {
+                            break (lines, None);
+                        }
                     }
                     let now = Instant::now();
                     if timeout.is_some_and(|t| now >= t) {

@@ -1,0 +1,281 @@
+//! What an owner reads about a running elector: [`ElectorStatus`] (from
+//! [`crate::ElectorHandle::status`], never blocking on the network) and its
+//! Prometheus text rendering with client-go's metric names. No I/O here.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::error::{Error, StatusKind};
+
+/// A snapshot of an elector's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ElectorStatus {
+    /// The Lease's namespace.
+    pub namespace: String,
+    /// The Lease's name.
+    pub name: String,
+    /// This candidate's identity.
+    pub identity: String,
+    /// Leading now (and its last renew is younger than the renew deadline).
+    pub leading: bool,
+    /// The holder last observed on the Lease, if any.
+    pub holder: Option<String>,
+    /// When the last successful acquire or renew request started, on the
+    /// elector's clock.
+    pub last_renew: Option<Instant>,
+    /// The same, as wall-clock time.
+    pub last_renew_wall: Option<SystemTime>,
+    /// The last failed attempt's error, if the last attempt failed or an
+    /// earlier one did since the last success.
+    pub last_error: Option<LastError>,
+    /// Attempts that failed since the last one that succeeded.
+    pub consecutive_failures: u64,
+    /// Acquire and renew attempts made.
+    pub attempts: u64,
+    /// Successful acquires and renews (writes of our record).
+    pub renews: u64,
+    /// Renews that needed the slow path (a read after the optimistic write
+    /// failed), client-go's `slowpath`.
+    pub slow_path_renews: u64,
+    /// Changes of holder observed (including to this candidate).
+    pub transitions: u64,
+    /// Calls to the lock: each is a request, except a read that a watch
+    /// event stood in for.
+    pub requests: u64,
+    /// Another process was seen renewing the Lease under this identity.
+    pub duplicate_identity: bool,
+    /// Seconds since the last successful renew, on the elector's clock.
+    pub since_last_renew: Option<Duration>,
+}
+
+/// The last failure, classified for an owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastError {
+    /// What kind of failure.
+    pub kind: FailureKind,
+    /// The error's message.
+    pub message: String,
+    /// When it happened, on the elector's clock.
+    pub at: Instant,
+}
+
+/// What kind of failure an attempt met; each kind names what to check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FailureKind {
+    /// 403: the identity lacks RBAC on Leases.
+    Forbidden,
+    /// 401: the credentials are wrong or expired.
+    Unauthorized,
+    /// 404 on create: the namespace does not exist.
+    NotFound,
+    /// TLS failed: the server certificate does not chain to the CA given.
+    Tls,
+    /// No answer: unreachable, reset, timed out.
+    Transport,
+    /// 5xx or 429.
+    Server,
+    /// An answer that could not be used (bad body, wrong object).
+    BadAnswer,
+    /// Anything else.
+    Other,
+}
+
+impl FailureKind {
+    /// Classify `e`.
+    pub fn of(e: &Error) -> FailureKind {
+        match e {
+            Error::Api { status, .. } => match status.kind {
+                StatusKind::Forbidden => FailureKind::Forbidden,
+                StatusKind::Unauthorized => FailureKind::Unauthorized,
+                StatusKind::NotFound => FailureKind::NotFound,
+                StatusKind::ServerError | StatusKind::TooManyRequests => FailureKind::Server,
+                _ => FailureKind::Other,
+            },
+            Error::Transport { source, .. } => {
+                let text = format!("{source:?} {source}").to_ascii_lowercase();
+                if ["certificate", "tls", "unknownissuer", "handshake"]
+                    .iter()
+                    .any(|w| text.contains(w))
+                {
+                    FailureKind::Tls
+                } else {
+                    FailureKind::Transport
+                }
+            }
+            Error::Decode { .. } => FailureKind::BadAnswer,
+            _ => FailureKind::Other,
+        }
+    }
+
+    /// What to check, for a log line or a status page.
+    pub fn hint(self, namespace: &str) -> String {
+        match self {
+            FailureKind::Forbidden => format!(
+                "check RBAC: the identity needs get, create and update on leases.coordination.k8s.io in namespace {namespace}"
+            ),
+            FailureKind::Unauthorized => {
+                "check the credentials: the token or certificate is missing, wrong or expired".into()
+            }
+            FailureKind::NotFound => format!("check that namespace {namespace} exists"),
+            FailureKind::Tls => {
+                "check the CA bundle: the server certificate must chain to it and name the host".into()
+            }
+            FailureKind::Transport => "check that the API server URL is reachable".into(),
+            FailureKind::Server => "the API server is failing or throttling; retrying".into(),
+            FailureKind::BadAnswer => "the server's answer was not a usable Lease".into(),
+            FailureKind::Other => "see the error".into(),
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            FailureKind::Forbidden => "forbidden",
+            FailureKind::Unauthorized => "unauthorized",
+            FailureKind::NotFound => "not_found",
+            FailureKind::Tls => "tls",
+            FailureKind::Transport => "transport",
+            FailureKind::Server => "server",
+            FailureKind::BadAnswer => "bad_answer",
+            FailureKind::Other => "other",
+        }
+    }
+}
+
+/// One metric family: name, type, help, and a value per elector.
+struct Family {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    value: fn(&ElectorStatus) -> Option<f64>,
+    /// client-go's families carry only `name`; ours `namespace` and `name`.
+    client_go: bool,
+}
+
+const FAMILIES: &[Family] = &[
+    Family {
+        name: "leader_election_master_status",
+        kind: "gauge",
+        help: "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease.",
+        value: |s| Some(f64::from(u8::from(s.leading))),
+        client_go: true,
+    },
+    Family {
+        name: "leader_election_slowpath_total",
+        kind: "counter",
+        help: "Total number of slow path exercised in renewing leader leases. 'name' is the string used to identify the lease.",
+        value: |s| Some(s.slow_path_renews as f64),
+        client_go: true,
+    },
+    Family {
+        name: "lease_elector_attempts_total",
+        kind: "counter",
+        help: "Acquire and renew attempts made.",
+        value: |s| Some(s.attempts as f64),
+        client_go: false,
+    },
+    Family {
+        name: "lease_elector_renews_total",
+        kind: "counter",
+        help: "Successful acquires and renews.",
+        value: |s| Some(s.renews as f64),
+        client_go: false,
+    },
+    Family {
+        name: "lease_elector_renew_failures_total",
+        kind: "counter",
+        help: "Acquire and renew attempts that failed.",
+        value: |s| Some(s.attempts.saturating_sub(s.renews) as f64),
+        client_go: false,
+    },
+    Family {
+        name: "lease_elector_consecutive_failures",
+        kind: "gauge",
+        help: "Attempts that failed since the last one that succeeded.",
+        value: |s| Some(s.consecutive_failures as f64),
+        client_go: false,
+    },
+    Family {
+        name: "lease_elector_leader_transitions_total",
+        kind: "counter",
+        help: "Changes of lease holder observed.",
+        value: |s| Some(s.transitions as f64),
+        client_go: false,
+    },
+    Family {
+        name: "lease_elector_requests_total",
+        kind: "counter",
+        help: "Calls to the lock (each a request to the API server unless a watch event stood in for a read).",
+        value: |s| Some(s.requests as f64),
+        client_go: false,
+    },
+    Family {
+        name: "lease_elector_seconds_since_last_renew",
+        kind: "gauge",
+        help: "Seconds since the last successful acquire or renew started; absent before the first.",
+        value: |s| s.since_last_renew.map(|d| d.as_secs_f64()),
+        client_go: false,
+    },
+    Family {
+        name: "lease_elector_duplicate_identity",
+        kind: "gauge",
+        help: "1 when another process was seen renewing the lease under this candidate's identity.",
+        value: |s| Some(f64::from(u8::from(s.duplicate_identity))),
+        client_go: false,
+    },
+];
+
+/// The Prometheus text exposition (format 0.0.4) of these electors: each
+/// metric family once, with `# HELP` and `# TYPE`, one sample per elector.
+///
+/// ```
+/// # use lease_elector::status::render_prometheus;
+/// let text = render_prometheus(&[]);
+/// assert!(text.contains("# TYPE leader_election_master_status gauge"));
+/// ```
+pub fn render_prometheus(electors: &[ElectorStatus]) -> String {
+    let mut out = String::new();
+    for f in FAMILIES {
+        let _ = writeln!(out, "# HELP {} {}", f.name, f.help);
+        let _ = writeln!(out, "# TYPE {} {}", f.name, f.kind);
+        for s in electors {
+            let Some(v) = (f.value)(s) else { continue };
+            if f.client_go {
+                let _ = writeln!(out, "{}{{name=\"{}\"}} {v}", f.name, escape(&s.name));
+            } else {
+                let _ = writeln!(
+                    out,
+                    "{}{{namespace=\"{}\",name=\"{}\"}} {v}",
+                    f.name,
+                    escape(&s.namespace),
+                    escape(&s.name)
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP lease_elector_last_error_info The kind of the last failure (1), when the last attempt failed."
+    );
+    let _ = writeln!(out, "# TYPE lease_elector_last_error_info gauge");
+    for s in electors {
+        if let (Some(e), true) = (&s.last_error, s.consecutive_failures > 0) {
+            let _ = writeln!(
+                out,
+                "lease_elector_last_error_info{{namespace=\"{}\",name=\"{}\",kind=\"{}\"}} 1",
+                escape(&s.namespace),
+                escape(&s.name),
+                e.kind.label()
+            );
+        }
+    }
+    out
+}
+
+/// Label values escape `\`, `"` and newlines.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
