@@ -64,6 +64,15 @@ exp=$(cat "$PLUGIN_DIR/expiry" 2>/dev/null)
 printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"%s"%s}}\n' \
   "$(cat "$PLUGIN_DIR/token")" "${exp:+,\"expirationTimestamp\":\"$exp\"}""#;
 
+/// Credentials are used only over TLS, as kubectl uses them.
+fn tls_server(token: &str) -> TestApiServer {
+    TestApiServer::builder()
+        .tls(true)
+        .tokens(&[token])
+        .build()
+        .unwrap()
+}
+
 fn get(client: &Client) -> lease_elector::Result<()> {
     client
         .get_lease("ns", "probe", &Deadline::from_now(Duration::from_secs(5)))
@@ -72,11 +81,7 @@ fn get(client: &Client) -> lease_elector::Result<()> {
 
 #[test]
 fn token_is_cached_and_renewed_after_a_401_and_at_expiry() {
-    let server = TestApiServer::builder()
-        .tls(true)
-        .tokens(&["t1"])
-        .build()
-        .unwrap();
+    let server = tls_server("t1");
     server.put_lease(
         "ns",
         json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "probe"}}),
@@ -128,11 +133,7 @@ fn token_is_cached_and_renewed_after_a_401_and_at_expiry() {
 
 #[test]
 fn plugin_failures_are_errors_that_name_the_plugin() {
-    let server = TestApiServer::builder()
-        .tls(true)
-        .tokens(&["t"])
-        .build()
-        .unwrap();
+    let server = tls_server("t");
     let cases = [
         (
             "echo 'token expired, run aws sso login' >&2; exit 1",
@@ -177,11 +178,7 @@ fn plugin_failures_are_errors_that_name_the_plugin() {
 /// open) costs the request's time budget, not the caller's liveness.
 #[test]
 fn hung_plugin_is_killed_within_the_request_budget() {
-    let server = TestApiServer::builder()
-        .tls(true)
-        .tokens(&["t"])
-        .build()
-        .unwrap();
+    let server = tls_server("t");
     let dir = TempDir::new();
     dir.script("plugin.sh", "sleep 30; echo late");
     let path = kubeconfig(
@@ -209,11 +206,7 @@ fn hung_plugin_is_killed_within_the_request_budget() {
 /// plugin runs once.
 #[test]
 fn a_slow_plugin_run_is_shared_and_each_waiter_keeps_its_own_deadline() {
-    let server = TestApiServer::builder()
-        .tls(true)
-        .tokens(&["t1"])
-        .build()
-        .unwrap();
+    let server = tls_server("t1");
     let dir = TempDir::new();
     dir.write("token", "t1");
     dir.script(

@@ -10,17 +10,18 @@
 //! - No answer (a huge `Retry-After`) can panic the elector or park it.
 //! - Two candidates sharing one identity never both lead.
 
+mod common;
+
 use std::collections::VecDeque;
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::{wait_started, wait_stopped, WAIT};
 use lease_elector::{
     ApiStatus, Clock, Deadline, ElectorConfig, ElectorHandle, Error, LeaderElectionRecord,
     LeaderElector, LeaderEvent, Lock, ManualClock, Result, StopReason,
 };
-
-const WAIT: Duration = Duration::from_secs(20);
 
 /// What the server does with one request.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -228,26 +229,6 @@ impl Lock for ScriptedLock {
 /// client-go's 15s / 10s / 2s (request cap 5 s).
 fn config() -> ElectorConfig {
     ElectorConfig::default()
-}
-
-fn wait_started(rx: &Receiver<LeaderEvent>) -> Instant {
-    loop {
-        match rx.recv_timeout(WAIT).expect("an elector event") {
-            LeaderEvent::StartedLeading { at } => return at,
-            LeaderEvent::NewLeader { .. } => continue,
-            other => panic!("expected StartedLeading, got {other:?}"),
-        }
-    }
-}
-
-fn wait_stopped(rx: &Receiver<LeaderEvent>) -> (Instant, StopReason) {
-    loop {
-        match rx.recv_timeout(WAIT).expect("an elector event") {
-            LeaderEvent::StoppedLeading { at, reason } => return (at, reason),
-            LeaderEvent::NewLeader { .. } => continue,
-            other => panic!("expected StoppedLeading, got {other:?}"),
-        }
-    }
 }
 
 /// Lead, then let `fault` answer every later request; the lateness of

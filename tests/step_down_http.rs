@@ -44,26 +44,6 @@ fn spawn(
         .unwrap()
 }
 
-fn started(rx: &Receiver<LeaderEvent>) -> Instant {
-    loop {
-        match rx.recv_timeout(WAIT).expect("StartedLeading") {
-            LeaderEvent::StartedLeading { at } => return at,
-            LeaderEvent::NewLeader { .. } => {}
-            other => panic!("{other:?}"),
-        }
-    }
-}
-
-fn stopped(rx: &Receiver<LeaderEvent>) -> (Instant, StopReason) {
-    loop {
-        match rx.recv_timeout(WAIT).expect("StoppedLeading") {
-            LeaderEvent::StoppedLeading { at, reason } => return (at, reason),
-            LeaderEvent::NewLeader { .. } => {}
-            other => panic!("{other:?}"),
-        }
-    }
-}
-
 fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + WAIT;
     while !cond() {
@@ -92,15 +72,15 @@ fn leader_faulted_while_follower_is_healthy(faults: &[Fault]) -> Duration {
         "a",
         short(),
     );
-    started(&a_rx);
+    wait_started(&a_rx);
     let (b, b_rx) = spawn(ClientConfig::new(server.url()).token("b"), "b", short());
     wait_until("b to see a lead", || b.leader().as_deref() == Some("a"));
     for f in faults {
         server.inject(f.clone().bearer("a"));
     }
-    let (a_stopped, reason) = stopped(&a_rx);
+    let (a_stopped, reason) = wait_stopped(&a_rx);
     assert_eq!(reason, StopReason::Lost);
-    let b_started = started(&b_rx);
+    let b_started = wait_started(&b_rx);
     assert!(
         a_stopped < b_started,
         "two leaders for {:?}",
@@ -168,7 +148,7 @@ fn one_held_request_over_tls_does_not_cost_the_term() {
     let cap = timings.request_cap();
     assert_eq!(cap, Duration::from_secs(2));
     let (a, a_rx) = spawn(tls_client(&server), "a", timings.clone());
-    started(&a_rx);
+    wait_started(&a_rx);
     let renew_time = || server.lease(NS, LEASE).unwrap()["spec"]["renewTime"].clone();
     let before = server.stats();
     server.inject(Fault::hang().method("PUT"));
@@ -198,9 +178,9 @@ fn one_held_request_over_tls_does_not_cost_the_term() {
 fn a_server_that_hangs_every_request_ends_the_term_within_the_renew_deadline() {
     let server = TestApiServer::builder().tls(true).build().unwrap();
     let (a, a_rx) = spawn(tls_client(&server), "a", short());
-    started(&a_rx);
+    wait_started(&a_rx);
     server.inject(Fault::hang().times(usize::MAX));
-    let (at, reason) = stopped(&a_rx);
+    let (at, reason) = wait_stopped(&a_rx);
     assert_eq!(reason, StopReason::Lost);
     let bound = a.last_renew().unwrap() + short().renew_deadline;
     let late = at.saturating_duration_since(bound);
@@ -224,7 +204,7 @@ fn stop_does_not_wait_for_a_hung_request() {
         "a",
         timings,
     );
-    started(&a_rx);
+    wait_started(&a_rx);
     let before = server.stats();
     server.inject(Fault::hang().times(usize::MAX));
     wait_until("a renew to hang", || {
@@ -241,7 +221,7 @@ fn stop_does_not_wait_for_a_hung_request() {
         took < Duration::from_millis(500) + SLACK * 3,
         "stop() took {took:?}"
     );
-    let (_, reason) = stopped(&a_rx);
+    let (_, reason) = wait_stopped(&a_rx);
     assert_eq!(reason, StopReason::Stopped);
     server.clear_faults();
 }
@@ -256,7 +236,7 @@ fn stop_while_healthy_still_releases() {
         ..short()
     };
     let (a, a_rx) = spawn(ClientConfig::new(server.url()), "a", timings);
-    started(&a_rx);
+    wait_started(&a_rx);
     a.stop().unwrap();
     let holder = server.lease(NS, LEASE).unwrap()["spec"]["holderIdentity"].clone();
     assert!(holder.is_null() || holder == "", "not released: {holder}");

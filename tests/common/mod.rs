@@ -203,3 +203,25 @@ impl Cluster {
             .expect("known id")
     }
 }
+
+/// Wait for `StartedLeading` (skipping `NewLeader`); its `at`.
+pub fn wait_started(rx: &Receiver<LeaderEvent>) -> std::time::Instant {
+    loop {
+        match rx.recv_timeout(WAIT).expect("an elector event") {
+            LeaderEvent::StartedLeading { at } => return at,
+            LeaderEvent::NewLeader { .. } => continue,
+            other => panic!("expected StartedLeading, got {other:?}"),
+        }
+    }
+}
+
+/// Wait for `StoppedLeading` (skipping `NewLeader`); its `at` and reason.
+pub fn wait_stopped(rx: &Receiver<LeaderEvent>) -> (std::time::Instant, lease_elector::StopReason) {
+    loop {
+        match rx.recv_timeout(WAIT).expect("an elector event") {
+            LeaderEvent::StoppedLeading { at, reason } => return (at, reason),
+            LeaderEvent::NewLeader { .. } => continue,
+            other => panic!("expected StoppedLeading, got {other:?}"),
+        }
+    }
+}
