@@ -4,23 +4,38 @@
 //!
 //! Every StartedLeading/StoppedLeading is recorded. The test asserts that
 //! leadership intervals never overlap (after every phase and over the whole
-//! run), that a leader came back within the client-go bound after every
-//! phase, that the server's `leaseTransitions` matches the takeovers seen,
-//! and that every elector stopped promptly and without a panic. `cargo test --test chaos --
-//! --nocapture` prints a summary.
+//! run), that every term lost ended no later than renewDeadline after the
+//! start of its last successful renew, that a leader came back within the
+//! client-go bound after every phase, that the server's `leaseTransitions`
+//! matches the takeovers seen, and that every elector stopped promptly and
+//! without a panic. Besides fast faults, the phases include slow failures
+//! that fit the per-request cap but not the round, a failed renew whose
+//! fallback read hangs, and faults on the leader's requests alone (matched
+//! by its bearer token) while everyone else sees a healthy server.
+//!
+//! The tests after the run check one promise each, with the timings they
+//! need: the request rate of a fleet facing an outage or a 5xx storm, one
+//! hung renewal, an absurd `Retry-After` on the wire, and two processes
+//! sharing one identity. `cargo test --test chaos -- --nocapture` prints a
+//! summary.
 
 mod common;
 
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::Once;
+use std::sync::{Arc, Mutex, Once};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use common::{client, LEASE, NS};
+use common::{timings, Cluster, LEASE, NS};
+use lease_elector::client::MAX_RETRY_AFTER;
+use lease_elector::lock::Watcher;
 use lease_elector::testing::{Fault, TestApiServer};
-use lease_elector::{ElectorHandle, LeaderElector, LeaderEvent, LeaseLock, StopReason};
+use lease_elector::{
+    Client, ClientConfig, Deadline, ElectorConfig, ElectorHandle, LeaderElectionRecord,
+    LeaderElector, LeaderEvent, LeaseLock, Lock, StopReason, Wakeup,
+};
 
 const LEASE_DURATION: Duration = Duration::from_secs(2);
 const RENEW_DEADLINE: Duration = Duration::from_millis(1200);
@@ -32,6 +47,9 @@ const SLACK: Duration = Duration::from_secs(1);
 const SETTLE: Duration = Duration::from_millis(400);
 /// How often storm phases queue their next batch of faults.
 const TICK: Duration = Duration::from_millis(250);
+/// How late past its renew deadline a lost term may end: the deadline is
+/// exact, so this is thread wake-up and scheduling only.
+const DEADLINE_SLACK: Duration = Duration::from_millis(100);
 
 /// client-go's API-server downtime a leader rides out:
 /// (floor(renewDeadline / retryPeriod) − 1) × retryPeriod. Integer
@@ -54,28 +72,72 @@ fn stop_bound() -> Duration {
     RENEW_DEADLINE * 3 + SLACK
 }
 
-/// A rejoining elector with the chaos timings, on the real clock.
-fn elector(
-    server: &TestApiServer,
-    id: &str,
-    release: bool,
-    watch: bool,
+/// The chaos timings, rejoining, with the default per-request cap.
+fn chaos_config(release: bool, watch: bool) -> ElectorConfig {
+    ElectorConfig {
+        lease_duration: LEASE_DURATION,
+        renew_deadline: RENEW_DEADLINE,
+        retry_period: RETRY_PERIOD,
+        release_on_cancel: release,
+        rejoin: true,
+        watch,
+        ..ElectorConfig::default()
+    }
+}
+
+/// The per-request cap the chaos electors run with (the default).
+fn request_cap() -> Duration {
+    chaos_config(false, false).request_cap()
+}
+
+/// A failure that comes late in one request's budget, yet before the
+/// client gives up on it (its socket time-outs fire at 7/8 of the budget),
+/// leaving a fallback request little of the round. The budget of a
+/// renew's first request is the cap, or less when less is left of the
+/// round when it goes out, one retry period in: here 0.9 s, not the 1 s cap.
+fn slow_error_delay() -> Duration {
+    request_cap()
+        .min(RENEW_DEADLINE - RETRY_PERIOD)
+        .mul_f64(0.8)
+}
+
+/// A client sending `Authorization: Bearer <token>`, so fault rules can
+/// single it out; a server without tokens accepts it like any request.
+fn token_client(server: &TestApiServer, token: &str) -> Client {
+    let config = ClientConfig::new(server.url())
+        .token(token)
+        .timeout(Duration::from_secs(5));
+    Client::new(config).expect("client")
+}
+
+/// Build and start an elector on `lock`.
+fn spawn(
+    lock: impl Lock + 'static,
+    config: ElectorConfig,
 ) -> (ElectorHandle, Receiver<LeaderEvent>) {
-    let lock = LeaseLock::new(client(server), NS, LEASE, id);
     LeaderElector::builder(lock)
-        .lease_duration(LEASE_DURATION)
-        .renew_deadline(RENEW_DEADLINE)
-        .retry_period(RETRY_PERIOD)
-        .release_on_cancel(release)
-        .rejoin(true)
-        .watch(watch)
+        .config(config)
         .build()
         .expect("valid timings")
         .spawn()
         .expect("elector starts")
 }
 
-/// Panics on any thread of this process, elector threads included.
+/// A rejoining elector with the chaos timings, on the real clock, whose
+/// bearer token is its identity.
+fn elector(
+    server: &TestApiServer,
+    id: &str,
+    release: bool,
+    watch: bool,
+) -> (ElectorHandle, Receiver<LeaderEvent>) {
+    let lock = LeaseLock::new(token_client(server, id), NS, LEASE, id);
+    spawn(lock, chaos_config(release, watch))
+}
+
+/// Panics on any thread of this process but the test threads themselves
+/// (elector, watch, server and forwarder threads), so that one test's
+/// failed assertion does not fail the tests running beside it.
 static PANICS: AtomicUsize = AtomicUsize::new(0);
 
 fn count_panics() {
@@ -83,7 +145,17 @@ fn count_panics() {
     HOOK.call_once(|| {
         let default = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            PANICS.fetch_add(1, Ordering::SeqCst);
+            // libtest names a test's thread after the test (a Rust path);
+            // every other thread here is named `<component>/<what>` or
+            // `lease-…`, or not at all.
+            let current = thread::current();
+            let test_thread = current.name().is_some_and(|n| {
+                n.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':')
+            });
+            if !test_thread {
+                PANICS.fetch_add(1, Ordering::SeqCst);
+            }
             default(info);
         }));
     });
@@ -102,6 +174,16 @@ enum Phase {
     ConflictStorm { span: Duration },
     /// Truncated JSON, wrong types, a body over 1 MiB, HTML.
     Malformed { span: Duration },
+    /// Every request answered 500, late in its budget.
+    SlowErrors { span: Duration },
+    /// Every PUT answered 500 after `put_delay`, every GET held unanswered
+    /// until the faults are cleared: the fallback read of a failed renew
+    /// never comes back.
+    PutFailsGetHangs { put_delay: Duration, span: Duration },
+    /// Only the current leader's requests (matched by its bearer token)
+    /// fail, until another candidate has taken over; everyone else sees a
+    /// healthy server. The classic way to get two leaders.
+    LeaderCutOff(LeaderFault),
     /// The API server accepts and closes every connection.
     Outage { span: Duration },
     /// The leader is stopped with release_on_cancel and restarted at once.
@@ -130,6 +212,18 @@ impl Phase {
             Phase::DroppedConnections { span: ms(1500) },
             Phase::ConflictStorm { span: ms(1800) },
             Phase::Malformed { span: ms(2000) },
+            Phase::SlowErrors { span: ms(2000) },
+            // The fallback GET starts with 400 ms of the round left (the
+            // PUT goes out a retry period into the round): a GET given a
+            // fresh cap instead would end the term up to 600 ms late.
+            Phase::PutFailsGetHangs {
+                put_delay: RENEW_DEADLINE - RETRY_PERIOD - ms(400),
+                span: ms(2000),
+            },
+            Phase::LeaderCutOff(LeaderFault::Slow401),
+            Phase::LeaderCutOff(LeaderFault::Hang),
+            Phase::LeaderCutOff(LeaderFault::Slow500),
+            Phase::LeaderCutOff(LeaderFault::HugeRetryAfter),
             Phase::Outage {
                 span: downtime_tolerance() - ms(300),
             },
@@ -153,6 +247,11 @@ impl Phase {
     fn lingering(&self) -> Duration {
         match self {
             Phase::Latency { delay, .. } => *delay,
+            Phase::PutFailsGetHangs { put_delay, .. } => *put_delay,
+            Phase::SlowErrors { .. }
+            | Phase::LeaderCutOff(LeaderFault::Slow401 | LeaderFault::Slow500) => {
+                slow_error_delay()
+            }
             _ => Duration::ZERO,
         }
     }
@@ -164,6 +263,10 @@ impl Phase {
             Phase::Latency { delay, span } => *delay > RENEW_DEADLINE && *span > RENEW_DEADLINE,
             Phase::ConflictStorm { span } | Phase::Outage { span } => *span > RENEW_DEADLINE,
             Phase::DroppedConnections { span } => *span > RENEW_DEADLINE,
+            Phase::SlowErrors { span } | Phase::PutFailsGetHangs { span, .. } => {
+                *span > RENEW_DEADLINE
+            }
+            Phase::LeaderCutOff(_) => true,
             _ => false,
         }
     }
@@ -196,6 +299,16 @@ impl fmt::Display for Phase {
                 write!(f, "409 on every PUT for {span:?} ({})", vs_deadline(span))
             }
             Phase::Malformed { span } => write!(f, "malformed bodies for {span:?}"),
+            Phase::SlowErrors { span } => write!(
+                f,
+                "500 after {:?} (late in a request's budget) on every request for {span:?}",
+                slow_error_delay()
+            ),
+            Phase::PutFailsGetHangs { put_delay, span } => write!(
+                f,
+                "PUT 500 after {put_delay:?}, every GET hangs, for {span:?}"
+            ),
+            Phase::LeaderCutOff(fault) => write!(f, "the leader alone gets {fault}"),
             Phase::Outage { span } if *span < downtime_tolerance() => write!(
                 f,
                 "outage {span:?} (within the downtime tolerance {:?})",
@@ -206,6 +319,58 @@ impl fmt::Display for Phase {
             Phase::LoneRelease => write!(f, "lone leader releases and comes back"),
             Phase::Crash => write!(f, "crash of the leader"),
         }
+    }
+}
+
+/// What only the leader gets in a [`Phase::LeaderCutOff`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LeaderFault {
+    /// 401, late in the request's budget: its credentials revoked, behind
+    /// a slow proxy.
+    Slow401,
+    /// No answer at all until the faults are cleared: a partitioned node.
+    Hang,
+    /// 500, late in the request's budget.
+    Slow500,
+    /// 429 with a `Retry-After` no client should take at its word: u64::MAX
+    /// seconds on PUTs, a number that overflows u64 on everything else.
+    HugeRetryAfter,
+}
+
+impl LeaderFault {
+    /// The rules that fault the requests bearing `token`, and only them.
+    fn rules(self, token: &str) -> Vec<Fault> {
+        let forever = usize::MAX;
+        let slow = || {
+            Fault::latency(slow_error_delay())
+                .bearer(token)
+                .times(forever)
+        };
+        match self {
+            LeaderFault::Slow401 => vec![slow(), Fault::status(401).bearer(token).times(forever)],
+            LeaderFault::Hang => vec![Fault::hang().bearer(token).times(forever)],
+            LeaderFault::Slow500 => vec![slow(), Fault::status(500).bearer(token).times(forever)],
+            LeaderFault::HugeRetryAfter => vec![
+                Fault::retry_after(429, "18446744073709551615")
+                    .method("PUT")
+                    .bearer(token)
+                    .times(forever),
+                Fault::retry_after(429, "99999999999999999999")
+                    .bearer(token)
+                    .times(forever),
+            ],
+        }
+    }
+}
+
+impl fmt::Display for LeaderFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LeaderFault::Slow401 => "slow 401s",
+            LeaderFault::Hang => "no answers (every request hangs)",
+            LeaderFault::Slow500 => "slow 500s",
+            LeaderFault::HugeRetryAfter => "429s with a Retry-After beyond u64",
+        })
     }
 }
 
@@ -250,6 +415,9 @@ struct Interval {
     start: Instant,
     end: Instant,
     reason: StopReason,
+    /// For a lost term: how long after the start of its last successful
+    /// renew it ended, when the handle still showed that renew.
+    late: Option<Duration>,
 }
 
 /// Acquisitions as the Lease counts them.
@@ -293,7 +461,7 @@ struct Chaos {
 impl Chaos {
     fn new() -> Self {
         let (tx, rx) = mpsc::channel();
-        let slots = (0..ELECTORS)
+        let slots: Vec<Slot> = (0..ELECTORS)
             .map(|i| Slot {
                 id: format!("e{i}"),
                 watch: i < ELECTORS / 2,
@@ -302,8 +470,14 @@ impl Chaos {
                 forwarder: None,
             })
             .collect();
+        // One token per elector, so a fault can single out the leader.
+        let ids: Vec<&str> = slots.iter().map(|s| s.id.as_str()).collect();
+        let server = TestApiServer::builder()
+            .tokens(&ids)
+            .build()
+            .expect("server starts");
         let mut chaos = Chaos {
-            server: TestApiServer::start().expect("server starts"),
+            server,
             slots,
             tx,
             rx,
@@ -423,11 +597,30 @@ impl Chaos {
                     .take()
                     .unwrap_or_else(|| panic!("{} stopped without leading", self.id(slot)));
                 assert!(at >= start, "{} stopped before it started", self.id(slot));
+                // README: StoppedLeading comes no later than renewDeadline
+                // after the start of the last successful renew, so before
+                // the lease can expire for anyone else. An elector that has
+                // led again since (rejoin) shows a newer renew: skip it.
+                let last_renew = (reason == StopReason::Lost)
+                    .then(|| self.slots[slot].handle.as_ref()?.last_renew())
+                    .flatten()
+                    .filter(|&renew| renew <= at);
+                if let Some(renew) = last_renew {
+                    let late = at - renew;
+                    assert!(
+                        late <= RENEW_DEADLINE + DEADLINE_SLACK,
+                        "{} stopped leading at {:.1} ms, {late:?} after the start of its last \
+                         successful renew (renew deadline {RENEW_DEADLINE:?})",
+                        self.id(slot),
+                        self.ms(at)
+                    );
+                }
                 self.intervals.push(Interval {
                     slot,
                     start,
                     end: at,
                     reason,
+                    late: last_renew.map(|renew| at - renew),
                 });
             }
             LeaderEvent::NewLeader { .. } => self.new_leader_events += 1,
@@ -490,6 +683,17 @@ impl Chaos {
         }
     }
 
+    /// Take in events until `done` holds, for at most `limit`.
+    fn pump_until(&mut self, limit: Duration, done: impl Fn(&Chaos) -> bool) {
+        let until = Instant::now() + limit;
+        while !done(self) {
+            let Some(left) = until.checked_duration_since(Instant::now()) else {
+                return;
+            };
+            self.pump(left.min(Duration::from_millis(20)));
+        }
+    }
+
     fn lost_since(&self, t: Instant) -> usize {
         self.intervals
             .iter()
@@ -503,6 +707,7 @@ impl Chaos {
             Phase::Release => self.release_leader(),
             Phase::LoneRelease => self.lone_release(),
             Phase::Crash => self.crash_leader(),
+            Phase::LeaderCutOff(fault) => self.leader_cut_off(fault),
             _ => self.fault(phase),
         };
         // Closed terms are final: check them now so the first overlap is
@@ -511,6 +716,14 @@ impl Chaos {
         let lost = self.lost_since(began);
         if phase.must_depose() {
             assert!(lost >= 1, "the leader survived {phase}");
+            // The deadline check in `apply` must not have been skipped for
+            // every deposed term, or this phase checked nothing.
+            assert!(
+                self.intervals
+                    .iter()
+                    .any(|iv| iv.end >= began && iv.late.is_some()),
+                "no term lost to {phase} could be checked against its renew deadline"
+            );
         }
         if phase.must_keep_leader() {
             assert_eq!(lost, 0, "the leader was deposed by {phase}");
@@ -548,8 +761,24 @@ impl Chaos {
                 server.set_outage(true);
                 span
             }
+            // Slow failures that each fit the cap: a fallback GET or a
+            // retry given a fresh cap (not what is left of the round) ends
+            // the term up to a cap late.
+            Phase::SlowErrors { span } => {
+                server.inject(Fault::latency(slow_error_delay()).times(forever));
+                server.inject(Fault::status(500).times(forever));
+                span
+            }
+            // A read that never comes back after a failed write: only the
+            // round's deadline ends it in time.
+            Phase::PutFailsGetHangs { put_delay, span } => {
+                server.inject(Fault::latency(put_delay).method("PUT").times(forever));
+                server.inject(Fault::status(500).method("PUT").times(forever));
+                server.inject(Fault::hang().method("GET").times(forever));
+                span
+            }
             Phase::ErrorStorm { span } | Phase::Malformed { span } => span,
-            Phase::Release | Phase::LoneRelease | Phase::Crash => {
+            Phase::Release | Phase::LoneRelease | Phase::Crash | Phase::LeaderCutOff(_) => {
                 unreachable!("not a fault phase")
             }
         };
@@ -578,6 +807,97 @@ impl Chaos {
         let cleared = Instant::now();
         let (_, took) = self.wait_for_leader(cleared, &phase.to_string());
         let calm = cleared + phase.lingering() + SETTLE;
+        self.listen(calm.saturating_duration_since(Instant::now()));
+        took
+    }
+
+    /// Fault the leader's requests alone and wait, the fault still on, for
+    /// another candidate to take over; returns how long that took.
+    ///
+    /// A leader that is cut off keeps believing it leads until its renew
+    /// deadline, while the others see the lease expire a lease duration
+    /// after its last renew: if the deadline were not enforced (a request
+    /// outliving it, a pause past it, a Retry-After obeyed), both would
+    /// lead at once. The overlap check catches that; so does the explicit
+    /// bound on the cut-off leader's StoppedLeading here.
+    fn leader_cut_off(&mut self, fault: LeaderFault) -> Duration {
+        let (leader, _) = self.wait_for_leader(Instant::now(), "the last phase");
+        let id = self.id(leader).to_string();
+        let began = Instant::now();
+        for rule in fault.rules(&id) {
+            self.server.inject(rule);
+        }
+        let successor = loop {
+            if let Some(s) = self.leader().filter(|&s| s != leader) {
+                break s;
+            }
+            let waited = began.elapsed();
+            assert!(
+                waited <= recovery_bound(),
+                "nobody took over {waited:?} after {id} was cut off ({fault})"
+            );
+            self.pump(Duration::from_millis(20));
+        };
+        let took = began.elapsed();
+        // Events from different electors may arrive out of order: give the
+        // cut-off leader's StoppedLeading time to come in, then compare `at`s.
+        self.pump_until(SLACK, |c| c.leading[leader].is_none());
+        let successor_start = self.leading[successor].expect("the successor leads");
+        let Some(term) = self
+            .intervals
+            .iter()
+            .rev()
+            .find(|iv| iv.slot == leader && iv.end >= began)
+            .cloned()
+        else {
+            panic!(
+                "{} leads since {:.1} ms, but {id} (cut off: {fault}) never stopped leading",
+                self.id(successor),
+                self.ms(successor_start)
+            );
+        };
+        assert_eq!(term.reason, StopReason::Lost, "{id} was cut off: {fault}");
+        assert!(
+            term.end <= successor_start,
+            "two leaders: {id} (cut off: {fault}) stopped at {:.1} ms, {} started at {:.1} ms",
+            self.ms(term.end),
+            self.id(successor),
+            self.ms(successor_start)
+        );
+        // All its requests fail, so its last renew is still that of the
+        // term that just ended.
+        let handle = self.slots[leader].handle.as_ref().expect("running");
+        let last_renew = handle.last_renew().expect("it led");
+        let late = term.end.saturating_duration_since(last_renew);
+        assert!(
+            late <= RENEW_DEADLINE + DEADLINE_SLACK,
+            "{id} (cut off: {fault}) stopped leading {late:?} after the start of its last \
+             successful renew (renew deadline {RENEW_DEADLINE:?})"
+        );
+        if fault == LeaderFault::HugeRetryAfter {
+            // It now sleeps the clamped Retry-After, up to a minute. An
+            // overflow while adding an absurd value to an Instant would
+            // have ended its thread with a panic; and stop() must cut the
+            // sleep short rather than wait it out.
+            assert!(
+                !handle.is_finished(),
+                "{id}'s elector ended after Retry-After: 18446744073709551615"
+            );
+            assert!(
+                !self.stop(leader),
+                "{id} no longer leads: nothing to release"
+            );
+            let stopped_in = *self.stop_times.last().expect("timed");
+            assert!(
+                stopped_in <= Duration::from_millis(500),
+                "stopping {id} while it waits out a Retry-After took {stopped_in:?}"
+            );
+        }
+        self.server.clear_faults();
+        if self.slots[leader].handle.is_none() {
+            self.spawn(leader);
+        }
+        let calm = Instant::now() + Phase::LeaderCutOff(fault).lingering() + SETTLE;
         self.listen(calm.saturating_duration_since(Instant::now()));
         took
     }
@@ -793,6 +1113,12 @@ impl Chaos {
             takeovers.own_release_retaken,
             takeovers.own_lease_retaken
         );
+        let lost: Vec<Duration> = self.intervals.iter().filter_map(|iv| iv.late).collect();
+        println!(
+            "  {} lost terms checked: ended at most {:?} after their last renew began (deadline {RENEW_DEADLINE:?})",
+            lost.len(),
+            lost.iter().max().copied().unwrap_or_default()
+        );
         println!(
             "  {} releases, {} crashes, {} NewLeader events",
             self.released_stops, self.crashed_stops, self.new_leader_events
@@ -929,9 +1255,16 @@ fn started_leading_is_not_stamped_before_the_lease_was_free() {
 #[test]
 fn stopped_leading_comes_by_the_renew_deadline_after_a_slow_acquisition() {
     let server = TestApiServer::start().unwrap();
-    // The creating POST uses 1s of the 1.2s deadline (within its time-out).
+    // The creating POST uses 1s of the 1.2s deadline (within its time-out:
+    // the default cap, 1 s, times out at 7/8 of it, so the cap is raised
+    // to the whole deadline here).
     server.inject(Fault::latency(Duration::from_millis(1000)).method("POST"));
-    let (solo, events) = elector(&server, "solo", false, false);
+    let lock = LeaseLock::new(token_client(&server, "solo"), NS, LEASE, "solo");
+    let config = ElectorConfig {
+        request_timeout: Some(RENEW_DEADLINE),
+        ..chaos_config(false, false)
+    };
+    let (solo, events) = spawn(lock, config);
     started_at(next_transition(&events));
     // The deadline counts from the start of the acquiring request, which
     // StartedLeading.at (stamped once the write succeeded) comes after.
@@ -944,4 +1277,597 @@ fn stopped_leading_comes_by_the_renew_deadline_after_a_slow_acquisition() {
         "StoppedLeading came {led:?} after the acquisition started (deadline {RENEW_DEADLINE:?})"
     );
     solo.stop().unwrap();
+}
+
+/// A few electors whose events are merged into one log, for the focused
+/// tests below (the chaos run has its own bookkeeping).
+struct Fleet {
+    handles: Vec<Option<ElectorHandle>>,
+    forwarders: Vec<Option<JoinHandle<()>>>,
+    tx: Sender<(usize, LeaderEvent)>,
+    rx: Receiver<(usize, LeaderEvent)>,
+    log: Vec<(usize, LeaderEvent)>,
+}
+
+impl Fleet {
+    fn new() -> Self {
+        let (tx, rx) = mpsc::channel();
+        Fleet {
+            handles: Vec::new(),
+            forwarders: Vec::new(),
+            tx,
+            rx,
+            log: Vec::new(),
+        }
+    }
+
+    /// Take in a started elector; returns its slot.
+    fn add(&mut self, (handle, events): (ElectorHandle, Receiver<LeaderEvent>)) -> usize {
+        let slot = self.handles.len();
+        let tx = self.tx.clone();
+        let forwarder = thread::Builder::new()
+            .name(format!("fleet-forward/{slot}"))
+            .spawn(move || {
+                // Ends when the elector thread ends and drops its sender.
+                for event in events {
+                    if tx.send((slot, event)).is_err() {
+                        return;
+                    }
+                }
+            })
+            .expect("forwarder starts");
+        self.handles.push(Some(handle));
+        self.forwarders.push(Some(forwarder));
+        slot
+    }
+
+    fn handle(&self, slot: usize) -> &ElectorHandle {
+        self.handles[slot].as_ref().expect("running")
+    }
+
+    fn take_in(&mut self, wait: Duration) {
+        if let Ok(event) = self.rx.recv_timeout(wait) {
+            self.log.push(event);
+        }
+        while let Ok(event) = self.rx.try_recv() {
+            self.log.push(event);
+        }
+    }
+
+    /// Take in events until `done` holds; panics after `limit`.
+    fn wait(&mut self, limit: Duration, what: &str, done: impl Fn(&Fleet) -> bool) {
+        let until = Instant::now() + limit;
+        loop {
+            self.take_in(Duration::ZERO);
+            if done(self) {
+                return;
+            }
+            assert!(Instant::now() < until, "{what}: not within {limit:?}");
+            self.take_in(Duration::from_millis(10));
+        }
+    }
+
+    /// Take in events for `d` (a measurement window, not a wait for an outcome).
+    fn listen(&mut self, d: Duration) {
+        let until = Instant::now() + d;
+        while let Some(left) = until.checked_duration_since(Instant::now()) {
+            self.take_in(left);
+        }
+    }
+
+    fn starts(&self, slot: usize) -> Vec<Instant> {
+        self.log
+            .iter()
+            .filter_map(|(s, e)| match e {
+                LeaderEvent::StartedLeading { at } if *s == slot => Some(*at),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn stops(&self, slot: usize) -> Vec<Instant> {
+        self.log
+            .iter()
+            .filter_map(|(s, e)| match e {
+                LeaderEvent::StoppedLeading { at, .. } if *s == slot => Some(*at),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Leading by its events, and by its handle (renewed within the deadline).
+    fn leads(&self, slot: usize) -> bool {
+        self.starts(slot).len() > self.stops(slot).len()
+            && self.handles[slot]
+                .as_ref()
+                .is_some_and(ElectorHandle::is_leader)
+    }
+
+    fn leader(&self) -> Option<usize> {
+        (0..self.handles.len()).find(|&s| self.leads(s))
+    }
+
+    /// Stop `slot`, which must not fail, and take in its last events.
+    fn stop(&mut self, slot: usize) {
+        let handle = self.handles[slot].take().expect("running");
+        let began = Instant::now();
+        handle.stop().expect("stop");
+        let took = began.elapsed();
+        assert!(took <= stop_bound(), "stopping slot {slot} took {took:?}");
+        let forwarder = self.forwarders[slot].take().expect("forwarder");
+        forwarder.join().expect("forwarder does not panic");
+        self.take_in(Duration::ZERO);
+    }
+
+    fn stop_all(&mut self) {
+        for slot in 0..self.handles.len() {
+            if self.handles[slot].is_some() {
+                self.stop(slot);
+            }
+        }
+    }
+}
+
+/// One call an elector made on its lock (one request, unless a `get` was
+/// answered from what the Lease watch delivered).
+#[derive(Debug, Clone, Copy)]
+struct Call {
+    slot: usize,
+    start: Instant,
+    end: Instant,
+    what: &'static str,
+    ok: bool,
+}
+
+/// A [`LeaseLock`] that logs every call its elector makes: who tried what
+/// when, exactly. The server's request log cannot tell candidates apart
+/// (it records no header), and during an outage it sees no request at all,
+/// only connections.
+#[derive(Debug)]
+struct CountingLock {
+    inner: LeaseLock,
+    slot: usize,
+    calls: Arc<Mutex<Vec<Call>>>,
+}
+
+impl CountingLock {
+    /// Run one call on the inner lock and log it.
+    fn note<T>(
+        &mut self,
+        what: &'static str,
+        call: impl FnOnce(&mut LeaseLock) -> lease_elector::Result<T>,
+    ) -> lease_elector::Result<T> {
+        let start = Instant::now();
+        let result = call(&mut self.inner);
+        let call = Call {
+            slot: self.slot,
+            start,
+            end: Instant::now(),
+            what,
+            ok: result.is_ok(),
+        };
+        lock_calls(&self.calls).push(call);
+        result
+    }
+}
+
+impl Lock for CountingLock {
+    fn get(&mut self, deadline: &Deadline) -> lease_elector::Result<LeaderElectionRecord> {
+        self.note("get", |lock| lock.get(deadline))
+    }
+    fn create(
+        &mut self,
+        record: &LeaderElectionRecord,
+        deadline: &Deadline,
+    ) -> lease_elector::Result<()> {
+        self.note("create", |lock| lock.create(record, deadline))
+    }
+    fn update(
+        &mut self,
+        record: &LeaderElectionRecord,
+        deadline: &Deadline,
+    ) -> lease_elector::Result<()> {
+        self.note("update", |lock| lock.update(record, deadline))
+    }
+    fn identity(&self) -> &str {
+        self.inner.identity()
+    }
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn record_event(&self, message: &str) {
+        self.inner.record_event(message);
+    }
+    fn watch(
+        &self,
+        on_change: Wakeup,
+        backoff: Duration,
+    ) -> Option<lease_elector::Result<Watcher>> {
+        self.inner.watch(on_change, backoff)
+    }
+}
+
+fn lock_calls(calls: &Mutex<Vec<Call>>) -> std::sync::MutexGuard<'_, Vec<Call>> {
+    // A test that failed while reading the log must not fail the electors.
+    calls
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// When each attempt (one `try_acquire_or_renew`) among one candidate's
+/// calls began. An attempt is `[PUT] [GET] [PUT or POST]`, back to back:
+/// the leader's fast-path PUT, then a GET only if that failed, then a
+/// write only if the GET succeeded (a candidate reading a lease that is
+/// expired or its own takes it at once). Any other call, or one that comes
+/// more than a moment after the previous one ended, starts a new attempt.
+fn attempt_starts(calls: &[Call]) -> Vec<Instant> {
+    const BACK_TO_BACK: Duration = Duration::from_millis(20);
+    let mut starts = Vec::new();
+    let mut attempt: Vec<&Call> = Vec::new();
+    for call in calls {
+        let continues = attempt.last().is_some_and(|prev| {
+            let shape = match (prev.what, call.what) {
+                ("update", "get") => attempt.len() == 1 && !prev.ok,
+                ("get", "update" | "create") => prev.ok,
+                _ => false,
+            };
+            shape && call.start.saturating_duration_since(prev.end) <= BACK_TO_BACK
+        });
+        if !continues {
+            starts.push(call.start);
+            attempt.clear();
+        }
+        attempt.push(call);
+    }
+    starts
+}
+
+/// A failure of the whole API server, for the request-rate test.
+#[derive(Debug, Clone, Copy)]
+enum Storm {
+    /// Every connection accepted and closed at once.
+    Outage,
+    /// Every request answered 500.
+    ServerErrors,
+}
+
+impl Storm {
+    fn begin(self, server: &TestApiServer) {
+        match self {
+            Storm::Outage => server.set_outage(true),
+            Storm::ServerErrors => server.inject(Fault::status(500).times(usize::MAX)),
+        }
+    }
+
+    fn end(self, server: &TestApiServer) {
+        server.set_outage(false);
+        server.clear_faults();
+    }
+}
+
+/// Paced retries: after a failed attempt the next is at least one retry
+/// period away, so a fleet facing a dead or failing API server sends it a
+/// trickle, not a flood. Catches a hot retry loop, a pause shorter than the
+/// retry period (e.g. only after some errors, or one a watch wake-up cuts
+/// short), a renew loop that keeps retrying after losing, retries hidden
+/// under the Lock (the client or its HTTP agent resending), and a
+/// candidate that gives up retrying altogether.
+#[test]
+fn a_failing_api_server_gets_at_most_one_attempt_per_retry_period_per_candidate() {
+    count_panics();
+    const CANDIDATES: usize = 4;
+    const WATCHERS: usize = CANDIDATES / 2;
+    let window = RETRY_PERIOD * 8;
+    // Attempts in the window: one per retry period, plus one for the edges.
+    let most = (window.as_nanos() / RETRY_PERIOD.as_nanos()) as usize + 1;
+    // Jittered pauses are under 2.2 retry periods: 8 / 2.2 = 3.6, less
+    // one for the edges and one for a loaded machine.
+    let least = 2;
+
+    let server = TestApiServer::start().expect("server starts");
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let mut fleet = Fleet::new();
+    for slot in 0..CANDIDATES {
+        let id = format!("r{slot}");
+        let lock = CountingLock {
+            inner: LeaseLock::new(token_client(&server, &id), NS, LEASE, &id),
+            slot,
+            calls: calls.clone(),
+        };
+        fleet.add(spawn(lock, chaos_config(false, slot < WATCHERS)));
+    }
+
+    for storm in [Storm::Outage, Storm::ServerErrors] {
+        fleet.wait(recovery_bound(), "a leader", |f| f.leader().is_some());
+        let leader = fleet.leader().expect("a leader");
+        let began = Instant::now();
+        storm.begin(&server);
+        fleet.wait(
+            RENEW_DEADLINE + SLACK,
+            &format!("the leader steps down in the {storm:?}"),
+            |f| !f.leads(leader),
+        );
+        // Nobody has written since `began`: a lease duration later the
+        // lease has expired for everyone, and every candidate is acquiring.
+        fleet.listen((began + LEASE_DURATION).saturating_duration_since(Instant::now()));
+        server.reset_stats();
+        let from = Instant::now();
+        fleet.listen(window);
+        let to = Instant::now();
+        let (stats, log) = (server.stats(), server.requests());
+        storm.end(&server);
+
+        let log_so_far: Vec<Call> = lock_calls(&calls).clone();
+        let in_window: Vec<Call> = log_so_far
+            .iter()
+            .filter(|c| c.start >= from && c.start < to)
+            .copied()
+            .collect();
+        let mut per_candidate = Vec::new();
+        for slot in 0..CANDIDATES {
+            let mine: Vec<Call> = log_so_far
+                .iter()
+                .filter(|c| c.slot == slot && c.start >= began)
+                .copied()
+                .collect();
+            let starts: Vec<Instant> = attempt_starts(&mine)
+                .into_iter()
+                .filter(|&at| at >= from && at < to)
+                .collect();
+            // For a failure message: the window's calls, from its start.
+            let shown = || {
+                mine.iter()
+                    .filter(|c| c.start >= from && c.start < to)
+                    .take(20)
+                    .map(|c| (c.start - from, c.what, c.ok))
+                    .collect::<Vec<_>>()
+            };
+            assert!(
+                starts.len() <= most,
+                "{storm:?}: candidate r{slot} made {} attempts in {window:?} (at most {most}): {:?}",
+                starts.len(),
+                shown()
+            );
+            assert!(
+                starts.len() >= least,
+                "{storm:?}: candidate r{slot} made {} attempts in {window:?}: it stopped retrying",
+                starts.len()
+            );
+            // Every attempt in the window fails (acquiring: a GET, plus
+            // the write that follows a GET answered from the watch).
+            for pair in starts.windows(2) {
+                let gap = pair[1] - pair[0];
+                assert!(
+                    gap + Duration::from_millis(5) >= RETRY_PERIOD,
+                    "{storm:?}: candidate r{slot} attempted again {gap:?} after a failed attempt \
+                     (retry period {RETRY_PERIOD:?}); its calls: {:?}",
+                    shown()
+                );
+            }
+            per_candidate.push(starts.len());
+        }
+        // The wire carries what the locks sent: no retries hidden below.
+        // (A request in flight at either edge may land on the other side.)
+        let edges = CANDIDATES;
+        let watch_bound = WATCHERS * most;
+        match storm {
+            Storm::Outage => {
+                // The server reads nothing: count connections, each request
+                // needing one (the server closed every connection), plus
+                // the watches reconnecting at most once per retry period.
+                let connections = stats.connections as usize;
+                assert!(
+                    connections <= in_window.len() + watch_bound + edges,
+                    "{storm:?}: {connections} connections for {} lock calls: {stats:?}",
+                    in_window.len()
+                );
+            }
+            Storm::ServerErrors => {
+                let (watches, reads): (Vec<_>, Vec<_>) =
+                    log.iter().partition(|r| r.path.contains("watch=true"));
+                // Every failed call was a request; a successful one can
+                // only have been a GET answered from the watch.
+                let failed = in_window.iter().filter(|c| !c.ok).count();
+                assert!(
+                    reads.len() <= in_window.len() + edges && failed <= reads.len() + edges,
+                    "{storm:?}: the server answered {} lease requests for {} lock calls \
+                     ({failed} failed)",
+                    reads.len(),
+                    in_window.len()
+                );
+                assert!(
+                    reads.iter().all(|r| r.status == 500),
+                    "{storm:?}: {reads:?}"
+                );
+                assert!(
+                    watches.len() <= watch_bound,
+                    "{storm:?}: {} watch requests in {window:?} from {WATCHERS} watchers",
+                    watches.len()
+                );
+            }
+        }
+        println!(
+            "{storm:?}: attempts per candidate in {window:?}: {per_candidate:?} (at most {most}); \
+             server: {} requests, {} connections",
+            stats.requests, stats.connections
+        );
+    }
+    fleet.stop_all();
+    assert_eq!(PANICS.load(Ordering::SeqCst), 0, "a thread panicked");
+}
+
+/// The per-request cap's promise: one request that never comes back is
+/// abandoned at the cap, early enough for a retry inside the renew
+/// deadline, so the leader keeps the lease. With lease 4 s / renew 3 s /
+/// retry 1 s the cap is 1.5 s: the hung PUT goes out 1 s into the round,
+/// is abandoned by 2.5 s, and the retry must go out at once. Fails on an
+/// uncapped request (held until the round's deadline), and on a retry
+/// paced a full retry period after the abandoned request ended (past the
+/// deadline), as renewals were paced before commit 6a898cd.
+#[test]
+fn one_hung_renewal_is_abandoned_at_the_cap_and_the_leader_keeps_leading() {
+    count_panics();
+    let config = ElectorConfig {
+        lease_duration: Duration::from_secs(4),
+        renew_deadline: Duration::from_secs(3),
+        retry_period: Duration::from_secs(1),
+        ..ElectorConfig::default()
+    };
+    let cap = config.request_cap();
+    let server = TestApiServer::builder()
+        .tokens(&["a", "b"])
+        .build()
+        .expect("server starts");
+    let lock = |id: &str| LeaseLock::new(token_client(&server, id), NS, LEASE, id);
+    let mut fleet = Fleet::new();
+    let a = fleet.add(spawn(lock("a"), config.clone()));
+    fleet.wait(SLACK, "a leads", |f| f.leads(a));
+    let b = fleet.add(spawn(lock("b"), config.clone()));
+    fleet.wait(SLACK, "b follows a", |f| {
+        f.handle(b).leader().as_deref() == Some("a")
+    });
+
+    let fired = server.stats().faults_fired;
+    server.inject(Fault::hang().method("PUT").bearer("a"));
+    fleet.wait(config.retry_period * 2 + SLACK, "a's renewal hangs", |_| {
+        server.stats().faults_fired > fired
+    });
+    let hung_at = Instant::now();
+    let before = fleet.handle(a).last_renew().expect("a led");
+    fleet.wait(
+        config.renew_deadline + SLACK,
+        "a renews again or stops leading",
+        |f| !f.stops(a).is_empty() || f.handle(a).last_renew() > Some(hung_at),
+    );
+    assert!(
+        fleet.stops(a).is_empty(),
+        "a stopped leading over one hung request (cap {cap:?})"
+    );
+    let renewed = fleet.handle(a).last_renew().expect("a led");
+    assert!(
+        renewed - before <= config.renew_deadline,
+        "a's renewals {:?} apart: past its deadline",
+        renewed - before
+    );
+    // The retry went out once the hung request was given up: by the cap
+    // (the client gives up at 7/8 of a request's budget). Without a cap
+    // the request would have had what is left of the round, 2 s, and
+    // been given up at 1.75 s, still leaving room for the retry: this is
+    // what tells the cap apart. Not much sooner either, or the hang did
+    // not hold the request and this checked nothing.
+    let held = renewed - hung_at;
+    assert!(
+        held >= cap / 2 && held <= cap,
+        "the hung request was given up after {held:?} (cap {cap:?})"
+    );
+    // And it goes on renewing as usual.
+    fleet.listen(config.retry_period * 2);
+    assert!(fleet.stops(a).is_empty(), "a stopped leading");
+    assert!(fleet.leads(a), "a no longer renews");
+    assert!(fleet.handle(a).last_renew() > Some(renewed));
+    assert!(fleet.starts(b).is_empty(), "b took over");
+    server.clear_faults();
+    fleet.stop_all();
+    assert_eq!(PANICS.load(Ordering::SeqCst), 0, "a thread panicked");
+}
+
+fn gets(cluster: &Cluster) -> u64 {
+    cluster.server.stats().gets
+}
+
+/// An absurd `Retry-After` header on the wire (u64::MAX, and a number
+/// that overflows u64) is waited out as MAX_RETRY_AFTER, to the
+/// millisecond: not ignored (the candidate would come back after a
+/// jittered retry period), not obeyed (it would never come back), and no
+/// overflow panic. On a manual clock, so the minute passes at once.
+/// (tests/step_down.rs checks the elector's clamp behind a scripted Lock;
+/// this is the header parsing and the client in front of it.)
+#[test]
+fn an_absurd_retry_after_header_is_waited_out_as_max_retry_after() {
+    count_panics();
+    for value in ["18446744073709551615", "99999999999999999999"] {
+        let mut cluster = Cluster::new();
+        cluster
+            .server
+            .inject(Fault::retry_after(429, value).method("GET"));
+        let solo = cluster.add("solo", timings());
+        cluster.settle();
+        assert_eq!(gets(&cluster), 1, "the first attempt got the 429");
+        cluster.step(MAX_RETRY_AFTER - Duration::from_millis(1));
+        assert_eq!(
+            gets(&cluster),
+            1,
+            "Retry-After: {value}: retried before MAX_RETRY_AFTER"
+        );
+        assert!(
+            !cluster.candidates[solo].handle().is_finished(),
+            "Retry-After: {value}: the elector thread ended"
+        );
+        cluster.step(Duration::from_millis(1));
+        assert_eq!(
+            cluster.candidates[solo].started(),
+            1,
+            "Retry-After: {value}: no new attempt once MAX_RETRY_AFTER passed ({} GETs)",
+            gets(&cluster)
+        );
+        cluster.stop(solo);
+    }
+    assert_eq!(PANICS.load(Ordering::SeqCst), 0, "a thread panicked");
+}
+
+/// Two processes given the same identity (a copy-pasted Deployment, a
+/// StatefulSet pod and its stale twin): client-go treats a lease held
+/// under its own identity as its own, so both would lead. Here the second
+/// must never lead while the first renews, must report the duplicate, and
+/// once the first crashes must wait the lease out like any other holder's.
+#[test]
+fn two_processes_sharing_an_identity_never_both_lead() {
+    count_panics();
+    let server = TestApiServer::start().expect("server starts");
+    let mut fleet = Fleet::new();
+    let first = fleet.add(elector(&server, "twin", false, false));
+    fleet.wait(SLACK, "the first twin leads", |f| f.leads(first));
+    let second = fleet.add(elector(&server, "twin", false, false));
+    // Two of its polls must see the record change: up to two jittered retries.
+    fleet.wait(
+        RETRY_PERIOD.mul_f64(2.2) * 2 + SLACK,
+        "the second twin reports the duplicate identity",
+        |f| f.handle(second).duplicate_identity() || !f.starts(second).is_empty(),
+    );
+    // Then longer than a lease duration: had it taken the record for its
+    // own or for an expired one, it would have led by now.
+    fleet.listen(LEASE_DURATION + RENEW_DEADLINE);
+    assert!(
+        fleet.starts(second).is_empty(),
+        "the second twin started leading while the first renews"
+    );
+    assert!(fleet.handle(second).duplicate_identity());
+    assert!(fleet.stops(first).is_empty(), "the first twin was deposed");
+    assert!(fleet.leads(first) && !fleet.leads(second));
+    assert!(
+        !fleet.handle(first).duplicate_identity(),
+        "the first twin saw only its own writes"
+    );
+
+    // A crash (no release): the second takes over once the lease expired.
+    fleet.stop(first);
+    let crashed = *fleet.stops(first).last().expect("the first twin led");
+    fleet.wait(recovery_bound(), "the second twin takes over", |f| {
+        f.leads(second)
+    });
+    let took_over = fleet.starts(second)[0];
+    // Its last observed change came at most one jittered poll (and the
+    // renew it saw, a retry period) before the crash.
+    let earliest = LEASE_DURATION - RETRY_PERIOD.mul_f64(3.2);
+    assert!(
+        took_over >= crashed + earliest,
+        "the second twin took over {:?} after the first crashed: before the lease expired",
+        took_over - crashed
+    );
+    assert!(
+        !fleet.handle(second).duplicate_identity(),
+        "cleared once it leads"
+    );
+    fleet.stop_all();
+    assert_eq!(PANICS.load(Ordering::SeqCst), 0, "a thread panicked");
 }
