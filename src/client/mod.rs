@@ -114,9 +114,11 @@ impl Client {
             std::env::var(k).ok()
         }) {
             None => None,
-            Some(url) if url.starts_with("socks") => return Err(Error::InvalidConfig(format!(
+            Some(url) if url.starts_with("socks") => {
+                return Err(Error::InvalidConfig(format!(
                 "proxy {url}: SOCKS proxies are not supported (use an http:// or https:// proxy)"
-            ))),
+            )))
+            }
             Some(url) => Some(
                 ureq::Proxy::new(&url)
                     .map_err(|e| Error::InvalidConfig(format!("proxy {url:?}: {e}")))?,

@@ -173,6 +173,11 @@ pub(crate) fn handle(store: &mut Store, route: &Route, req: &Request) -> Respons
         (Route::Lease { .. }, "DELETE") => !req.body.is_empty(),
         _ => false,
     };
+    let any_write = writes || matches!(req.method.as_str(), "PATCH" | "DELETE");
+    if any_write && req.query("dryRun").is_some_and(|d| !d.is_empty()) {
+        // Refused rather than carried out: a dry run must never write.
+        return status::bad_request("dryRun is not supported by this test server");
+    }
     if writes && !is_json(req.header("content-type")) {
         return status::unsupported_media_type(req.header("content-type").unwrap_or(""));
     }
@@ -540,6 +545,9 @@ fn delete(store: &mut Store, ns: &str, name: &str, body: &[u8]) -> Response {
             Err(resp) => return resp,
         }
     };
+    if options["dryRun"].as_array().is_some_and(|d| !d.is_empty()) {
+        return status::bad_request("dryRun is not supported by this test server");
+    }
     let Some(stored) = store.get(ns, name) else {
         return status::not_found(LEASES, name);
     };

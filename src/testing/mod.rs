@@ -97,18 +97,46 @@
 //!
 //! # Endpoints
 //!
-//! - `GET|PUT /apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}`
+//! - `GET|PUT|PATCH|DELETE /apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}`
+//!   (`PATCH`: JSON merge patch, or a strategic merge patch without
+//!   directives; `DELETE`: `DeleteOptions` preconditions are checked)
 //! - `POST /apis/coordination.k8s.io/v1/namespaces/{ns}/leases`
-//! - `GET /apis/coordination.k8s.io/v1/namespaces/{ns}/leases[?fieldSelector=metadata.name=NAME]`
-//!   (a `LeaseList`), and with `watch=true` a watch stream
+//! - `GET /apis/coordination.k8s.io/v1/namespaces/{ns}/leases` and
+//!   `GET /apis/coordination.k8s.io/v1/leases` (every namespace): a
+//!   `LeaseList`, filtered by a `fieldSelector` on `metadata.name` and
+//!   `metadata.namespace`; with `watch=true` a watch stream
 //!   (`resourceVersion`, `timeoutSeconds` supported)
-//! - `POST /api/v1/namespaces/{ns}/events`
+//! - `POST /api/v1/namespaces/{ns}/events`, `GET` of one Event, and
+//!   `GET /api/v1/namespaces/{ns}/events` or `/api/v1/events`: an
+//!   `EventList`, with the field selectors the API server allows on Events
+//!   (`involvedObject.name`, `reason`, `type`, ...)
+//! - discovery for kubectl: `/version`, `/api`, `/api/v1`, `/apis`,
+//!   `/apis/coordination.k8s.io`, `/apis/coordination.k8s.io/v1` (legacy
+//!   discovery; kubectl falls back to it from the aggregated form), and
+//!   `/openapi/v3` for the Lease paths only, so kubectl validates on the
+//!   server (`fieldValidation=Strict`: unknown fields are refused)
+//!
+//! A `GET` that accepts `application/json;as=Table;v=v1;g=meta.k8s.io` (as
+//! `kubectl get` does) gets a `Table` with the columns the real API server
+//! prints (`NAME HOLDER AGE` for Leases), also in watch events.
 //!
 //! Everything else is a 404 `Status`; a wrong method a 405 `Status`.
 //! Bodies are capped at 1 MiB (413) and must be `Content-Type:
 //! application/json` (415). A `PUT` of a Lease that does not exist
 //! is a 404 (the real API server would create it when no
-//! `resourceVersion` is sent).
+//! `resourceVersion` is sent). Unknown fields are stored as sent unless
+//! `fieldValidation=Strict` (the real server drops them). A write with
+//! `dryRun` is refused (400); `labelSelector` is ignored.
+//!
+//! # kubectl
+//!
+//! [`write_kubeconfig`](TestApiServer::write_kubeconfig) writes a
+//! kubeconfig for the server; with it `kubectl get leases -A`, `get lease
+//! X -o jsonpath=...`, `get lease X -w`, `describe lease X`, `create -f`,
+//! `replace -f`, `edit`, `patch`, `label`, `annotate`, `delete lease X`
+//! and `get events` work as against a cluster. `cargo run --example
+//! test_server -- --kubeconfig PATH [--tls] [--token T]` runs one on its
+//! own.
 
 mod api;
 mod discovery;

@@ -38,8 +38,8 @@ pub(crate) fn lease_doc() -> Value {
     let param = |name: &str, place: &str| json!({ "name": name, "in": place, "schema": { "type": "string", "uniqueItems": true } });
     let op = |id: &str, action: &str, writes: bool, bodies: &[&str]| {
         let mut params = vec![];
+        // No `dryRun`: kubectl then refuses `--dry-run=server` itself.
         if writes {
-            params.push(param("dryRun", "query"));
             params.push(param("fieldManager", "query"));
             params.push(param("fieldValidation", "query"));
         }

@@ -11,28 +11,27 @@ use serde_json::{json, Value};
 use super::http::Request;
 use crate::lease::MicroTime;
 
-/// Which Table version the request accepts, if any (`meta.k8s.io/v1` is
-/// preferred, as the real server prefers it).
+/// The Table version to answer with, if the request's `Accept` prefers a
+/// Table (`meta.k8s.io/v1` or `v1beta1`) to plain JSON; offers are taken
+/// in the order sent, as the real server takes them.
 pub(crate) fn wanted(req: &Request) -> Option<&'static str> {
-    let accept = req.header("accept")?;
-    let offers: Vec<Vec<&str>> = accept
-        .split(',')
-        .map(|m| m.split(';').map(str::trim).collect())
-        .collect();
-    let offered = |version: &str| {
-        offers.iter().any(|params| {
-            params.contains(&"as=Table")
-                && params.contains(&"g=meta.k8s.io")
-                && params.contains(&format!("v={version}").as_str())
-        })
-    };
-    if offered("v1") {
-        Some("meta.k8s.io/v1")
-    } else if offered("v1beta1") {
-        Some("meta.k8s.io/v1beta1")
-    } else {
-        None
+    for offer in req.header("accept")?.split(',') {
+        let params: Vec<&str> = offer.split(';').map(str::trim).collect();
+        let has = |p: &str| params.contains(&p);
+        if has("as=Table") && has("g=meta.k8s.io") {
+            if has("v=v1") {
+                return Some("meta.k8s.io/v1");
+            }
+            if has("v=v1beta1") {
+                return Some("meta.k8s.io/v1beta1");
+            }
+        } else if !params.iter().any(|p| p.starts_with("as="))
+            && matches!(params[0], "application/json" | "application/*" | "*/*")
+        {
+            return None;
+        }
     }
+    None
 }
 
 /// A printed resource: its columns and how an object fills them.
@@ -215,6 +214,31 @@ fn human_duration(secs: u64) -> String {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    fn accepting(accept: &str) -> Option<&'static str> {
+        let raw = format!("GET / HTTP/1.1\r\nAccept: {accept}\r\n\r\n");
+        let mut r = std::io::BufReader::new(std::io::Cursor::new(raw.into_bytes()));
+        match super::super::http::read_request(&mut r).unwrap() {
+            super::super::http::Incoming::Request(req) => wanted(&req),
+            other => panic!("not a request: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_table_is_sent_only_when_preferred_to_plain_json() {
+        let kubectl = "application/json;as=Table;v=v1;g=meta.k8s.io,\
+                       application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+        assert_eq!(accepting(kubectl), Some("meta.k8s.io/v1"));
+        assert_eq!(
+            accepting("application/json;as=Table;v=v1beta1;g=meta.k8s.io"),
+            Some("meta.k8s.io/v1beta1")
+        );
+        assert_eq!(
+            accepting("application/json, application/json;as=Table;v=v1;g=meta.k8s.io"),
+            None
+        );
+        assert_eq!(accepting("application/json"), None);
+    }
 
     #[test]
     fn ages_read_as_kubectl_prints_them() {
