@@ -596,17 +596,32 @@ fn kubectl_over_tls_sees_an_elector_and_hands_its_lease_to_another() {
         );
     }
     assert!(replaced, "kubectl replace kept conflicting");
-    let started = Instant::now();
-    loop {
+    let replaced_at = Instant::now();
+    let taken = server.lease("default", "my-operator").unwrap();
+    let stopped_at = loop {
         let left = WAIT
-            .checked_sub(started.elapsed())
+            .checked_sub(replaced_at.elapsed())
             .expect("never stepped down");
         match leader_events.recv_timeout(left).unwrap() {
-            LeaderEvent::StoppedLeading { .. } => break,
+            LeaderEvent::StoppedLeading { at, .. } => break at,
             LeaderEvent::NewLeader { .. } => {}
             other => panic!("unexpected {other:?}"),
         }
+    };
+    // Within a retry period: its next renew conflicts, it reads the new
+    // holder and steps down at once.
+    let took = stopped_at.saturating_duration_since(replaced_at);
+    assert!(
+        took <= Duration::from_secs(2) + Duration::from_millis(500),
+        "StoppedLeading {took:?} after the replace"
+    );
+    // And it never wrote over the new holder: the Lease is as kubectl left it.
+    let deadline = Instant::now() + WAIT;
+    while !handle.is_finished() {
+        assert!(Instant::now() < deadline, "the elector did not end");
+        thread::sleep(Duration::from_millis(10));
     }
+    assert_eq!(server.lease("default", "my-operator").unwrap(), taken);
     assert_eq!(
         holder(&server, "default", "my-operator").as_deref(),
         Some("pod-b")
