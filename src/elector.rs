@@ -789,21 +789,29 @@ impl Run {
                 self.try_acquire_or_renew(&self.deadline(start + self.cfg().renew_deadline));
             self.maybe_report_transition();
             self.note_attempt(&attempt, "acquiring");
-            let pause = match attempt {
+            let stopped = match attempt {
                 Ok(true) => {
                     self.start_term(start);
                     return true;
                 }
-                Ok(false) => self
-                    .jittered(self.cfg().retry_period)
-                    .min(self.until_expiry()),
-                Err(_) => self
-                    .jittered(self.cfg().retry_period)
-                    .max(retry_after(&attempt)),
+                // A poke (the watched Lease changed) only makes the next
+                // attempt earlier; the expiry rule still decides.
+                Ok(false) => {
+                    let pause = self
+                        .jittered(self.cfg().retry_period)
+                        .min(self.until_expiry());
+                    self.shared.clock.sleep(pause, &self.shared.wake) == Wake::Stopped
+                }
+                // After a failure, nothing shortens the pause: a failing
+                // server sees at most one attempt per retry period.
+                Err(_) => {
+                    let pause = self
+                        .jittered(self.cfg().retry_period)
+                        .max(retry_after(&attempt));
+                    self.pause(pause)
+                }
             };
-            // A poke (the watched Lease changed) only makes the next attempt
-            // earlier; the expiry rule in try_acquire_or_renew still decides.
-            if self.shared.clock.sleep(pause, &self.shared.wake) == Wake::Stopped {
+            if stopped {
                 return false;
             }
         }
