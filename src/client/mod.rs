@@ -42,6 +42,12 @@ pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// single-node 60 s) with room to spare; Go's transport keeps 90 s.
 pub const POOL_IDLE: Duration = Duration::from_secs(180);
 
+/// Idle connections kept per host (and in all) by one [`Client`].
+const IDLE_PER_HOST: usize = 4;
+
+/// Per-connection I/O buffer: headers and a Lease fit many times over.
+const IO_BUFFER: usize = 16 * 1024;
+
 /// The longest `Retry-After` honoured; a larger (or absurd) value is read
 /// as this, so no server answer can park a candidate for long or overflow
 /// the clock.
@@ -144,10 +150,15 @@ impl Client {
             // Keep the connection across renews at any retry period up to
             // POOL_IDLE (ureq's default, 15 s, is shorter than OpenShift's
             // 26 s and 60 s, and cost a TCP + TLS handshake per renew). One
-            // idle connection per host is all an elector needs.
+            // idle connection is all an elector needs; a few let electors
+            // sharing a Client reuse connections when renews overlap.
             .max_idle_age(POOL_IDLE)
-            .max_idle_connections_per_host(1)
-            .max_idle_connections(1)
+            .max_idle_connections_per_host(IDLE_PER_HOST)
+            .max_idle_connections(IDLE_PER_HOST)
+            // ureq's 128 KiB buffers per connection were most of an
+            // elector's memory; Lease answers and headers are a few KiB.
+            .input_buffer_size(IO_BUFFER)
+            .output_buffer_size(IO_BUFFER)
             .tls_config(tls)
             .build();
         let agent = shared_tls.agent(agent_config);
