@@ -1449,7 +1449,7 @@ fn shards_table() -> Res<()> {
         // At client-go's 2 s retry period, 100 leases renew 50 times a second.
         let core_at_2s = hundred.cpu_per_renew_us * 100.0 / 2.0 / 1e6 * 100.0;
         println!(
-            "\nThe first lease costs {} kB over the bare process ({} kB); each further lease costs {threads_per_lease:.0} thread and {:.0} kB of RSS with a Client of its own (one TLS connection each, kept open), {:.0} kB when all share one Client. A renew costs {:.0} µs of CPU at 100 leases ({:.0} µs with one), so 100 leases at client-go's 2 s retry period take {core_at_2s:.1}% of one core. Sharing one Client keeps {} connection(s) open instead of {} but, with one idle connection per host, reconnects (TLS resumed) whenever renews overlap: {} connections in {SHARD_WINDOW:?} at 100 leases.",
+            "\nThe first lease costs {} kB over the bare process ({} kB); each further lease costs {threads_per_lease:.0} thread and {:.0} kB of RSS with a Client of its own (one TLS connection each, kept open), {:.0} kB when all share one Client. A renew costs {:.0} µs of CPU at 100 leases ({:.0} µs with one), so 100 leases at client-go's 2 s retry period take {core_at_2s:.1}% of one core. Sharing one Client keeps {} connection(s) open instead of {} but, with a few idle connections kept, reconnects (TLS resumed) whenever renews overlap: {} connections in {SHARD_WINDOW:?} at 100 leases.",
             one.rss_kb.saturating_sub(base.rss_kb),
             base.rss_kb,
             per_lease(one, hundred),
