@@ -67,6 +67,8 @@ pub mod duration;
 pub mod elector;
 pub mod error;
 pub mod events;
+#[cfg(feature = "health")]
+pub mod health;
 pub mod lease;
 pub mod lock;
 pub mod openshift;
@@ -87,6 +89,8 @@ pub use elector::{
 };
 pub use error::{ApiStatus, Error, Result, StatusKind};
 pub use events::{EventRecorder, EventStats};
+#[cfg(feature = "health")]
+pub use health::HealthServer;
 pub use lease::{LeaderElectionRecord, Lease, LeaseSpec, MicroTime, ObjectMeta, Status};
 pub use lock::{identity, EventSink, LeaseLock, Lock};
 pub use openshift::{from_config, Election, LeaderElection, Tolerances};

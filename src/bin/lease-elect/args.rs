@@ -1,0 +1,274 @@
+//! The command line: the flags of `examples/elect.rs`, plus the tool's own.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+/// One line, printed after a usage error.
+pub const USAGE: &str = "usage: lease-elect [--server URL | --kubeconfig F [--context C]] [--namespace NS] --name NAME [--identity ID] \
+[--token-file F] [--ca-file F] [--lease-duration S --renew-deadline S --retry-period S] \
+[--release-on-cancel] [--ignore-stdin] [--watch] [--health-addr ADDR [--health-tolerance S]] [-v]... \
+[--grace S] [--restart] [-- COMMAND [ARGS...]]";
+
+/// `--help`.
+pub const HELP: &str = "\
+lease-elect: Kubernetes leader election on a coordination.k8s.io/v1 Lease.
+Without COMMAND, print one line per event. With COMMAND, run it only while
+this candidate leads.
+
+usage: lease-elect [OPTIONS] --name NAME [-- COMMAND [ARGS...]]
+
+API server (default: in-cluster config in a pod, else $KUBECONFIG or ~/.kube/config):
+  --server URL            the API server's URL
+  --ca-file F             CA bundle for --server
+  --token-file F          bearer token, re-read as it rotates
+  --kubeconfig F          a kubeconfig file (YAML or JSON)
+  --context C             a kubeconfig context, as kubectl's --context
+
+Lease:
+  --namespace NS          default: the kubeconfig context's or the pod's namespace
+  --name NAME             the Lease's name (required)
+  --identity ID           this candidate's identity (default <hostname>_<uuid>)
+  --lease-duration S      default 15s; durations are seconds or Go durations (15, 1.5, 1m30s)
+  --renew-deadline S      default 10s
+  --retry-period S        default 2s
+  --release-on-cancel     release the lease on exit so another candidate takes over at once
+                          (always done with COMMAND, once COMMAND has ended)
+  --watch                 watch the Lease to act on a release or expiry within a round trip
+                          (needs `list` and `watch` on leases)
+
+Without COMMAND:
+  --ignore-stdin          do not stop when stdin closes (a container whose stdin is /dev/null)
+
+With COMMAND:
+  --grace S               time COMMAND gets between SIGTERM and SIGKILL (default 10s); when
+                          leadership is lost, COMMAND is killed before the lease can expire
+                          whatever --grace says
+  --restart               start COMMAND again when it exits on its own while still leading
+                          (1s after it ended, doubling up to 30s while it keeps exiting within 10s)
+
+Diagnostics:
+  --health-addr ADDR      serve /healthz, /readyz, /leader and /metrics on ADDR (HOST:PORT,
+                          e.g. 0.0.0.0:8080)
+  --health-tolerance S    /healthz fails once leading without a renew for lease duration + S,
+                          or S after losing the lease (default 20s)
+  -v, --verbose           more detail on stderr (-v info, -vv debug, -vvv trace); the base level
+                          is $LEASE_ELECT_LOG (off, error, warn, info, debug, trace), default warn
+  -h, --help              this text
+
+Output: one line per event on stdout: `LEADING <identity>`, `STOPPED <identity>` (printed as
+the elector reports it, before the lease is released), `NEW_LEADER <identity>`. COMMAND
+inherits stdout and stderr; its stdin is /dev/null.
+
+Without COMMAND it keeps competing after losing the lease, and stops on SIGTERM/SIGINT or
+when stdin closes. With COMMAND: COMMAND starts when this candidate becomes leader, in a
+process group of its own (what is left of it is killed when COMMAND ends). On SIGTERM/SIGINT
+(passed on as received) or a lost lease (SIGTERM), COMMAND's process group gets the signal,
+then SIGKILL after --grace, or sooner after a loss, so that it has ended before the lease can
+expire for anyone else; a second SIGTERM/SIGINT kills it at once. The lease is released only
+once COMMAND has ended. If lease-elect itself dies, a small supervisor process kills COMMAND
+at once. Passing SIGTERM/SIGINT on needs kill(1) on PATH; without it COMMAND gets SIGKILL.
+
+Exit status:
+  0        stopped by SIGTERM/SIGINT (or stdin closing, without COMMAND): COMMAND has ended
+           and the lease has been released
+  N        COMMAND exited on its own with status N (128+S when killed by signal S), without
+           --restart; the lease has been released
+  1        leadership was lost while running COMMAND (COMMAND has ended first; the
+           orchestrator restarts lease-elect as a fresh candidate), or an error: the API
+           server, the configuration, a failed release, or COMMAND's supervisor killed
+           (the lease is then left to expire)
+  2        usage error
+  126, 127 COMMAND cannot be run, or is not found (checked at start)
+";
+
+/// What the command line asks for.
+#[derive(Debug, Default)]
+pub struct Args {
+    pub server: Option<String>,
+    pub kubeconfig: Option<String>,
+    pub context: Option<String>,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub identity: Option<String>,
+    pub token_file: Option<String>,
+    pub ca_file: Option<String>,
+    pub lease_duration: Option<Duration>,
+    pub renew_deadline: Option<Duration>,
+    pub retry_period: Option<Duration>,
+    pub release_on_cancel: bool,
+    pub ignore_stdin: bool,
+    pub watch: bool,
+    pub health_addr: Option<String>,
+    pub health_tolerance: Duration,
+    /// How many `-v`.
+    pub verbose: u8,
+    pub grace: Duration,
+    pub restart: bool,
+    /// Empty without `--`.
+    pub command: Vec<OsString>,
+}
+
+/// A parsed command line.
+#[derive(Debug)]
+pub enum Parsed {
+    Run(Box<Args>),
+    Help,
+}
+
+const DEFAULT_GRACE: Duration = Duration::from_secs(10);
+/// client-go's usual `HealthzAdaptor` timeout (kube-controller-manager's).
+const DEFAULT_HEALTH_TOLERANCE: Duration = Duration::from_secs(20);
+
+fn parse_duration(flag: &str, v: &str) -> Result<Duration, String> {
+    if let Ok(secs) = v.parse::<f64>() {
+        if secs.is_finite() && secs >= 0.0 {
+            return Ok(Duration::from_secs_f64(secs));
+        }
+    }
+    lease_elector::duration::parse_go_duration(v).map_err(|e| format!("{flag}: {e}"))
+}
+
+/// Parse everything after the program name. `--flag value` and
+/// `--flag=value` both work; everything after `--` is COMMAND.
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
+    let mut a = Args {
+        grace: DEFAULT_GRACE,
+        health_tolerance: DEFAULT_HEALTH_TOLERANCE,
+        ..Args::default()
+    };
+    let mut grace_given = false;
+    let mut it = args.into_iter();
+    while let Some(raw) = it.next() {
+        if raw == "--" {
+            a.command = it.by_ref().collect();
+            if a.command.is_empty() {
+                return Err("`--` must be followed by a COMMAND".into());
+            }
+            break;
+        }
+        let arg = raw
+            .into_string()
+            .map_err(|raw| format!("argument {raw:?} is not UTF-8"))?;
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (arg, None),
+        };
+        let mut value = || -> Result<String, String> {
+            match inline.clone() {
+                Some(v) => Ok(v),
+                None => it
+                    .next()
+                    .ok_or_else(|| format!("{flag} needs a value"))?
+                    .into_string()
+                    .map_err(|v| format!("{flag}: {v:?} is not UTF-8")),
+            }
+        };
+        match flag.as_str() {
+            "--server" => a.server = Some(value()?),
+            "--kubeconfig" => a.kubeconfig = Some(value()?),
+            "--context" => a.context = Some(value()?),
+            "--namespace" => a.namespace = Some(value()?),
+            "--name" => a.name = Some(value()?),
+            "--identity" => a.identity = Some(value()?),
+            "--token-file" => a.token_file = Some(value()?),
+            "--ca-file" => a.ca_file = Some(value()?),
+            "--lease-duration" => a.lease_duration = Some(parse_duration(&flag, &value()?)?),
+            "--renew-deadline" => a.renew_deadline = Some(parse_duration(&flag, &value()?)?),
+            "--retry-period" => a.retry_period = Some(parse_duration(&flag, &value()?)?),
+            "--grace" => {
+                a.grace = parse_duration(&flag, &value()?)?;
+                grace_given = true;
+            }
+            "--health-addr" => {
+                let v = value()?;
+                if !v.contains(':') {
+                    return Err(format!("--health-addr {v:?}: want HOST:PORT"));
+                }
+                a.health_addr = Some(v);
+            }
+            "--health-tolerance" => a.health_tolerance = parse_duration(&flag, &value()?)?,
+            "--release-on-cancel" | "--ignore-stdin" | "--watch" | "--restart" | "--verbose"
+                if inline.is_some() =>
+            {
+                return Err(format!("{flag} takes no value"));
+            }
+            "--release-on-cancel" => a.release_on_cancel = true,
+            "--ignore-stdin" => a.ignore_stdin = true,
+            "--watch" => a.watch = true,
+            "--restart" => a.restart = true,
+            "--verbose" => a.verbose = a.verbose.saturating_add(1),
+            "-h" | "--help" => return Ok(Parsed::Help),
+            v if v.len() > 1 && v.starts_with('-') && v[1..].bytes().all(|b| b == b'v') => {
+                a.verbose = a.verbose.saturating_add((v.len() - 1) as u8);
+            }
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    if a.command.is_empty() && (grace_given || a.restart) {
+        return Err("--grace and --restart need a COMMAND (after `--`)".into());
+    }
+    if a.name.is_none() {
+        return Err("--name is required".into());
+    }
+    Ok(Parsed::Run(Box::new(a)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_strs(args: &[&str]) -> Result<Parsed, String> {
+        parse(args.iter().map(OsString::from))
+    }
+
+    fn run(args: &[&str]) -> Args {
+        match parse_strs(args) {
+            Ok(Parsed::Run(a)) => *a,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn everything_after_the_double_dash_is_the_command() {
+        let a = run(&["--name", "x", "--", "sh", "-c", "--name", "--"]);
+        assert_eq!(a.command, ["sh", "-c", "--name", "--"]);
+        assert_eq!(a.grace, DEFAULT_GRACE);
+    }
+
+    #[test]
+    fn flags_take_values_after_a_space_or_an_equals_sign() {
+        let a = run(&[
+            "--name=x",
+            "--lease-duration",
+            "2",
+            "--renew-deadline=1.5s",
+            "-vv",
+            "--verbose",
+            "--health-addr",
+            "127.0.0.1:0",
+        ]);
+        assert_eq!(a.name.as_deref(), Some("x"));
+        assert_eq!(a.lease_duration, Some(Duration::from_secs(2)));
+        assert_eq!(a.renew_deadline, Some(Duration::from_millis(1500)));
+        assert_eq!(a.verbose, 3);
+        assert!(a.health_addr.is_some());
+    }
+
+    #[test]
+    fn mistakes_are_usage_errors() {
+        for bad in [
+            &["--name", "x", "--bogus"][..],
+            &["--name"],
+            &["--grace", "1", "--name", "x"],
+            &["--name", "x", "--restart"],
+            &["--name", "x", "--"],
+            &["--name", "x", "--watch=yes"],
+            &["--name", "x", "--health-addr", "localhost"],
+            &["--server", "http://127.0.0.1:1"],
+        ] {
+            assert!(parse_strs(bad).is_err(), "{bad:?}");
+        }
+        assert!(parse_strs(&["--bogus", "-h"]).is_err());
+        assert!(matches!(parse_strs(&["-h", "--bogus"]), Ok(Parsed::Help)));
+    }
+}

@@ -1,0 +1,35 @@
+//! `lease-elect`: Kubernetes leader election from the command line
+//! (feature `cli`; `cargo install --path . --features cli`).
+//!
+//! Without COMMAND it prints one line per event, as `examples/elect.rs`
+//! does; with `-- COMMAND [ARGS...]` it runs COMMAND only while leading.
+//! `args.rs` holds the flags and the exit statuses (`--help`), `run.rs`
+//! when COMMAND may run, `supervise.rs` why COMMAND never outlives a
+//! crashed `lease-elect`, and `logger.rs` the stderr logger.
+
+mod args;
+mod logger;
+mod run;
+mod supervise;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let mut argv = std::env::args_os().skip(1).peekable();
+    if argv.peek().is_some_and(|a| a == supervise::FLAG) {
+        return supervise::main(argv.skip(1));
+    }
+    let args = match args::parse(argv) {
+        Ok(args::Parsed::Run(args)) => args,
+        Ok(args::Parsed::Help) => {
+            print!("{}", args::HELP);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("lease-elect: {e}\n{}", args::USAGE);
+            return ExitCode::from(2);
+        }
+    };
+    logger::init(&logger::ELECT, logger::level_from_env(args.verbose));
+    run::main(*args)
+}

@@ -1,0 +1,550 @@
+//! The elector, and what `lease-elect` does with its events: print them
+//! and, given a COMMAND, run it only while leading.
+//!
+//! # When COMMAND may run
+//!
+//! COMMAND starts on `StartedLeading` while the handle says we lead, and is
+//! stopped (SIGTERM, SIGKILL after `--grace`) on `StoppedLeading`, on a
+//! signal to `lease-elect`, or when the handle stops saying we lead. The
+//! lease is released only after COMMAND (its supervisor) has been reaped:
+//! `ElectorHandle::stop` sends `StoppedLeading` and releases at once, so it
+//! is called last.
+//!
+//! While COMMAND is being stopped the elector keeps renewing, so `--grace`
+//! may be long. But nobody else can take the lease before `leaseDuration`
+//! after our last successful renew started (others time expiry from when
+//! *they* saw that renew), and that is the one bound a lost lease leaves:
+//! COMMAND gets SIGKILL no later than [`kill_margin`] before it, whatever
+//! `--grace` says. `StoppedLeading` comes at most `renewDeadline` after that
+//! renew, so a loss leaves `leaseDuration - renewDeadline - margin` for a
+//! graceful exit (4 s at 15s/10s/2s). A crash of `lease-elect` is the
+//! supervisor's business (`supervise.rs`).
+//!
+//! With COMMAND the elector does not rejoin after a loss: `lease-elect`
+//! exits 1 once COMMAND has ended, and the orchestrator restarts it as a
+//! fresh candidate (client-go's and library-go's components exit too).
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::process::{ExitCode, ExitStatus};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use lease_elector::{
+    Client, ClientConfig, ElectorHandle, LeaderElector, LeaderEvent, LeaseLock, Probe,
+};
+use log::LevelFilter;
+use signal_hook::consts::{SIGCHLD, SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+use crate::args::Args;
+use crate::supervise::{self, Signal, Supervised};
+
+type BoxError = Box<dyn std::error::Error>;
+
+/// What the threads tell the main loop.
+enum Msg {
+    Event(LeaderEvent),
+    /// The elector ended (its channel closed).
+    ElectorEnded,
+    /// SIGTERM or SIGINT.
+    Signal(Signal),
+    /// SIGCHLD: the supervisor may have ended.
+    Child,
+    /// Without COMMAND: stdin closed.
+    StdinClosed,
+}
+
+/// Run with parsed arguments; the logger is set up.
+pub fn main(args: Args) -> ExitCode {
+    match run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            // Not through the logger: visible whatever the log level.
+            eprintln!("lease-elect: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> Result<ExitCode, BoxError> {
+    if let Some(program) = args.command.first() {
+        if let Err((code, why)) = supervise::find_program(program) {
+            eprintln!("lease-elect: COMMAND: {why}");
+            return Ok(ExitCode::from(code));
+        }
+        if supervise::find_program(&"kill".into()).is_err() {
+            log::warn!("no kill(1) on PATH: COMMAND will be stopped with SIGKILL, without --grace");
+        }
+    }
+    // Listening first: from now on SIGTERM and SIGINT stop us cleanly.
+    let (tx, rx) = mpsc::channel();
+    let mut wanted = vec![SIGTERM, SIGINT];
+    if !args.command.is_empty() {
+        wanted.push(SIGCHLD);
+    }
+    let mut signals = Signals::new(wanted)?;
+    let signals_handle = signals.handle();
+    let signals_thread = {
+        let tx = tx.clone();
+        thread::Builder::new()
+            .name("lease-elect/signals".into())
+            .spawn(move || {
+                for sig in signals.forever() {
+                    let msg = Signal::from_raw(sig).map_or(Msg::Child, Msg::Signal);
+                    if tx.send(msg).is_err() {
+                        break;
+                    }
+                }
+            })?
+    };
+
+    let (handle, events, identity) = spawn_elector(&args)?;
+    let probe = handle.probe();
+    // Feature `cli` turns on `health`.
+    let _health = match &args.health_addr {
+        Some(addr) => {
+            let server = lease_elector::health::HealthServer::start(
+                addr.as_str(),
+                vec![probe.clone()],
+                args.health_tolerance,
+            )
+            .map_err(|e| format!("--health-addr {addr}: {e}"))?;
+            log::info!("health endpoint on {}", server.local_addr());
+            Some(server)
+        }
+        None => None,
+    };
+
+    let forward = forward_events(events, identity, tx.clone())?;
+    if args.command.is_empty() && !args.ignore_stdin {
+        let tx = tx.clone();
+        // Blocked in read(2) until stdin closes; not joined.
+        thread::Builder::new()
+            .name("lease-elect/stdin".into())
+            .spawn(move || {
+                let mut sink = [0u8; 256];
+                let mut stdin = std::io::stdin();
+                while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+                let _ = tx.send(Msg::StdinClosed);
+            })?;
+    }
+    drop(tx);
+
+    let end = if args.command.is_empty() {
+        follow(&rx)
+    } else {
+        Session::new(&args, probe).run(&rx)
+    };
+    if let End::SupervisorKilled = end {
+        // COMMAND may outlive its supervisor: exit without releasing, so
+        // that the lease expires rather than passing on at once.
+        log::logger().flush();
+        std::process::exit(1);
+    }
+    // COMMAND has ended (or never ran): now the lease may be released.
+    let stopped = handle.stop();
+    // The elector's thread is gone, so its channel is closed and the
+    // forwarder has printed every event (STOPPED included).
+    let _ = forward.join();
+    signals_handle.close();
+    let _ = signals_thread.join();
+    match end {
+        End::Stopped(why) => {
+            log::info!("stopped: {why}");
+            stopped?;
+            Ok(ExitCode::SUCCESS)
+        }
+        End::CommandExited(code) => {
+            if let Err(e) = stopped {
+                log::error!("releasing the lease after COMMAND exited: {e}");
+            }
+            Ok(ExitCode::from(code))
+        }
+        End::Lost => {
+            stopped?;
+            log::warn!("leader election lost; exiting so that a fresh candidate starts");
+            Ok(ExitCode::FAILURE)
+        }
+        End::ElectorEnded => {
+            stopped?;
+            Err("the elector ended unexpectedly".into())
+        }
+        End::Failed(e) => {
+            stopped?;
+            Err(e)
+        }
+        End::SupervisorKilled => Ok(ExitCode::FAILURE),
+    }
+}
+
+/// Connect as the `elect` example does, and start electing.
+fn spawn_elector(args: &Args) -> Result<(ElectorHandle, Receiver<LeaderEvent>, String), BoxError> {
+    let mut config = match (&args.server, &args.kubeconfig) {
+        (Some(url), _) => {
+            let mut c = ClientConfig::new(url.clone());
+            if let Some(ca) = &args.ca_file {
+                c = c.ca_file(ca)?;
+            }
+            c
+        }
+        (None, Some(path)) => ClientConfig::from_kubeconfig(path, args.context.as_deref())?,
+        // Like kubectl: a context alone picks it from the default kubeconfig.
+        (None, None) if args.context.is_some() => ClientConfig::from_kubeconfig_files(
+            &ClientConfig::default_kubeconfig_paths()?,
+            args.context.as_deref(),
+        )?,
+        (None, None) => ClientConfig::infer()?,
+    };
+    if let Some(f) = &args.token_file {
+        config = config.token_file(f);
+    }
+    let namespace = args
+        .namespace
+        .clone()
+        .or_else(|| config.namespace().map(str::to_string))
+        .ok_or("--namespace is required outside a cluster")?;
+    let name = args.name.clone().ok_or("--name is required")?;
+    let identity = args
+        .identity
+        .clone()
+        .unwrap_or_else(lease_elector::identity);
+    let client = Client::new(config)?;
+    let lock = LeaseLock::new(client, namespace, name, identity.clone());
+    let with_command = !args.command.is_empty();
+    let mut builder = LeaderElector::builder(lock)
+        // With COMMAND the release comes after COMMAND has ended: always safe.
+        .release_on_cancel(args.release_on_cancel || with_command)
+        .rejoin(!with_command)
+        .watch(args.watch);
+    if let Some(d) = args.lease_duration {
+        builder = builder.lease_duration(d);
+    }
+    if let Some(d) = args.renew_deadline {
+        builder = builder.renew_deadline(d);
+    }
+    if let Some(d) = args.retry_period {
+        builder = builder.retry_period(d);
+    }
+    let (handle, events) = builder.build()?.spawn()?;
+    Ok((handle, events, identity))
+}
+
+/// Pass events to the main loop, then print them: printing never delays
+/// stopping COMMAND, and STOPPED is printed as soon as the elector sends
+/// it, before the release that follows it completes.
+fn forward_events(
+    events: Receiver<LeaderEvent>,
+    identity: String,
+    tx: Sender<Msg>,
+) -> std::io::Result<thread::JoinHandle<()>> {
+    thread::Builder::new()
+        .name("lease-elect/events".into())
+        .spawn(move || {
+            let out = std::io::stdout();
+            for ev in events {
+                let line = match &ev {
+                    LeaderEvent::StartedLeading { .. } => format!("LEADING {identity}"),
+                    LeaderEvent::StoppedLeading { .. } => format!("STOPPED {identity}"),
+                    LeaderEvent::NewLeader { identity: who, .. } => format!("NEW_LEADER {who}"),
+                };
+                let _ = tx.send(Msg::Event(ev));
+                let mut out = out.lock();
+                // stdout closed: nothing left to tell anyone.
+                let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+            }
+            let _ = tx.send(Msg::ElectorEnded);
+        })
+}
+
+/// How the main loop ended.
+enum End {
+    /// SIGTERM, SIGINT or stdin closing.
+    Stopped(String),
+    /// COMMAND exited on its own (without `--restart`) with this status.
+    CommandExited(u8),
+    Lost,
+    ElectorEnded,
+    /// COMMAND could not be started.
+    Failed(BoxError),
+    /// The supervisor died of a signal: COMMAND may still run.
+    SupervisorKilled,
+}
+
+/// Without COMMAND: print (the forwarder does) until told to stop.
+fn follow(rx: &Receiver<Msg>) -> End {
+    loop {
+        match rx.recv() {
+            Ok(Msg::Signal(sig)) => return End::Stopped(sig.to_string()),
+            Ok(Msg::StdinClosed) => return End::Stopped("stdin closed".into()),
+            Ok(Msg::ElectorEnded) | Err(_) => return End::ElectorEnded,
+            Ok(Msg::Event(_) | Msg::Child) => {}
+        }
+    }
+}
+
+/// How watching a running COMMAND ended.
+enum Watch {
+    Exited(ExitStatus),
+    Lost,
+    Signal(Signal),
+}
+
+/// The first pause before `--restart` starts COMMAND again, the longest,
+/// and how long a run must last for the pause to start again from the first.
+const RESTART_FIRST: Duration = Duration::from_secs(1);
+const RESTART_MAX: Duration = Duration::from_secs(30);
+const RESTART_RESET: Duration = Duration::from_secs(10);
+
+/// How long before the lease could expire for others COMMAND gets SIGKILL
+/// at the latest: 1 s, or half of `leaseDuration - renewDeadline` if less.
+/// It covers delivering SIGKILL and the supervisor reaping COMMAND.
+fn kill_margin(lease_duration: Duration, renew_deadline: Duration) -> Duration {
+    (lease_duration.saturating_sub(renew_deadline) / 2).min(Duration::from_secs(1))
+}
+
+/// With COMMAND: run it while leading.
+struct Session {
+    command: Vec<OsString>,
+    grace: Duration,
+    restart: bool,
+    level: LevelFilter,
+    probe: Probe,
+    lease_duration: Duration,
+    margin: Duration,
+}
+
+impl Session {
+    fn new(args: &Args, probe: Probe) -> Session {
+        let defaults = lease_elector::ElectorConfig::default();
+        let lease_duration = args.lease_duration.unwrap_or(defaults.lease_duration);
+        let renew_deadline = args.renew_deadline.unwrap_or(defaults.renew_deadline);
+        Session {
+            command: args.command.clone(),
+            grace: args.grace,
+            restart: args.restart,
+            level: log::max_level(),
+            probe,
+            lease_duration,
+            margin: kill_margin(lease_duration, renew_deadline),
+        }
+    }
+
+    /// SIGKILL COMMAND by then at the latest: `margin` before the lease
+    /// could expire for anyone else.
+    fn lease_deadline(&self) -> Instant {
+        match self.probe.last_renew() {
+            Some(at) => (at + self.lease_duration)
+                .checked_sub(self.margin)
+                .unwrap_or(at),
+            None => Instant::now(),
+        }
+    }
+
+    /// How often the main loop looks at the handle while COMMAND runs, in
+    /// case no event comes: it sees a missed renew deadline with `margin`
+    /// to spare (`margin` is at most half of leaseDuration - renewDeadline).
+    fn tick(&self) -> Duration {
+        self.margin.max(Duration::from_millis(10))
+    }
+
+    fn run(&self, rx: &Receiver<Msg>) -> End {
+        loop {
+            match rx.recv() {
+                Ok(Msg::Event(LeaderEvent::StartedLeading { .. })) => break,
+                Ok(Msg::Signal(sig)) => return End::Stopped(sig.to_string()),
+                Ok(Msg::ElectorEnded) | Err(_) => return End::ElectorEnded,
+                Ok(_) => {}
+            }
+        }
+        let mut pause = RESTART_FIRST;
+        loop {
+            if !self.probe.is_leader() {
+                return End::Lost;
+            }
+            let mut child = match Supervised::start(&self.command, self.level) {
+                Ok(child) => child,
+                Err(e) => return End::Failed(format!("cannot start COMMAND: {e}").into()),
+            };
+            let started = Instant::now();
+            log::info!("leading: started {}", supervise::show(&self.command));
+            let status = match self.watch(rx, &mut child) {
+                Watch::Exited(status) => status,
+                Watch::Lost => {
+                    log::warn!("leadership lost: stopping COMMAND");
+                    return self.terminate(rx, &mut child, Signal::Term, End::Lost);
+                }
+                Watch::Signal(sig) => {
+                    log::info!("{sig}: stopping COMMAND");
+                    return self.terminate(rx, &mut child, sig, End::Stopped(sig.to_string()));
+                }
+            };
+            let Some(code) = command_status(status) else {
+                return End::SupervisorKilled;
+            };
+            if !self.restart {
+                log::info!("COMMAND exited with status {code}; releasing the lease");
+                return End::CommandExited(code);
+            }
+            pause = if started.elapsed() >= RESTART_RESET {
+                RESTART_FIRST
+            } else {
+                pause
+            };
+            log::warn!(
+                "COMMAND exited with status {code}; starting it again in {}",
+                humantime::format_duration(pause)
+            );
+            if let Some(end) = self.pause(rx, pause) {
+                return match end {
+                    Watch::Signal(sig) => End::Stopped(sig.to_string()),
+                    _ => End::Lost,
+                };
+            }
+            pause = (pause * 2).min(RESTART_MAX);
+        }
+    }
+
+    /// Until COMMAND exits, leadership ends or a signal comes.
+    fn watch(&self, rx: &Receiver<Msg>, child: &mut Supervised) -> Watch {
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => return Watch::Exited(status),
+                Ok(None) => {}
+                Err(e) => log::error!("waiting for COMMAND's supervisor: {e}"),
+            }
+            if !self.probe.is_leader() {
+                return Watch::Lost;
+            }
+            match rx.recv_timeout(self.tick()) {
+                Ok(Msg::Event(LeaderEvent::StoppedLeading { .. }) | Msg::ElectorEnded) => {
+                    return Watch::Lost
+                }
+                Ok(Msg::Signal(sig)) => return Watch::Signal(sig),
+                Err(RecvTimeoutError::Disconnected) => return Watch::Lost,
+                Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+
+    /// `d` between runs of COMMAND; `Some` if leadership ended or a signal came.
+    fn pause(&self, rx: &Receiver<Msg>, d: Duration) -> Option<Watch> {
+        let until = Instant::now() + d;
+        loop {
+            if !self.probe.is_leader() {
+                return Some(Watch::Lost);
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            match rx.recv_timeout(left.min(self.tick())) {
+                Ok(Msg::Event(LeaderEvent::StoppedLeading { .. }) | Msg::ElectorEnded)
+                | Err(RecvTimeoutError::Disconnected) => return Some(Watch::Lost),
+                Ok(Msg::Signal(sig)) => return Some(Watch::Signal(sig)),
+                Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+
+    /// Send `signal`, then SIGKILL after `--grace` or at the lease deadline,
+    /// whichever is first (or at a second SIGTERM/SIGINT); return `end`
+    /// once COMMAND has been reaped.
+    fn terminate(
+        &self,
+        rx: &Receiver<Msg>,
+        child: &mut Supervised,
+        signal: Signal,
+        end: End,
+    ) -> End {
+        child.signal(signal);
+        let grace_end = Instant::now() + self.grace;
+        let mut killed_at: Option<Instant> = None;
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => {
+                    return match command_status(status) {
+                        Some(code) => {
+                            log::info!("COMMAND has ended (status {code})");
+                            end
+                        }
+                        None => End::SupervisorKilled,
+                    };
+                }
+                Ok(None) => {}
+                Err(e) => log::error!("waiting for COMMAND's supervisor: {e}"),
+            }
+            let now = Instant::now();
+            let lease_end = self.lease_deadline();
+            let kill_by = grace_end.min(lease_end);
+            let wait = match killed_at {
+                None if now >= kill_by => {
+                    if lease_end < grace_end {
+                        log::warn!("COMMAND still runs and the lease could soon expire: SIGKILL");
+                    } else {
+                        log::warn!(
+                            "COMMAND still runs after --grace {}: SIGKILL",
+                            humantime::format_duration(self.grace)
+                        );
+                    }
+                    child.signal(Signal::Kill);
+                    killed_at = Some(now);
+                    KILLED_POLL
+                }
+                None => kill_by.saturating_duration_since(now).min(self.tick()),
+                Some(at) => {
+                    if now.saturating_duration_since(at) >= STUCK_LOG_EVERY {
+                        log::error!("COMMAND has not ended since SIGKILL (in uninterruptible sleep?); waiting for it before releasing the lease");
+                        killed_at = Some(now);
+                    }
+                    KILLED_POLL
+                }
+            };
+            match rx.recv_timeout(wait) {
+                Ok(Msg::Signal(again)) if killed_at.is_none() => {
+                    log::warn!("{again} again: SIGKILL");
+                    child.signal(Signal::Kill);
+                    killed_at = Some(Instant::now());
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// How often a killed COMMAND is looked at besides SIGCHLD.
+const KILLED_POLL: Duration = Duration::from_millis(100);
+/// How often a COMMAND that survives SIGKILL is reported.
+const STUCK_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// COMMAND's exit status as its supervisor passes it on; `None` (and an
+/// error logged) when the supervisor itself was killed, so that COMMAND
+/// may still run.
+fn command_status(supervisor: ExitStatus) -> Option<u8> {
+    match supervisor.code() {
+        Some(code) => Some(u8::try_from(code).unwrap_or(1)),
+        None => {
+            log::error!(
+                "COMMAND's supervisor was killed ({supervisor}); COMMAND may still run: not releasing the lease"
+            );
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kill_margin_is_a_second_or_half_the_slack_of_the_lease() {
+        let s = Duration::from_secs;
+        assert_eq!(kill_margin(s(15), s(10)), s(1));
+        assert_eq!(kill_margin(s(137), s(107)), s(1));
+        assert_eq!(
+            kill_margin(s(2), Duration::from_millis(1500)),
+            Duration::from_millis(250)
+        );
+    }
+}

@@ -1,0 +1,775 @@
+//! The `lease-elect` tool as a user runs it: real processes against the
+//! embedded API server, its exact stdout lines and exit statuses, and
+//! real COMMANDs (shell scripts that record when they ran).
+//!
+//! The COMMAND script appends `start`, `beat` (every 50 ms), `got TERM` /
+//! `got INT` and `exit` lines, each with the run's pid and a nanosecond
+//! wall-clock time, to one log shared by every candidate, and holds an
+//! exclusive `flock` on a shared file for as long as it (or anything in its
+//! process group) lives: a second run that starts while another is alive
+//! writes `overlap`. Runs are judged from those lines: a run lasted at
+//! least from its `start` to its last line.
+
+#![cfg(feature = "cli")]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use lease_elector::testing::{Fault, TestApiServer};
+
+mod common;
+use common::tempdir::TempDir;
+
+const WAIT: Duration = Duration::from_secs(20);
+const BIN: &str = env!("CARGO_BIN_EXE_lease-elect");
+
+/// lease 2 s, renew deadline 1.5 s, retry period 0.5 s.
+const TIMINGS: [&str; 6] = [
+    "--lease-duration",
+    "2",
+    "--renew-deadline",
+    "1.5s",
+    "--retry-period",
+    "0.5",
+];
+
+/// The COMMAND: `$1` the shared folder, `$2` a name for the log; `$3`
+/// `ignore` makes it ignore SIGTERM and SIGINT, `exit:N` makes it exit
+/// with N after its first beat.
+const WORKER: &str = r#"
+dir=$1; name=$2; mode=$3
+# A signal to the process group can kill `date` too: then ask again.
+log() {
+  t=$(date +%s%N); [ -n "$t" ] || t=$(date +%s%N)
+  echo "$1 $name $$ $t" >> "$dir/log"
+}
+exec 9>>"$dir/lock"
+flock -n 9 || log overlap
+log start
+case $mode in
+ignore) trap 'log "got TERM"' TERM; trap 'log "got INT"' INT ;;
+*) trap 'log "got TERM"; log exit; exit 0' TERM; trap 'log "got INT"; log exit; exit 0' INT ;;
+esac
+while :; do
+  log beat
+  case $mode in exit:*) log exit; exit "${mode#exit:}" ;; esac
+  sleep 0.05
+done
+"#;
+
+struct Elect {
+    child: Child,
+    lines: mpsc::Receiver<(String, Instant)>,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Elect {
+    fn start(server: &TestApiServer, identity: &str, extra: &[&str]) -> Elect {
+        Elect::start_env(server, identity, extra, &[])
+    }
+
+    fn start_env(
+        server: &TestApiServer,
+        identity: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Elect {
+        let mut child = Command::new(BIN)
+            .args(["--server", &server.url(), "--namespace", "cli"])
+            .args(["--name", "lock", "--identity", identity])
+            .args(TIMINGS)
+            .args(extra)
+            .envs(env.iter().copied())
+            .env_remove("LEASE_ELECT_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = mpsc::channel();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                if tx.send((line, Instant::now())).is_err() {
+                    break;
+                }
+            }
+        });
+        let (tx, stderr) = mpsc::channel();
+        let err = BufReader::new(child.stderr.take().unwrap());
+        thread::spawn(move || {
+            for line in err.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Elect {
+            child,
+            lines,
+            stderr,
+        }
+    }
+
+    /// The next stdout line, which must be `line`; when it came.
+    fn expect(&self, line: &str) -> Instant {
+        let (got, at) = self
+            .lines
+            .recv_timeout(WAIT)
+            .unwrap_or_else(|e| panic!("waiting for {line:?}: {e}; stderr: {}", self.log()));
+        assert_eq!(got, line, "stderr: {}", self.log());
+        at
+    }
+
+    /// Skip `NEW_LEADER` lines up to `line`.
+    fn expect_after_new_leaders(&self, line: &str) -> Instant {
+        loop {
+            let (got, at) = self
+                .lines
+                .recv_timeout(WAIT)
+                .unwrap_or_else(|e| panic!("waiting for {line:?}: {e}; stderr: {}", self.log()));
+            if got == line {
+                return at;
+            }
+            assert!(got.starts_with("NEW_LEADER "), "{got:?} before {line:?}");
+        }
+    }
+
+    /// What it wrote on stderr so far.
+    fn log(&self) -> String {
+        self.stderr.try_iter().collect::<Vec<_>>().join("\n")
+    }
+
+    fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Its exit code, once it exits (within `WAIT`); stdout must have
+    /// nothing left.
+    fn exit_code(self) -> Option<i32> {
+        self.exit().0
+    }
+
+    /// Its exit code and when it exited (to 10 ms).
+    fn exit(mut self) -> (Option<i32>, Instant) {
+        let deadline = Instant::now() + WAIT;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "lease-elect did not exit; stderr: {}",
+                self.log()
+            );
+            thread::sleep(Duration::from_millis(10));
+        };
+        let exited = Instant::now();
+        thread::sleep(Duration::from_millis(50));
+        let rest: Vec<String> = self.lines.try_iter().map(|(l, _)| l).collect();
+        assert!(rest.is_empty(), "unexpected output after exit: {rest:?}");
+        (status.code(), exited)
+    }
+}
+
+impl Drop for Elect {
+    /// A failed test leaves no candidate behind (its supervisor then kills
+    /// its COMMAND).
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The shared folder of the COMMAND runs and the script.
+struct Runs {
+    dir: TempDir,
+    script: PathBuf,
+}
+
+/// One run of the COMMAND, as its log lines tell it.
+#[derive(Debug, Default, Clone)]
+struct Run {
+    name: String,
+    pid: u32,
+    first: u128,
+    last: u128,
+    lines: Vec<String>,
+}
+
+impl Drop for Runs {
+    /// A failed test leaves no COMMAND behind.
+    fn drop(&mut self) {
+        for run in self.try_runs().unwrap_or_default() {
+            let cmdline = std::fs::read(format!("/proc/{}/cmdline", run.pid)).unwrap_or_default();
+            if alive(run.pid) && String::from_utf8_lossy(&cmdline).contains("worker.sh") {
+                let _ = Command::new("kill")
+                    .args(["-KILL", &run.pid.to_string()])
+                    .status();
+            }
+        }
+    }
+}
+
+impl Runs {
+    fn new() -> Runs {
+        let dir = TempDir::new();
+        let script = dir.script("worker.sh", WORKER);
+        Runs { dir, script }
+    }
+
+    /// `-- sh worker.sh DIR NAME [MODE]`.
+    fn command(&self, name: &str, mode: &str) -> Vec<String> {
+        let mut c = vec![
+            "--".to_string(),
+            "/bin/sh".to_string(),
+            self.script.display().to_string(),
+            self.dir.0.display().to_string(),
+            name.to_string(),
+        ];
+        if !mode.is_empty() {
+            c.push(mode.to_string());
+        }
+        c
+    }
+
+    /// Every run so far, by pid, in the order they started.
+    fn runs(&self) -> Vec<Run> {
+        self.try_runs().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn try_runs(&self) -> Result<Vec<Run>, String> {
+        let mut by_pid: BTreeMap<u32, Run> = BTreeMap::new();
+        let text = self.dir.read("log");
+        // A line still being written is left for the next look.
+        for line in text.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
+            let line = line.trim_end();
+            let words: Vec<&str> = line.rsplitn(4, ' ').collect();
+            let parsed = match words[..] {
+                [t, pid, name, what] => t
+                    .parse::<u128>()
+                    .ok()
+                    .zip(pid.parse::<u32>().ok())
+                    .map(|tp| (tp, name, what)),
+                _ => None,
+            };
+            let Some(((t, pid), name, what)) = parsed else {
+                return Err(format!("bad log line {line:?}"));
+            };
+            let run = by_pid.entry(pid).or_insert_with(|| Run {
+                name: name.to_string(),
+                pid,
+                first: t,
+                ..Run::default()
+            });
+            run.first = run.first.min(t);
+            run.last = run.last.max(t);
+            run.lines.push(what.to_string());
+        }
+        let mut runs: Vec<Run> = by_pid.into_values().collect();
+        runs.sort_by_key(|r| r.first);
+        Ok(runs)
+    }
+
+    /// Wait until `name` has a run that beats.
+    fn wait_running(&self, name: &str) -> Run {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(run) = self
+                .runs()
+                .into_iter()
+                .find(|r| r.name == name && r.lines.iter().any(|l| l == "beat"))
+            {
+                return run;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name} never ran: {:?}",
+                self.runs()
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// No two runs ever overlapped: none saw another's lock, and each
+    /// started after the one before it had written its last line.
+    fn assert_never_overlapped(&self) {
+        let runs = self.runs();
+        for run in &runs {
+            assert!(
+                !run.lines.iter().any(|l| l == "overlap"),
+                "{} started while another run held the lock: {runs:#?}",
+                run.name
+            );
+        }
+        for pair in runs.windows(2) {
+            assert!(
+                pair[0].last < pair[1].first,
+                "{} (pid {}) still ran when {} (pid {}) started: {runs:#?}",
+                pair[0].name,
+                pair[0].pid,
+                pair[1].name,
+                pair[1].pid
+            );
+        }
+    }
+}
+
+fn now_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+fn alive(pid: u32) -> bool {
+    // A zombie has ended; only its parent has not reaped it yet.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| !stat.rsplit(')').next().unwrap_or("").starts_with(" Z"))
+}
+
+fn holder(server: &TestApiServer) -> String {
+    server.lease("cli", "lock").unwrap()["spec"]["holderIdentity"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn args<'a>(words: &'a [String], more: &[&'a str]) -> Vec<&'a str> {
+    more.iter()
+        .copied()
+        .chain(words.iter().map(String::as_str))
+        .collect()
+}
+
+#[test]
+fn help_documents_the_exit_statuses_and_mistakes_exit_two() {
+    let out = Command::new(BIN).arg("--help").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "usage: lease-elect",
+        "Exit status:",
+        "-- COMMAND",
+        "--grace S",
+    ] {
+        assert!(help.contains(needle), "{needle:?} missing from --help");
+    }
+    for bad in [
+        &["--bogus"][..],
+        &["--name", "x", "--grace", "1"],
+        &["--name", "x", "--restart"],
+        &["--name", "x", "--"],
+    ] {
+        let out = Command::new(BIN).args(bad).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("usage: lease-elect"));
+    }
+}
+
+#[test]
+fn a_command_that_does_not_exist_exits_127_before_competing() {
+    let server = TestApiServer::start().unwrap();
+    let out = Command::new(BIN)
+        .args([
+            "--server",
+            &server.url(),
+            "--namespace",
+            "cli",
+            "--name",
+            "lock",
+        ])
+        .args(["--", "/nonexistent/command"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/command not found"));
+    assert!(server.lease("cli", "lock").is_none(), "it never competed");
+}
+
+#[test]
+fn errors_are_on_stderr_by_default_and_v_adds_the_transitions() {
+    // Nothing listens on port 1: every attempt fails, and says so.
+    let out = Command::new(BIN)
+        .args([
+            "--server",
+            "http://127.0.0.1:1",
+            "--namespace",
+            "cli",
+            "--name",
+            "x",
+        ])
+        .args(TIMINGS)
+        .arg("--ignore-stdin")
+        .env_remove("LEASE_ELECT_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = out.id().to_string();
+    thread::sleep(Duration::from_millis(700));
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    let out = out.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("WARN  lease-elect: error acquiring lease cli/x"),
+        "{err}"
+    );
+    assert!(!err.contains("INFO"), "{err}");
+
+    let server = TestApiServer::start().unwrap();
+    for (lease, env) in [("v0", None), ("v1", Some("info"))] {
+        let mut cmd = Command::new(BIN);
+        cmd.args([
+            "--server",
+            &server.url(),
+            "--namespace",
+            "cli",
+            "--name",
+            lease,
+        ])
+        .args(TIMINGS)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+        match env {
+            None => cmd.arg("-v").env_remove("LEASE_ELECT_LOG"),
+            Some(level) => cmd.env("LEASE_ELECT_LOG", level),
+        };
+        let mut child = cmd.spawn().unwrap();
+        thread::sleep(Duration::from_millis(500));
+        drop(child.stdin.take());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!(
+                "INFO  lease-elect: successfully acquired lease cli/{lease}"
+            )),
+            "{env:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn stopped_is_printed_before_the_release_completes() {
+    let server = TestApiServer::start().unwrap();
+    let a = Elect::start(&server, "a", &["--release-on-cancel", "--ignore-stdin"]);
+    a.expect("NEW_LEADER a");
+    a.expect("LEADING a");
+    // Every PUT is answered 0.8 s late, the release too (renews still
+    // succeed: the per-request cap is 1 s).
+    server.inject(
+        Fault::latency(Duration::from_millis(800))
+            .method("PUT")
+            .times(usize::MAX),
+    );
+    thread::sleep(Duration::from_millis(300));
+    a.signal("-TERM");
+    let stopped = a.expect("STOPPED a");
+    let (code, exited) = a.exit();
+    assert_eq!(code, Some(0));
+    // The release took a round trip of at least 0.8 s after STOPPED.
+    assert!(
+        exited - stopped >= Duration::from_millis(600),
+        "STOPPED came only {:?} before the exit: after the release",
+        exited - stopped
+    );
+    assert_eq!(holder(&server), "", "released");
+}
+
+#[test]
+fn the_command_runs_while_leading_and_sigterm_stops_it_before_the_release() {
+    let server = TestApiServer::start().unwrap();
+    let runs = Runs::new();
+    let a_cmd = runs.command("a", "");
+    let a = Elect::start(&server, "a", &args(&a_cmd, &["--watch"]));
+    a.expect("NEW_LEADER a");
+    a.expect("LEADING a");
+    runs.wait_running("a");
+    let b_cmd = runs.command("b", "");
+    let b = Elect::start(&server, "b", &args(&b_cmd, &["--watch"]));
+    b.expect("NEW_LEADER a");
+    thread::sleep(Duration::from_millis(300));
+    assert!(runs.runs().iter().all(|r| r.name == "a"), "b must not run");
+
+    a.signal("-TERM");
+    a.expect("STOPPED a");
+    assert_eq!(a.exit_code(), Some(0));
+    b.expect("NEW_LEADER b");
+    b.expect("LEADING b");
+    let run_b = runs.wait_running("b");
+    let run_a = &runs.runs()[0];
+    assert_eq!(run_a.lines.last().map(String::as_str), Some("exit"));
+    assert!(run_a.lines.iter().any(|l| l == "got TERM"));
+    assert!(!alive(run_a.pid));
+    // Watching, b took over within a round trip of the release.
+    assert!(
+        run_b.first - run_a.last < 1_000_000_000,
+        "{:?}",
+        runs.runs()
+    );
+
+    b.signal("-INT");
+    b.expect("STOPPED b");
+    assert_eq!(b.exit_code(), Some(0));
+    let run_b = runs.runs().pop().unwrap();
+    assert!(
+        run_b.lines.iter().any(|l| l == "got INT"),
+        "SIGINT passed on as SIGINT"
+    );
+    assert_eq!(holder(&server), "", "released after the command ended");
+    runs.assert_never_overlapped();
+}
+
+#[test]
+fn no_two_commands_ever_run_at_once_even_when_the_leader_is_killed() {
+    let server = TestApiServer::start().unwrap();
+    let runs = Runs::new();
+    let cmds: Vec<Vec<String>> = ["a", "b", "c"]
+        .iter()
+        .map(|n| runs.command(n, ""))
+        .collect();
+    let a = Elect::start(&server, "a", &args(&cmds[0], &[]));
+    a.expect("NEW_LEADER a");
+    a.expect("LEADING a");
+    runs.wait_running("a");
+    let mut others: Vec<(String, Elect)> = ["b", "c"]
+        .iter()
+        .zip(&cmds[1..])
+        .map(|(n, cmd)| (n.to_string(), Elect::start(&server, n, &args(cmd, &[]))))
+        .collect();
+    for (_, e) in &others {
+        e.expect("NEW_LEADER a");
+    }
+
+    // A graceful handover.
+    a.signal("-TERM");
+    a.expect("STOPPED a");
+    assert_eq!(a.exit_code(), Some(0));
+    let next = wait_for(|| Some(holder(&server)).filter(|h| h == "b" || h == "c"));
+    let i = others.iter().position(|(n, _)| *n == next).unwrap();
+    let (name, leader) = others.remove(i);
+    let (other_name, other) = others.pop().unwrap();
+    leader.expect(&format!("NEW_LEADER {name}"));
+    leader.expect(&format!("LEADING {name}"));
+    let run = runs.wait_running(&name);
+
+    // The leader crashes (SIGKILL): its command dies with it at once, long
+    // before the lease can pass to the other candidate.
+    let mut leader = leader;
+    leader.child.kill().unwrap();
+    let killed_at = now_ns();
+    leader.child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while alive(run.pid) && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(10));
+    }
+    let outlived = alive(run.pid);
+
+    // It may or may not have seen the crashed leader's term.
+    other.expect_after_new_leaders(&format!("LEADING {other_name}"));
+    runs.wait_running(&other_name);
+    thread::sleep(Duration::from_millis(300));
+    runs.assert_never_overlapped();
+    assert!(!outlived, "the command outlived its lease-elect by 500 ms");
+    let crashed = runs.runs().into_iter().find(|r| r.pid == run.pid).unwrap();
+    assert!(
+        crashed.last <= killed_at + 100_000_000,
+        "the command went on beating after its lease-elect died: {crashed:?}"
+    );
+    other.signal("-TERM");
+    other.expect(&format!("STOPPED {other_name}"));
+    assert_eq!(other.exit_code(), Some(0));
+    assert_eq!(runs.runs().len(), 3);
+    runs.assert_never_overlapped();
+}
+
+#[test]
+fn a_lost_lease_kills_the_command_before_anyone_else_can_lead_and_exits_one() {
+    let server = TestApiServer::start().unwrap();
+    let runs = Runs::new();
+    let tokens = TempDir::new();
+    let a_token = tokens.write("a", "token-a");
+    let b_token = tokens.write("b", "token-b");
+    // a ignores SIGTERM and asks for a grace period far longer than the lease.
+    let a_cmd = runs.command("a", "ignore");
+    let a_token = a_token.to_str().unwrap();
+    let a = Elect::start(
+        &server,
+        "a",
+        &args(&a_cmd, &["--token-file", a_token, "--grace", "30"]),
+    );
+    a.expect("NEW_LEADER a");
+    a.expect("LEADING a");
+    runs.wait_running("a");
+    let b_cmd = runs.command("b", "");
+    let b = Elect::start(
+        &server,
+        "b",
+        &args(&b_cmd, &["--token-file", b_token.to_str().unwrap()]),
+    );
+    b.expect("NEW_LEADER a");
+
+    // a's renews fail from now on; b is served.
+    server.inject(Fault::status(500).bearer("token-a").times(usize::MAX));
+    a.expect("STOPPED a");
+    assert_eq!(a.exit_code(), Some(1));
+    b.expect("NEW_LEADER b");
+    b.expect("LEADING b");
+    runs.wait_running("b");
+    let run_a = runs.runs().into_iter().find(|r| r.name == "a").unwrap();
+    assert!(run_a.lines.iter().any(|l| l == "got TERM"), "{run_a:?}");
+    assert!(!alive(run_a.pid));
+    b.signal("-TERM");
+    b.expect("STOPPED b");
+    assert_eq!(b.exit_code(), Some(0));
+    runs.assert_never_overlapped();
+}
+
+#[test]
+fn a_command_that_exits_releases_the_lease_and_passes_its_status_on() {
+    let server = TestApiServer::start().unwrap();
+    let runs = Runs::new();
+    let cmd = runs.command("a", "exit:7");
+    let a = Elect::start(&server, "a", &args(&cmd, &[]));
+    a.expect("NEW_LEADER a");
+    a.expect("LEADING a");
+    a.expect("STOPPED a");
+    assert_eq!(a.exit_code(), Some(7));
+    assert_eq!(holder(&server), "", "released");
+    assert_eq!(runs.runs().len(), 1);
+}
+
+#[test]
+fn restart_runs_the_command_again_while_leading() {
+    let server = TestApiServer::start().unwrap();
+    let runs = Runs::new();
+    let cmd = runs.command("a", "exit:3");
+    let a = Elect::start(&server, "a", &args(&cmd, &["--restart"]));
+    a.expect("NEW_LEADER a");
+    a.expect("LEADING a");
+    wait_for(|| (runs.runs().len() >= 2).then_some(()));
+    a.signal("-TERM");
+    a.expect("STOPPED a");
+    assert_eq!(a.exit_code(), Some(0));
+    assert_eq!(holder(&server), "");
+    runs.assert_never_overlapped();
+}
+
+#[test]
+fn a_command_that_ignores_sigterm_is_killed_after_the_grace_period() {
+    let server = TestApiServer::start().unwrap();
+    let runs = Runs::new();
+    let cmd = runs.command("a", "ignore");
+    let a = Elect::start(&server, "a", &args(&cmd, &["--grace", "1"]));
+    a.expect("NEW_LEADER a");
+    a.expect("LEADING a");
+    let run = runs.wait_running("a");
+    let sent = Instant::now();
+    a.signal("-TERM");
+    a.expect("STOPPED a");
+    let took = sent.elapsed();
+    assert_eq!(a.exit_code(), Some(0));
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    let run = runs.runs().into_iter().find(|r| r.pid == run.pid).unwrap();
+    assert!(run.lines.iter().any(|l| l == "got TERM"));
+    assert!(!run.lines.iter().any(|l| l == "exit"), "killed, not exited");
+    assert!(!alive(run.pid));
+    assert_eq!(holder(&server), "");
+}
+
+#[test]
+fn without_kill_on_path_the_command_is_killed_at_once_and_a_warning_says_so() {
+    let server = TestApiServer::start().unwrap();
+    let runs = Runs::new();
+    // What the worker needs, and no kill(1).
+    let bin = TempDir::new();
+    for tool in ["date", "flock", "sleep"] {
+        let out = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .unwrap();
+        let real = String::from_utf8(out.stdout).unwrap();
+        std::os::unix::fs::symlink(real.trim(), bin.0.join(tool)).unwrap();
+    }
+    let path = bin.0.display().to_string();
+    let cmd = runs.command("a", "");
+    let a = Elect::start_env(
+        &server,
+        "a",
+        &args(&cmd, &["--grace", "10"]),
+        &[("PATH", &path)],
+    );
+    a.expect("NEW_LEADER a");
+    a.expect("LEADING a");
+    let run = runs.wait_running("a");
+    let sent = Instant::now();
+    a.signal("-TERM");
+    a.expect("STOPPED a");
+    assert!(sent.elapsed() < Duration::from_secs(2), "no --grace wait");
+    let log = a.log();
+    assert!(log.contains("no kill(1) on PATH"), "{log}");
+    assert_eq!(a.exit_code(), Some(0));
+    let run = runs.runs().into_iter().find(|r| r.pid == run.pid).unwrap();
+    assert!(!run.lines.iter().any(|l| l == "got TERM"), "{run:?}");
+    assert!(!alive(run.pid));
+    assert_eq!(holder(&server), "");
+}
+
+#[test]
+fn the_health_endpoint_serves_while_electing() {
+    let server = TestApiServer::start().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let a = Elect::start(&server, "a", &["--ignore-stdin", "--health-addr", &addr]);
+    a.expect("NEW_LEADER a");
+    a.expect("LEADING a");
+    let answer = http_get(&addr, "/leader");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains(r#""identity":"a""#), "{answer}");
+    assert!(http_get(&addr, "/healthz").starts_with("HTTP/1.1 200"));
+    a.signal("-TERM");
+    a.expect("STOPPED a");
+    assert_eq!(a.exit_code(), Some(0));
+}
+
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+fn wait_for<T>(mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
