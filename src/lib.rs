@@ -18,6 +18,7 @@
 //!   single-node profile and tolerances.
 //! - [`events`]: Kubernetes Events for transitions.
 //! - [`status`]: what an owner reads ([`ElectorStatus`]) and the Prometheus text.
+//! - `health` (feature `health`): a small `/healthz` `/readyz` `/leader` `/metrics` endpoint.
 //! - [`clock`]: injectable time ([`ManualClock`] for tests).
 //! - [`deadline`]: time budgets as values ([`Deadline`]).
 //! - `testing` (feature `testing`): an embedded API server with fault injection.
