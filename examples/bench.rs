@@ -13,6 +13,9 @@
 //!                                                           # threads, storm, lateness, held,
 //!                                                           # tls, candidates, shards
 //! cargo run --release --example bench -- --elect PATH       # plus elect's RSS and threads
+//! cargo run --release --example bench -- --lease-elect PATH # plus lease-elect's RSS, threads,
+//!                                                           # COMMAND start and stop latency
+//!                                                           # (also with --only lease-elect)
 //! ```
 //!
 //! The per-lease figures (`shards`) come from child processes of this
@@ -719,6 +722,278 @@ fn elect_footprint(server: &TestApiServer, path: &str) -> Res<()> {
         .lease(NS, "footprint")
         .map(|l| l["spec"]["holderIdentity"] == "");
     println!("\n| elect binary while leading | peak RSS (VmHWM) {hwm} | threads {threads} (main, elector, stdin, signals, forwarder) | exit {status}, lease released: {released:?} |");
+    Ok(())
+}
+
+/// A `lease-elect` started by the bench against a TLS server with a
+/// bearer token, its stdout read line by line.
+struct LeaseElect {
+    child: std::process::Child,
+    lines: std::io::Lines<BufReader<ChildStdout>>,
+}
+
+impl LeaseElect {
+    fn start(
+        path: &str,
+        server: &TestApiServer,
+        dir: &Path,
+        name: &str,
+        extra: &[&str],
+        command: &[&str],
+    ) -> Res<LeaseElect> {
+        let mut child = Command::new(path)
+            .args(["--server", &server.url()])
+            .arg("--ca-file")
+            .arg(dir.join("ca.pem"))
+            .arg("--token-file")
+            .arg(dir.join("token"))
+            .args(["--namespace", NS, "--name", name, "--identity", name])
+            .args([
+                "--lease-duration",
+                "2",
+                "--renew-deadline",
+                "1.5",
+                "--retry-period",
+                "0.5",
+            ])
+            .args(extra)
+            .arg("--")
+            .args(command)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            // Its warnings (failed renews, the loss) would break the table.
+            .stderr(Stdio::null())
+            .spawn()?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        Ok(LeaseElect {
+            child,
+            lines: BufReader::new(stdout).lines(),
+        })
+    }
+
+    /// Wall-clock time at which a line starting with `word` was read.
+    fn wait_line(&mut self, word: &str) -> Res<SystemTime> {
+        loop {
+            let line = self
+                .lines
+                .next()
+                .ok_or_else(|| format!("lease-elect exited before {word}"))??;
+            if line.starts_with(word) {
+                return Ok(SystemTime::now());
+            }
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for LeaseElect {
+    fn drop(&mut self) {
+        // Only if the bench bailed out: the supervisor then kills COMMAND.
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Processes whose parent is `pid` (from `/proc/*/stat`).
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    procs
+        .filter_map(|p| {
+            let child: u32 = p.ok()?.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).ok()?;
+            // `pid (comm) state ppid ...`; comm may hold spaces.
+            let ppid: u32 = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            (ppid == pid).then_some(child)
+        })
+        .collect()
+}
+
+/// The names of a process's threads (`/proc/PID/task/*/comm`).
+fn thread_names(pid: u32) -> Vec<String> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = tasks
+        .filter_map(|t| {
+            let comm = std::fs::read_to_string(t.ok()?.path().join("comm")).ok()?;
+            Some(comm.trim().to_string())
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// `GET path` on a plain HTTP endpoint: the status line, if any.
+fn http_status(addr: &str, path: &str) -> Option<String> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).ok()?;
+    answer.lines().next().map(str::to_string)
+}
+
+/// A nanosecond wall-clock timestamp (`date +%s%N`) a script wrote to
+/// `file`, once it is there in full.
+fn wait_stamp(file: &Path, within: Duration) -> Res<SystemTime> {
+    let until = Instant::now() + within;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(file) {
+            if let Some(ns) = text.strip_suffix('\n').and_then(|t| t.parse::<u64>().ok()) {
+                return Ok(SystemTime::UNIX_EPOCH + Duration::from_nanos(ns));
+            }
+        }
+        if Instant::now() > until {
+            return Err(format!("no timestamp in {} within {within:?}", file.display()).into());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn since(from: SystemTime, to: SystemTime) -> Duration {
+    to.duration_since(from).unwrap_or_default()
+}
+
+const LEASE_ELECT_RUNS: usize = 5;
+
+/// `lease-elect` over TLS with a bearer token (lease 2s, renew deadline
+/// 1.5s, retry 0.5s): its footprint and its supervisor's while leading with
+/// `--health-addr` and `-- sleep 1000`, then, over a few runs, how soon
+/// COMMAND starts after `LEADING` and how soon it has stopped after
+/// `STOPPED` when every request fails with 500. COMMAND is a shell script
+/// that writes `date +%s%N` at start and from its TERM trap, so both
+/// latencies include a `date` fork and exec (about a millisecond).
+fn lease_elect_table(path: &str) -> Res<()> {
+    let server = TestApiServer::builder()
+        .tls(true)
+        .tokens(&["leader"])
+        .build()?;
+    let dir = TempDir::new("lease-elect")?;
+    std::fs::write(dir.0.join("ca.pem"), server.ca_pem())?;
+    std::fs::write(dir.0.join("token"), "leader")?;
+
+    // 1. Footprint while leading.
+    let health = {
+        let free = TcpListener::bind("127.0.0.1:0")?;
+        free.local_addr()?.to_string()
+    };
+    let mut le = LeaseElect::start(
+        path,
+        &server,
+        &dir.0,
+        "footprint",
+        &["--health-addr", &health],
+        &["sleep", "1000"],
+    )?;
+    le.wait_line("LEADING")?;
+    // Lead through a few renewals before sampling.
+    std::thread::sleep(RETRY * 6);
+    let pid = le.pid();
+    let hwm = status_field(pid, "VmHWM:").unwrap_or_default();
+    let threads = status_field(pid, "Threads:").unwrap_or_default();
+    let names = thread_names(pid).join(", ");
+    let supervisors = children_of(pid);
+    let supervisor = *supervisors.first().ok_or("lease-elect has no child")?;
+    let sup_hwm = status_field(supervisor, "VmHWM:").unwrap_or_default();
+    let sup_threads = status_field(supervisor, "Threads:").unwrap_or_default();
+    let sup_names = thread_names(supervisor).join(", ");
+    let command = children_of(supervisor);
+    // After sampling: the endpoint serves a connection on a thread of its own.
+    let healthz = http_status(&health, "/healthz").unwrap_or_else(|| "no answer".into());
+    let command_hwm = command
+        .first()
+        .and_then(|&c| status_field(c, "VmHWM:"))
+        .unwrap_or_default();
+    // SIGTERM is passed on to `sleep`; lease-elect releases and exits 0.
+    Command::new("kill").arg(pid.to_string()).status()?;
+    let status = le.child.wait()?;
+    let released = server
+        .lease(NS, "footprint")
+        .map(|l| l["spec"]["holderIdentity"] == "");
+    println!("\n| lease-elect over TLS with a token, `--health-addr`, `-- sleep 1000`, while leading | peak RSS (VmHWM) | threads |");
+    println!("|---|---|---|");
+    println!("| lease-elect (GET /healthz: {healthz}) | {hwm} | {threads} ({names}) |");
+    println!("| its supervisor (`lease-elect --supervise`, {} child of lease-elect) | {sup_hwm} | {sup_threads} ({sup_names}) |", supervisors.len());
+    println!("| COMMAND (`sleep 1000`, for scale) | {command_hwm} | |");
+    println!("\nlease-elect on SIGTERM: {status}, lease released: {released:?}");
+
+    // 2 and 3. COMMAND's start and stop latencies.
+    let script = dir.0.join("child.sh");
+    std::fs::write(
+        &script,
+        "trap 'date +%s%N > \"$1.stop\"; exit 0' TERM\ndate +%s%N > \"$1.start\"\nsleep 1000 &\nwait\n",
+    )?;
+    let script = script.to_str().ok_or("temp path is not UTF-8")?.to_string();
+    let (mut start, mut stop, mut exit) = (Vec::new(), Vec::new(), Vec::new());
+    let mut exits = Vec::new();
+    for run in 0..LEASE_ELECT_RUNS {
+        let name = format!("latency-{run}");
+        let stamp = dir.0.join(&name);
+        let stamp_arg = stamp.to_str().ok_or("temp path is not UTF-8")?;
+        let mut le = LeaseElect::start(
+            path,
+            &server,
+            &dir.0,
+            &name,
+            &[],
+            &["sh", &script, stamp_arg],
+        )?;
+        let leading = le.wait_line("LEADING")?;
+        let started = wait_stamp(&stamp.with_extension("start"), Duration::from_secs(5))?;
+        start.push(since(leading, started));
+        // Lead for a few renewals, then fail every request.
+        std::thread::sleep(RETRY * 4);
+        server.inject(Fault::status(500).times(usize::MAX));
+        let stopped = le.wait_line("STOPPED")?;
+        let ended = wait_stamp(&stamp.with_extension("stop"), LEASE)?;
+        stop.push(since(stopped, ended));
+        let status = le.child.wait()?;
+        exit.push(since(stopped, SystemTime::now()));
+        exits.push(
+            status
+                .code()
+                .map_or("signal".to_string(), |c| c.to_string()),
+        );
+        server.clear_faults();
+    }
+    exits.dedup();
+    let ms = |d: Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
+    println!("\n| lease-elect with COMMAND, {LEASE_ELECT_RUNS} runs (lease {LEASE:?}, renew deadline {DEADLINE:?}, retry {RETRY:?}) | median | worst |");
+    println!("|---|---|---|");
+    println!(
+        "| `LEADING` on stdout → COMMAND's first action (`date +%s%N` in a shell script) | {} | {} |",
+        ms(median(start.clone())),
+        ms(max(&start))
+    );
+    println!(
+        "| every request 500: `STOPPED` on stdout → COMMAND's TERM trap ran (`date +%s%N`, then exit) | {} | {} |",
+        ms(median(stop.clone())),
+        ms(max(&stop))
+    );
+    println!(
+        "| every request 500: `STOPPED` on stdout → lease-elect exited (status {}; release fails, lease left to expire) | {} | {} |",
+        exits.join(", "),
+        ms(median(exit.clone())),
+        ms(max(&exit))
+    );
+    server.shutdown();
     Ok(())
 }
 
@@ -1482,6 +1757,7 @@ fn main() -> Res<()> {
         return hold(n.parse()?, Path::new(&kubeconfig), shared);
     }
     let elect = value("--elect");
+    let lease_elect = value("--lease-elect");
     let quick = args.iter().any(|a| a == "--quick");
     let only: Option<Vec<String>> =
         value("--only").map(|s| s.split(',').map(str::to_string).collect());
@@ -1520,6 +1796,9 @@ fn main() -> Res<()> {
     }
     if let Some(path) = elect {
         elect_footprint(&server, &path)?;
+    }
+    if let Some(path) = lease_elect.filter(|_| run("lease-elect")) {
+        lease_elect_table(&path)?;
     }
     std::io::stdout().flush()?;
     Ok(())
