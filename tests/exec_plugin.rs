@@ -73,6 +73,15 @@ fn tls_server(token: &str) -> TestApiServer {
         .unwrap()
 }
 
+/// A client whose kubeconfig runs `dir/plugin.sh`, with this time-out.
+fn plugin_client(dir: &TempDir, server: &TestApiServer, timeout: Duration) -> Client {
+    let plugin = dir.0.join("plugin.sh").display().to_string();
+    let config = ClientConfig::from_kubeconfig(kubeconfig(dir, server, &plugin), None)
+        .unwrap()
+        .timeout(timeout);
+    Client::new(config).unwrap()
+}
+
 fn get(client: &Client) -> lease_elector::Result<()> {
     client
         .get_lease("ns", "probe", &Deadline::from_now(Duration::from_secs(5)))
@@ -181,15 +190,7 @@ fn hung_plugin_is_killed_within_the_request_budget() {
     let server = tls_server("t");
     let dir = TempDir::new();
     dir.script("plugin.sh", "sleep 30; echo late");
-    let path = kubeconfig(
-        &dir,
-        &server,
-        &dir.0.join("plugin.sh").display().to_string(),
-    );
-    let config = ClientConfig::from_kubeconfig(&path, None)
-        .unwrap()
-        .timeout(Duration::from_millis(500));
-    let client = Client::new(config).unwrap();
+    let client = plugin_client(&dir, &server, Duration::from_millis(500));
     let began = Instant::now();
     let msg = get(&client).unwrap_err().to_string();
     assert!(msg.contains("no answer within"), "{msg}");
@@ -213,15 +214,7 @@ fn a_slow_plugin_run_is_shared_and_each_waiter_keeps_its_own_deadline() {
         "plugin.sh",
         &format!("echo >> \"$PLUGIN_DIR/started\"\nsleep 2\n{TOKEN_PLUGIN}"),
     );
-    let path = kubeconfig(
-        &dir,
-        &server,
-        &dir.0.join("plugin.sh").display().to_string(),
-    );
-    let config = ClientConfig::from_kubeconfig(&path, None)
-        .unwrap()
-        .timeout(Duration::from_secs(10));
-    let client = Client::new(config).unwrap();
+    let client = plugin_client(&dir, &server, Duration::from_secs(10));
     let slow = {
         let client = client.clone();
         std::thread::spawn(move || {

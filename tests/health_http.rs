@@ -38,14 +38,6 @@ fn spawn(
         .unwrap()
 }
 
-fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
 fn wait_started(events: &Receiver<LeaderEvent>) {
     while !matches!(
         events.recv_timeout(WAIT).unwrap(),

@@ -4,7 +4,7 @@
 mod common;
 
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use lease_elector::testing::{Fault, TestApiServer};
@@ -64,14 +64,6 @@ fn spawn(
         .unwrap()
         .spawn()
         .unwrap()
-}
-
-fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(2));
-    }
 }
 
 #[test]

@@ -44,14 +44,6 @@ fn spawn(
         .unwrap()
 }
 
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// Scheduling slack allowed past the bound.
 const SLACK: Duration = Duration::from_millis(50);
 
@@ -74,7 +66,7 @@ fn leader_faulted_while_follower_is_healthy(faults: &[Fault]) -> Duration {
     );
     wait_started(&a_rx);
     let (b, b_rx) = spawn(ClientConfig::new(server.url()).token("b"), "b", short());
-    wait_until("b to see a lead", || b.leader().as_deref() == Some("a"));
+    eventually("b to see a lead", || b.leader().as_deref() == Some("a"));
     for f in faults {
         server.inject(f.clone().bearer("a"));
     }
@@ -152,12 +144,12 @@ fn one_held_request_over_tls_does_not_cost_the_term() {
     let renew_time = || server.lease(NS, LEASE).unwrap()["spec"]["renewTime"].clone();
     let before = server.stats();
     server.inject(Fault::hang().method("PUT"));
-    wait_until("the held PUT", || {
+    eventually("the held PUT", || {
         server.stats().faults_fired > before.faults_fired
     });
     let held_at = Instant::now();
     let held_renew = renew_time();
-    wait_until("a renew after the held one", || renew_time() != held_renew);
+    eventually("a renew after the held one", || renew_time() != held_renew);
     let renewed_after = held_at.elapsed();
     assert!(
         renewed_after <= cap + timings.retry_period + SLACK * 2,
@@ -207,7 +199,7 @@ fn stop_does_not_wait_for_a_hung_request() {
     wait_started(&a_rx);
     let before = server.stats();
     server.inject(Fault::hang().times(usize::MAX));
-    wait_until("a renew to hang", || {
+    eventually("a renew to hang", || {
         server.stats().updates > before.updates
     });
     let t = Instant::now();

@@ -19,15 +19,6 @@ fn watching() -> ElectorConfig {
     }
 }
 
-/// Poll a condition that has no event to wait on; bounded by WAIT.
-fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 fn leader_with_watching_follower() -> Cluster {
     let mut c = Cluster::new();
     c.add("a", timings());

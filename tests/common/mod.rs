@@ -225,3 +225,16 @@ pub fn wait_stopped(rx: &Receiver<LeaderEvent>) -> (std::time::Instant, lease_el
         }
     }
 }
+
+/// Poll a condition that has no event to wait on; panics after [`WAIT`]
+/// (only reached on failure).
+pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + WAIT;
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
