@@ -68,14 +68,12 @@ struct WatchShared {
     /// The stream's own connection pool: closed on stop.
     pool: Mutex<Option<ureq::Agent>>,
     changes: AtomicU64,
-    connects: AtomicU64,
 }
 
 impl std::fmt::Debug for WatchShared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WatchShared")
             .field("changes", &self.changes)
-            .field("connects", &self.connects)
             .finish_non_exhaustive()
     }
 }
@@ -104,7 +102,6 @@ impl Watcher {
             stop: Wakeup::new(),
             pool: Mutex::new(Some(client.stream_pool())),
             changes: AtomicU64::new(0),
-            connects: AtomicU64::new(0),
         });
         let stream = WatchStream {
             client,
@@ -130,12 +127,6 @@ impl Watcher {
     /// How many Lease changes the watch has reported.
     pub(crate) fn changes(&self) -> u64 {
         self.shared.changes.load(Ordering::Relaxed)
-    }
-
-    /// How many times the watch (re)connected.
-    #[allow(dead_code)] // read by tests through the elector's debug output
-    pub(crate) fn connects(&self) -> u64 {
-        self.shared.connects.load(Ordering::Relaxed)
     }
 
     fn stop_and_join(&mut self) {
@@ -254,7 +245,6 @@ impl WatchStream {
                 &self.shared.stop,
             )
             .map_err(io::Error::other)?;
-        self.shared.connects.fetch_add(1, Ordering::Relaxed);
         match code {
             200 => {}
             401 => {
