@@ -208,9 +208,7 @@ impl ElectorConfig {
                 secs(self.retry_period)
             ));
         }
-        if identity.is_empty() {
-            return bad("lock identity is empty".into());
-        }
+        crate::names::check_identity(identity)?;
         if self.request_timeout.is_some_and(|d| d.is_zero()) {
             return bad("requestTimeout must be greater than zero".into());
         }
@@ -292,6 +290,7 @@ impl ElectorBuilder {
 
     /// Validate and build.
     pub fn build(self) -> Result<LeaderElector> {
+        self.lock.validate()?;
         self.config.validate(self.lock.identity())?;
         Ok(LeaderElector {
             lock: self.lock,
@@ -395,7 +394,7 @@ impl LeaderElector {
             jitter_count: 0,
         };
         let thread = thread::Builder::new()
-            .name(format!("lease-elector/{describe}"))
+            .name(crate::names::thread_name(&["lease-elector", &describe]))
             .spawn(move || run.run())
             .map_err(Error::Spawn)?;
         Ok((

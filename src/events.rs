@@ -223,7 +223,10 @@ impl EventRecorder {
         let counters = self.counters.clone();
         let timeout = self.request_timeout;
         let thread = thread::Builder::new()
-            .name(format!("lease-events/{}", self.component))
+            .name(crate::names::thread_name(&[
+                "lease-events",
+                &self.component,
+            ]))
             .spawn(move || send_all(&client, &rx, &counters, timeout))?;
         Ok(Worker { queue, thread })
     }

@@ -21,6 +21,7 @@
 //! - `health` (feature `health`): a small `/healthz` `/readyz` `/leader` `/metrics` endpoint.
 //! - [`clock`]: injectable time ([`ManualClock`] for tests).
 //! - [`deadline`]: time budgets as values ([`Deadline`]).
+//! - [`text`]: text from a server or a file, escaped before it is shown.
 //! - `testing` (feature `testing`): an embedded API server with fault injection.
 //!
 //! # Example
@@ -72,12 +73,14 @@ pub mod events;
 pub mod health;
 pub mod lease;
 pub mod lock;
+mod names;
 pub mod openshift;
 pub mod status;
 #[cfg(test)]
 mod test_dir;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod text;
 mod watch;
 
 pub use client::{kubeconfig, Client, ClientConfig};

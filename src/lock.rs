@@ -33,6 +33,12 @@ pub trait Lock: Send + fmt::Debug {
     fn identity(&self) -> &str;
     /// `namespace/name` of the lock object, for logs, errors and thread names.
     fn describe(&self) -> String;
+    /// Refuse names the server would refuse, before any thread or request
+    /// is named after them ([`LeaderElector`](crate::LeaderElector)'s
+    /// `build()` calls it). The default accepts everything.
+    fn validate(&self) -> Result<()> {
+        Ok(())
+    }
     /// Record a transition (`"<identity> became leader"`); must not block.
     fn record_event(&self, _message: &str) {}
     /// Start watching the lock object, poking `on_change` on every change;
@@ -246,6 +252,24 @@ impl Lock for LeaseLock {
 
     fn describe(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// The namespace must be a DNS-1123 label, the name a DNS-1123
+    /// subdomain, the identity non-empty without NUL.
+    fn validate(&self) -> Result<()> {
+        let lease = || {
+            lease_target(
+                &crate::text::escape(&self.namespace),
+                &crate::text::escape(&self.name),
+            )
+        };
+        let named = |e: Error| match e {
+            Error::InvalidConfig(msg) => Error::InvalidConfig(format!("{}: {msg}", lease())),
+            other => other,
+        };
+        crate::names::check_namespace(&self.namespace).map_err(named)?;
+        crate::names::check_lease_name(&self.name).map_err(named)?;
+        crate::names::check_identity(&self.identity).map_err(named)
     }
 
     fn record_event(&self, message: &str) {

@@ -115,7 +115,7 @@ impl Watcher {
             silence: (backoff * SILENT_PERIODS).max(MIN_SILENCE),
         };
         let thread = thread::Builder::new()
-            .name(format!("lease-watch/{namespace}/{name}"))
+            .name(crate::names::thread_name(&["lease-watch", namespace, name]))
             .spawn(move || stream.run(backoff))
             .map_err(Error::Spawn)?;
         Ok(Watcher {
