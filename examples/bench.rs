@@ -77,7 +77,7 @@ fn spawn(
 fn wait_leading(rx: &Receiver<LeaderEvent>) -> Res<Instant> {
     loop {
         match rx.recv_timeout(Duration::from_secs(30))? {
-            LeaderEvent::StartedLeading { at } => return Ok(at),
+            LeaderEvent::StartedLeading { at, .. } => return Ok(at),
             _ => continue,
         }
     }

@@ -82,6 +82,14 @@ pub enum Error {
         /// The tolerance the caller accepted.
         allowed: Duration,
     },
+    /// A readiness check failed: no successful request for too long, or
+    /// the API server forbids this candidate's requests.
+    NotReady {
+        /// The lock, as `namespace/name`.
+        lock: String,
+        /// Why, with what to check.
+        detail: String,
+    },
     /// A health check failed: the elector believes it leads but has not renewed.
     Unhealthy {
         /// The lock, as `namespace/name`.
@@ -241,6 +249,7 @@ impl fmt::Display for Error {
                 since_renew.as_secs_f64(),
                 allowed.as_secs_f64()
             ),
+            Error::NotReady { lock, detail } => write!(f, "lease {lock}: not ready: {detail}"),
             Error::LostLeadership {
                 lock,
                 since_loss,

@@ -19,8 +19,11 @@ pub struct ElectorStatus {
     pub identity: String,
     /// Leading now (and its last renew is younger than the renew deadline).
     pub leading: bool,
-    /// The holder last observed on the Lease, if any.
+    /// The holder last observed on the Lease, if any (as the server holds
+    /// it: escape it before showing it).
     pub holder: Option<String>,
+    /// The fencing token of the term in progress, while leading.
+    pub term_token: Option<u64>,
     /// When the last successful acquire or renew request started, on the
     /// elector's clock.
     pub last_renew: Option<Instant>,
@@ -29,6 +32,9 @@ pub struct ElectorStatus {
     /// The last failed attempt's error, if the last attempt failed or an
     /// earlier one did since the last success.
     pub last_error: Option<LastError>,
+    /// Why the last term was lost (`None` before any loss, and after a
+    /// stop).
+    pub last_loss: Option<String>,
     /// Attempts that failed since the last one that succeeded.
     pub consecutive_failures: u64,
     /// Acquire and renew attempts made.
@@ -43,10 +49,19 @@ pub struct ElectorStatus {
     /// Calls to the lock: each is a request, except a read that a watch
     /// event stood in for.
     pub requests: u64,
+    /// Calls to the lock that failed: an error answer, no answer, a
+    /// conflict on our write. Finding the lease held by another candidate
+    /// is not a failure (see `held_by_other`).
+    pub failed_requests: u64,
+    /// Attempts that found the lease held by another candidate (a
+    /// follower's every poll while a leader renews).
+    pub held_by_other: u64,
     /// Another process was seen renewing the Lease under this identity.
     pub duplicate_identity: bool,
     /// Seconds since the last successful renew, on the elector's clock.
     pub since_last_renew: Option<Duration>,
+    /// Time since a request last succeeded (since the start, before one did).
+    pub since_last_success: Duration,
 }
 
 /// The last failure, classified for an owner.

@@ -425,7 +425,8 @@ struct Interval {
 struct Takeovers {
     /// Acquisitions that add one to `leaseTransitions`.
     transitions: u64,
-    /// An elector taking back the lease still holding its identity (kept count).
+    /// An elector taking back the lease still holding its identity (a new
+    /// term: counted).
     own_lease_retaken: u64,
     /// An elector taking back the lease it released itself (counted).
     own_release_retaken: u64,
@@ -583,7 +584,7 @@ impl Chaos {
     fn apply(&mut self, record: Record) {
         let slot = record.slot;
         match record.event {
-            LeaderEvent::StartedLeading { at } => {
+            LeaderEvent::StartedLeading { at, .. } => {
                 assert!(
                     self.leading[slot].is_none(),
                     "{} started leading twice without stopping",
@@ -662,7 +663,7 @@ impl Chaos {
                 && self.slots[i]
                     .handle
                     .as_ref()
-                    .is_some_and(ElectorHandle::is_leader)
+                    .is_some_and(|h| h.is_leader())
         })
     }
 
@@ -1039,13 +1040,11 @@ impl Chaos {
         }
     }
 
-    /// What `spec.leaseTransitions` must be, following client-go's
-    /// tryAcquireOrRenew: an acquiring write keeps the count when the
-    /// holder it read is its own identity and adds one otherwise. The
-    /// holder it read is the previous StartedLeading's identity, except
-    /// after that leader released the lease: then it is empty, so whoever
-    /// acquires next adds one, even the releaser itself coming back (a
-    /// "takeover" by the same identity). The creating acquisition writes 0.
+    /// What `spec.leaseTransitions` must be: client-go's tryAcquireOrRenew
+    /// adds one when the holder it read is another identity (or none, after
+    /// a release), and this elector also adds one when it starts a new term
+    /// on its own earlier record, so that each term has its own token:
+    /// every acquisition after the creating one (which writes 0) adds one.
     ///
     /// This assumes every write that reaches the store was confirmed to its
     /// elector: a write that outlives its client's timeout (latency longer
@@ -1073,7 +1072,10 @@ impl Chaos {
                 Step::Started(s) => {
                     match holder {
                         None => {}
-                        Some(Some(h)) if h == s => t.own_lease_retaken += 1,
+                        Some(Some(h)) if h == s => {
+                            t.transitions += 1;
+                            t.own_lease_retaken += 1;
+                        }
                         Some(None) if released_by == Some(s) => {
                             t.transitions += 1;
                             t.own_release_retaken += 1;
@@ -1187,7 +1189,7 @@ fn next_transition(events: &Receiver<LeaderEvent>) -> LeaderEvent {
 
 fn started_at(event: LeaderEvent) -> Instant {
     match event {
-        LeaderEvent::StartedLeading { at } => at,
+        LeaderEvent::StartedLeading { at, .. } => at,
         other => panic!("expected StartedLeading, got {other:?}"),
     }
 }
@@ -1359,7 +1361,7 @@ impl Fleet {
         self.log
             .iter()
             .filter_map(|(s, e)| match e {
-                LeaderEvent::StartedLeading { at } if *s == slot => Some(*at),
+                LeaderEvent::StartedLeading { at, .. } if *s == slot => Some(*at),
                 _ => None,
             })
             .collect()
@@ -1380,7 +1382,7 @@ impl Fleet {
         self.starts(slot).len() > self.stops(slot).len()
             && self.handles[slot]
                 .as_ref()
-                .is_some_and(ElectorHandle::is_leader)
+                .is_some_and(|h| h.is_leader())
     }
 
     fn leader(&self) -> Option<usize> {

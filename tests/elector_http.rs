@@ -204,7 +204,7 @@ fn hung_api_server_cannot_delay_step_down_past_the_deadline() {
         .unwrap();
     let started = loop {
         match events.recv_timeout(WAIT).unwrap() {
-            LeaderEvent::StartedLeading { at } => break at,
+            LeaderEvent::StartedLeading { at, .. } => break at,
             _ => continue,
         }
     };

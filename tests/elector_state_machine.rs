@@ -175,7 +175,7 @@ fn next(rx: &Receiver<LeaderEvent>) -> LeaderEvent {
 fn wait_started(rx: &Receiver<LeaderEvent>) -> Instant {
     loop {
         match next(rx) {
-            LeaderEvent::StartedLeading { at } => return at,
+            LeaderEvent::StartedLeading { at, .. } => return at,
             LeaderEvent::NewLeader { .. } => continue,
             other => panic!("expected StartedLeading, got {other:?}"),
         }

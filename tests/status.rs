@@ -90,15 +90,20 @@ fn a_forbidden_setup_is_visible_in_status_and_logged_once_with_what_to_check() {
         lines_about(&format!("{NS}/rbac"), log::Level::Warn, "RBAC"),
         1
     );
-    // Recovery is logged once and clears the failure.
+    // Recovery from a warned failure is logged once, at warn too (the
+    // default level tells the whole story), and clears the failure.
     server.clear_faults();
     eventually("leading", || handle.status().leading);
     let s = handle.status();
     assert_eq!(s.consecutive_failures, 0);
     assert!(s.renews >= 1 && s.last_renew_wall.is_some());
     assert_eq!(
-        lines_about(&format!("{NS}/rbac"), log::Level::Info, "succeed again"),
+        lines_about(&format!("{NS}/rbac"), log::Level::Warn, "succeed again"),
         1
+    );
+    assert_eq!(
+        lines_about(&format!("{NS}/rbac"), log::Level::Info, "succeed again"),
+        0
     );
 }
 

@@ -174,7 +174,7 @@ impl Cluster {
     pub fn leaders(&self) -> Vec<&str> {
         self.candidates
             .iter()
-            .filter(|c| c.handle.as_ref().is_some_and(ElectorHandle::is_leader))
+            .filter(|c| c.handle.as_ref().is_some_and(|h| h.is_leader()))
             .map(|c| c.id.as_str())
             .collect()
     }
@@ -208,7 +208,7 @@ impl Cluster {
 pub fn wait_started(rx: &Receiver<LeaderEvent>) -> std::time::Instant {
     loop {
         match rx.recv_timeout(WAIT).expect("an elector event") {
-            LeaderEvent::StartedLeading { at } => return at,
+            LeaderEvent::StartedLeading { at, .. } => return at,
             LeaderEvent::NewLeader { .. } => continue,
             other => panic!("expected StartedLeading, got {other:?}"),
         }

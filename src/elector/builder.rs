@@ -1,0 +1,186 @@
+//! [`ElectorBuilder`] and [`LeaderElector`]: validate, then start the thread.
+
+use std::sync::mpsc::{self, Receiver};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use super::config::ElectorConfig;
+use super::handle::ElectorHandle;
+use super::run::Run;
+use super::shared::Shared;
+use super::LeaderEvent;
+use crate::clock::{Clock, SystemClock, Wakeup};
+use crate::error::{Error, Result};
+use crate::lock::Lock;
+
+/// Builder for a [`LeaderElector`].
+#[derive(Debug)]
+pub struct ElectorBuilder {
+    lock: Box<dyn Lock>,
+    config: ElectorConfig,
+    clock: Arc<dyn Clock>,
+}
+
+impl ElectorBuilder {
+    /// Set how long non-leaders wait before taking over an unrenewed lease.
+    pub fn lease_duration(mut self, d: Duration) -> Self {
+        self.config.lease_duration = d;
+        self
+    }
+
+    /// Set how long the leader retries a failing renew before stepping down.
+    pub fn renew_deadline(mut self, d: Duration) -> Self {
+        self.config.renew_deadline = d;
+        self
+    }
+
+    /// Set the wait between attempts.
+    pub fn retry_period(mut self, d: Duration) -> Self {
+        self.config.retry_period = d;
+        self
+    }
+
+    /// Release the lease on stop so the next candidate takes over at once.
+    pub fn release_on_cancel(mut self, yes: bool) -> Self {
+        self.config.release_on_cancel = yes;
+        self
+    }
+
+    /// After losing leadership, compete again instead of ending.
+    pub fn rejoin(mut self, yes: bool) -> Self {
+        self.config.rejoin = yes;
+        self
+    }
+
+    /// Watch the Lease to act on changes within a round trip (see [`ElectorConfig::watch`]).
+    pub fn watch(mut self, yes: bool) -> Self {
+        self.config.watch = yes;
+        self
+    }
+
+    /// Cap each request at `d` (see [`ElectorConfig::request_timeout`]).
+    pub fn request_timeout(mut self, d: Duration) -> Self {
+        self.config.request_timeout = Some(d);
+        self
+    }
+
+    /// Give the release on stop at most `d` (see [`ElectorConfig::release_timeout`]).
+    pub fn release_timeout(mut self, d: Duration) -> Self {
+        self.config.release_timeout = d;
+        self
+    }
+
+    /// Replace all timing and behaviour settings at once.
+    pub fn config(mut self, config: ElectorConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Use this clock (tests pass a [`crate::ManualClock`]).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Validate and build.
+    pub fn build(self) -> Result<LeaderElector> {
+        self.lock.validate()?;
+        self.config.validate(self.lock.identity())?;
+        Ok(LeaderElector {
+            lock: self.lock,
+            config: self.config,
+            clock: self.clock,
+            wake: Wakeup::new(),
+        })
+    }
+}
+
+/// A leader elector for one lock, ready to [`spawn`](LeaderElector::spawn).
+///
+/// ```
+/// use lease_elector::testing::TestApiServer;
+/// use lease_elector::{Client, ClientConfig, LeaderElector, LeaderEvent, LeaseLock};
+/// use std::time::Duration;
+///
+/// let server = TestApiServer::start()?;
+/// let client = Client::new(ClientConfig::new(server.url()))?;
+/// let lock = LeaseLock::new(client, "default", "doc-example", "me");
+/// let (handle, events) = LeaderElector::builder(lock)
+///     .lease_duration(Duration::from_secs(15))
+///     .renew_deadline(Duration::from_secs(10))
+///     .retry_period(Duration::from_secs(2))
+///     .release_on_cancel(true)
+///     .build()?
+///     .spawn()?;
+/// loop {
+///     match events.recv().expect("elector running") {
+///         LeaderEvent::StartedLeading { .. } => break,
+///         LeaderEvent::NewLeader { identity, .. } => println!("leader is {identity}"),
+///         LeaderEvent::StoppedLeading { .. } => unreachable!("never led"),
+///     }
+/// }
+/// assert!(handle.is_leader());
+/// handle.stop()?; // releases the lease
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct LeaderElector {
+    lock: Box<dyn Lock>,
+    config: ElectorConfig,
+    clock: Arc<dyn Clock>,
+    wake: Wakeup,
+}
+
+impl LeaderElector {
+    /// Start building an elector on `lock`, with [`ElectorConfig::default`] timings.
+    pub fn builder(lock: impl Lock + 'static) -> ElectorBuilder {
+        ElectorBuilder {
+            lock: Box::new(lock),
+            config: ElectorConfig::default(),
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// The validated configuration.
+    pub fn config(&self) -> &ElectorConfig {
+        &self.config
+    }
+
+    /// Start the elector thread (`lease-elector/<namespace>/<name>`).
+    ///
+    /// Events arrive on the returned channel; it disconnects when the
+    /// elector ends (after stop, or after losing leadership without `rejoin`).
+    pub fn spawn(self) -> Result<(ElectorHandle, Receiver<LeaderEvent>)> {
+        let watcher = if self.config.watch {
+            match self.lock.watch(self.wake.clone(), self.config.retry_period) {
+                Some(w) => Some(w?),
+                None => {
+                    log::warn!(
+                        "lock {} cannot be watched; polling only",
+                        self.lock.describe()
+                    );
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let (tx, rx) = mpsc::channel();
+        let describe = self.lock.describe();
+        let shared = Arc::new(Shared::new(
+            self.wake,
+            self.clock,
+            self.config,
+            describe.clone(),
+            self.lock.identity().to_string(),
+            tx,
+        ));
+        let run = Run::new(self.lock, shared.clone());
+        let thread = thread::Builder::new()
+            .name(crate::names::thread_name(&["lease-elector", &describe]))
+            .spawn(move || run.run())
+            .map_err(Error::Spawn)?;
+        Ok((ElectorHandle::new(shared, thread, watcher), rx))
+    }
+}

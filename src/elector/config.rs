@@ -1,0 +1,114 @@
+//! [`ElectorConfig`]: timing and behaviour, and client-go's rules on them.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// client-go's `JitterFactor`: acquire retries wait `retry_period * [1, 2.2)`.
+pub const JITTER_FACTOR: f64 = 1.2;
+
+/// Timing and behaviour of an elector; see [`LeaderElector::builder`](super::LeaderElector::builder).
+#[derive(Debug, Clone)]
+pub struct ElectorConfig {
+    /// How long non-leaders wait after the last observed change before taking over.
+    pub lease_duration: Duration,
+    /// How long the leader keeps retrying a renew before it steps down.
+    pub renew_deadline: Duration,
+    /// Wait between attempts.
+    pub retry_period: Duration,
+    /// Release the lease when stopped while leading, so a candidate takes over at once.
+    pub release_on_cancel: bool,
+    /// After losing leadership (not after stop), go back to acquiring
+    /// instead of ending. client-go ends; so does the default.
+    pub rejoin: bool,
+    /// Watch the Lease (one more thread) so a release or an expiry is acted
+    /// on within a round trip instead of up to a retry period. Polling
+    /// continues underneath; the expiry rule is unchanged.
+    pub watch: bool,
+    /// The longest one request may take (each is also bounded by what is
+    /// left of its renew round). `None`: `max(renew_deadline / 2, 1 s)`, as
+    /// client-go's `NewFromKubeconfig` and controller-runtime set, so one
+    /// hung request is abandoned in time for a retry inside the deadline.
+    ///
+    /// The trade-off: a server slower than the cap on *every* request
+    /// loses the lease, where an uncapped client would have kept it;
+    /// raise the cap (or the renew deadline) for such a server.
+    pub request_timeout: Option<Duration>,
+    /// The budget of the release on stop (its own, not what was left of a
+    /// round): with the default 5 s, and 5 s for queued Events, `stop()`
+    /// returns within about 10 s whatever the server does.
+    pub release_timeout: Duration,
+}
+
+impl Default for ElectorConfig {
+    /// client-go's usual values: 15s / 10s / 2s.
+    fn default() -> Self {
+        ElectorConfig {
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+            release_on_cancel: false,
+            rejoin: false,
+            watch: false,
+            request_timeout: None,
+            release_timeout: DEFAULT_RELEASE_TIMEOUT,
+        }
+    }
+}
+
+/// Default [`ElectorConfig::release_timeout`].
+pub const DEFAULT_RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl ElectorConfig {
+    /// The per-request cap in force: [`ElectorConfig::request_timeout`], or
+    /// `max(renew_deadline / 2, 1 s)`.
+    pub fn request_cap(&self) -> Duration {
+        self.request_timeout
+            .unwrap_or_else(|| (self.renew_deadline / 2).max(Duration::from_secs(1)))
+    }
+
+    /// Check client-go's rules: `lease_duration > renew_deadline >
+    /// 1.2 × retry_period`, whole seconds for the lease duration (the wire
+    /// carries seconds), non-zero retry period.
+    pub fn validate(&self, identity: &str) -> Result<()> {
+        let bad = |msg: String| Err(Error::InvalidConfig(msg));
+        let secs = |d: Duration| format!("{:?}", d);
+        if self.lease_duration < Duration::from_secs(1) || self.lease_duration.subsec_nanos() != 0 {
+            return bad(format!(
+                "leaseDuration must be a whole number of seconds, at least 1s (got {})",
+                secs(self.lease_duration)
+            ));
+        }
+        if self.lease_duration.as_secs() > i32::MAX as u64 {
+            return bad(format!(
+                "leaseDuration {} is too long",
+                secs(self.lease_duration)
+            ));
+        }
+        if self.retry_period.is_zero() {
+            return bad("retryPeriod must be greater than zero".into());
+        }
+        if self.lease_duration <= self.renew_deadline {
+            return bad(format!(
+                "leaseDuration must be greater than renewDeadline (leaseDuration {}, renewDeadline {})",
+                secs(self.lease_duration),
+                secs(self.renew_deadline)
+            ));
+        }
+        if self.renew_deadline.as_secs_f64() <= JITTER_FACTOR * self.retry_period.as_secs_f64() {
+            return bad(format!(
+                "renewDeadline must be greater than retryPeriod*JitterFactor (renewDeadline {}, retryPeriod {}, JitterFactor {JITTER_FACTOR})",
+                secs(self.renew_deadline),
+                secs(self.retry_period)
+            ));
+        }
+        crate::names::check_identity(identity)?;
+        if self.request_timeout.is_some_and(|d| d.is_zero()) {
+            return bad("requestTimeout must be greater than zero".into());
+        }
+        if self.release_timeout.is_zero() {
+            return bad("releaseTimeout must be greater than zero".into());
+        }
+        Ok(())
+    }
+}

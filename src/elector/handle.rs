@@ -1,0 +1,176 @@
+//! [`ElectorHandle`]: what the caller keeps while the elector runs (a
+//! [`Probe`] that can also stop it), and [`Stopper`]: a stop that any
+//! thread can ask for without owning the handle.
+
+use std::ops::Deref;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+
+use super::probe::Probe;
+use super::shared::Shared;
+use crate::error::{Error, Result};
+use crate::watch::Watcher;
+
+/// Controls a running elector; dropping it stops the elector (releasing
+/// the lease when configured) and joins its thread.
+///
+/// It derefs to its [`Probe`]: `is_leader()`, `term()`, `status()`,
+/// `check()` and the rest are the probe's.
+#[derive(Debug)]
+pub struct ElectorHandle {
+    probe: Probe,
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<Result<()>>>,
+    watcher: Option<Watcher>,
+}
+
+/// Asks a running elector to stop, from any thread (a signal-handling
+/// thread, a worker, a timer) without owning its [`ElectorHandle`].
+/// Cheap to clone, `Send + Sync`.
+///
+/// [`Stopper::stop`] returns at once: the term in progress ends there and
+/// then (`StoppedLeading` is sent before it returns, whatever the API
+/// server is doing), the request in flight is interrupted, and the elector
+/// thread goes on to release the lease (with `release_on_cancel`) and end;
+/// the event channel then disconnects. [`ElectorHandle::stop`] does the
+/// same and waits for the release.
+///
+/// It takes locks, so call it from a thread, not from inside a raw signal
+/// handler (signal-hook's iterator runs on a thread of its own):
+///
+/// ```
+/// use lease_elector::testing::TestApiServer;
+/// use lease_elector::{Client, ClientConfig, LeaderElector, LeaderEvent, LeaseLock, StopReason};
+///
+/// let server = TestApiServer::start()?;
+/// let lock = LeaseLock::new(Client::new(ClientConfig::new(server.url()))?, "default", "x", "me");
+/// let (handle, events) = LeaderElector::builder(lock).release_on_cancel(true).build()?.spawn()?;
+/// let stopper = handle.stopper();
+/// // e.g. on SIGTERM, from the thread that waits for signals:
+/// std::thread::spawn(move || stopper.stop());
+/// for event in events {
+///     if let LeaderEvent::StoppedLeading { reason, .. } = event {
+///         assert_eq!(reason, StopReason::Stopped);
+///     }
+/// }
+/// // The channel closed: the elector has ended, the lease is released.
+/// if let Err(e) = handle.stop() {
+///     eprintln!("{e}"); // a failed release: the lease expires by itself
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Stopper {
+    shared: Arc<Shared>,
+}
+
+impl Stopper {
+    /// Ask the elector to stop; returns at once. Idempotent.
+    pub fn stop(&self) {
+        self.shared.request_stop();
+    }
+
+    /// True once a stop was asked for.
+    pub fn is_stopped(&self) -> bool {
+        self.shared.wake.is_stopped()
+    }
+}
+
+impl Deref for ElectorHandle {
+    type Target = Probe;
+
+    fn deref(&self) -> &Probe {
+        &self.probe
+    }
+}
+
+impl ElectorHandle {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        thread: JoinHandle<Result<()>>,
+        watcher: Option<Watcher>,
+    ) -> ElectorHandle {
+        ElectorHandle {
+            probe: Probe::new(shared.clone()),
+            shared,
+            thread: Some(thread),
+            watcher,
+        }
+    }
+
+    /// A view of this elector for other threads (see [`Probe`]).
+    pub fn probe(&self) -> Probe {
+        self.probe.clone()
+    }
+
+    /// A stop that other threads can ask for (see [`Stopper`]).
+    pub fn stopper(&self) -> Stopper {
+        Stopper {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// True once the elector thread has ended.
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
+    /// Lease changes reported by the watch (0 without one).
+    pub fn watch_changes(&self) -> u64 {
+        self.watcher.as_ref().map_or(0, Watcher::changes)
+    }
+
+    /// Stop the elector and wait for its thread. When it was leading,
+    /// `StoppedLeading` is sent at once, then (with `release_on_cancel`)
+    /// the lease is released; a failed release is returned (the lease then
+    /// expires by itself, one lease duration after the last renew: print it
+    /// and exit normally).
+    ///
+    /// Bounded whatever the server does: the request in flight is abandoned
+    /// at once, the release has [`ElectorConfig::release_timeout`] (5 s by
+    /// default), queued Events at most their request time-out (5 s) when
+    /// the lock holds the recorder's last reference, and a TCP connect in
+    /// progress (the one step that cannot be cut short) at most 5 s: at
+    /// most 15 s with default settings, inside a pod's 30 s grace period.
+    ///
+    /// [`ElectorConfig::release_timeout`]: super::ElectorConfig::release_timeout
+    pub fn stop(mut self) -> Result<()> {
+        self.stop_and_join()
+    }
+
+    fn stop_and_join(&mut self) -> Result<()> {
+        // The watch winds down (a connect in progress) while the elector
+        // steps down and releases; it is joined after.
+        if let Some(w) = &self.watcher {
+            w.signal_stop();
+        }
+        self.shared.request_stop();
+        let result = match self.thread.take() {
+            Some(t) => t.join().unwrap_or_else(|_| {
+                Err(Error::ThreadPanicked {
+                    lock: self.shared.describe.clone(),
+                })
+            }),
+            None => Ok(()),
+        };
+        // After the elector (and its release) is done: drop joins the watch.
+        self.watcher = None;
+        result
+    }
+}
+
+impl Drop for ElectorHandle {
+    /// Stops the elector like [`ElectorHandle::stop`]. During a panic the
+    /// lease is *not* released: the caller's workers may still be running,
+    /// and client-go's rule is that the guarded work must have stopped
+    /// before the lease is handed over. It then expires normally.
+    fn drop(&mut self) {
+        if thread::panicking() {
+            self.shared.skip_release.store(true, Ordering::Relaxed);
+        }
+        if let Err(e) = self.stop_and_join() {
+            log::error!("stopping leader election on {}: {e}", self.shared.describe);
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! The leader-election state machine, its thread, and what the caller
+//! holds while it runs.
+//!
+//! One concern per file:
+//! - `config.rs`: [`ElectorConfig`] and client-go's rules on it;
+//! - `builder.rs`: [`ElectorBuilder`] and [`LeaderElector::spawn`];
+//! - `run.rs`: the thread's state machine, read top to bottom like
+//!   client-go's `leaderelection.go`: `acquire`, `renew`, `release`, all
+//!   built on `try_acquire_or_renew`;
+//! - `shared.rs`: the state the thread writes and the views read;
+//! - `probe.rs`: [`Probe`], the read-only view (every accessor lives there);
+//! - `term.rs`: [`Term`], one leadership term and its fencing token;
+//! - `handle.rs`: [`ElectorHandle`] (a [`Probe`] that can also stop) and
+//!   [`Stopper`];
+//! - `lost.rs`: waiting for lost leadership, library-go style.
+//!
+//! # Time budgets
+//!
+//! A renew round has one deadline on the elector's clock, `start of the last
+//! successful renew + renew_deadline`; an acquire attempt has `its start +
+//! renew_deadline`. Each request draws from it a [`Deadline`](crate::Deadline)
+//! of at most the per-request cap ([`ElectorConfig::request_cap`], by default
+//! `max(renew_deadline / 2, 1 s)` as client-go's `NewFromKubeconfig` sets),
+//! and the client's 401 retry and exec-plugin run share that request's
+//! budget. So `StoppedLeading` comes no later than `renew_deadline` (plus
+//! scheduling slack) after the start of the last successful renew, however
+//! the server fails, and one request that hangs is abandoned at the cap with
+//! room for a retry inside the deadline. A thread that wakes from a freeze
+//! (a stopped process, a long pause) past that deadline steps down before
+//! it sends anything, and a [`Term`] is never current past it.
+//!
+//! After a failed acquire attempt the next is one jittered retry period
+//! away (or the server's `Retry-After`, clamped to
+//! [`MAX_RETRY_AFTER`](crate::client::MAX_RETRY_AFTER)); only an answered
+//! attempt that showed a held lease may wake earlier, at its observed
+//! expiry. Renew attempts are a retry period apart, start to start, as
+//! client-go's `PollImmediateUntil`.
+//!
+//! A stop ([`ElectorHandle::stop`], [`Stopper::stop`]) ends the term at
+//! once: `StoppedLeading` is sent from the stopping thread, whatever the
+//! server is doing, and the request in flight is interrupted. The release
+//! then gets its own budget, [`ElectorConfig::release_timeout`]. Dropping
+//! the handle during a panic stops without releasing: the caller's workers
+//! may still run, and the guarded work must have stopped before the lease
+//! is handed over.
+//!
+//! # Identity
+//!
+//! A record under this candidate's identity counts as its own only if this
+//! process wrote it (the last confirmed write, or one sent since whose
+//! answer was lost). Any other such record is another process using the
+//! same identity, or a previous run: it is waited out like another
+//! holder's, and if it is seen renewed the duplicate is logged at error
+//! level and reported by [`Probe::duplicate_identity`]. A restart with a
+//! stable identity thus takes over after one lease duration, or at once
+//! when the previous run released (`release_on_cancel`). client-go takes
+//! over at once, which is also how two processes with one identity both
+//! lead.
+//!
+//! # Terms and tokens
+//!
+//! Every term's [`Term::token`] is the `leaseTransitions` this candidate
+//! wrote when it acquired. client-go adds one on a change of holder; this
+//! elector also adds one when it starts a new term on a record it held in
+//! an earlier term (after a lost term, with `rejoin`), so that no two terms
+//! share a token and a fenced resource can tell them apart.
+//!
+//! Deliberate differences from client-go, each on the safe side:
+//! - The renew deadline counts from the *start* of the last successful renew
+//!   request, not from the start of the current renew round, so
+//!   `StoppedLeading` comes no later than `renew_deadline` after the last
+//!   renew that others can have seen.
+//! - A leader that reads the Lease and finds another holder steps down at
+//!   once instead of retrying until the deadline.
+//! - `StoppedLeading` is sent only by an elector that was leading.
+//! - `NewLeader` is not sent for a released (holder-less) Lease.
+//! - When the leader's optimistic `PUT` fails in transport (no answer),
+//!   the attempt ends there and is retried after the pause; client-go
+//!   follows at once with a `GET`, which against an unreachable server only
+//!   spends the renew deadline faster. A `409` still falls back to
+//!   `GET` + `PUT` at once.
+//! - A new term on our own earlier record adds one to `leaseTransitions`
+//!   (see above).
+
+use std::time::Instant;
+
+mod builder;
+mod config;
+mod handle;
+mod lost;
+mod probe;
+mod run;
+mod shared;
+mod term;
+
+pub use builder::{ElectorBuilder, LeaderElector};
+pub use config::{ElectorConfig, DEFAULT_RELEASE_TIMEOUT, JITTER_FACTOR};
+pub use handle::{ElectorHandle, Stopper};
+pub use lost::{exit_on_lost_leadership, wait_for_lost_leadership, LeadershipEnd};
+pub use probe::Probe;
+pub use term::Term;
+
+/// What the elector tells the caller. `at` is the elector clock's reading
+/// when the state changed, so events from several electors sharing a clock
+/// can be ordered exactly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaderEvent {
+    /// This candidate now holds the lease: start working.
+    StartedLeading {
+        /// When the lease was acquired.
+        at: Instant,
+        /// The term that started: its fencing token, and whether it is
+        /// still current (hand it to the work).
+        term: Term,
+    },
+    /// This candidate no longer leads: stop working.
+    StoppedLeading {
+        /// When leadership ended.
+        at: Instant,
+        /// Whether it was lost or given up through a stop.
+        reason: StopReason,
+    },
+    /// Another (or this) identity was observed holding the lease.
+    NewLeader {
+        /// The holder's identity, as the server holds it: escape it
+        /// ([`crate::text::escape`]) before printing or logging it.
+        identity: String,
+        /// When it was observed.
+        at: Instant,
+    },
+}
+
+/// Why leadership ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StopReason {
+    /// No renew succeeded within the renew deadline, or another holder
+    /// took the lease.
+    Lost,
+    /// A stop ([`ElectorHandle::stop`], [`Stopper::stop`], dropping the
+    /// handle) ended it.
+    Stopped,
+}

@@ -1,0 +1,198 @@
+//! [`Probe`]: the read-only view of a running elector. Every accessor lives
+//! here once; [`ElectorHandle`](super::ElectorHandle) derefs to it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::shared::Shared;
+use super::term::Term;
+use crate::error::{Error, Result};
+use crate::status::{ElectorStatus, FailureKind};
+
+/// A cheap, cloneable, thread-safe view of a running elector, for a
+/// health endpoint, a metrics thread or the work itself. Never blocks on
+/// the network. [`ElectorHandle`](super::ElectorHandle) derefs to it, so
+/// `handle.is_leader()` and `handle.probe().is_leader()` are the same call.
+#[derive(Debug, Clone)]
+pub struct Probe {
+    shared: Arc<Shared>,
+}
+
+impl Probe {
+    pub(super) fn new(shared: Arc<Shared>) -> Probe {
+        Probe { shared }
+    }
+
+    /// True while this candidate leads and its last renew is younger than
+    /// the renew deadline (the current [`Term`] is current).
+    pub fn is_leader(&self) -> bool {
+        self.term().is_some_and(|t| t.is_current())
+    }
+
+    /// The term in progress, while this candidate leads (it may have
+    /// passed its deadline a moment ago: ask [`Term::is_current`]).
+    pub fn term(&self) -> Option<Term> {
+        self.shared.lock().term.clone()
+    }
+
+    /// When the last successful acquire or renew request started, on the
+    /// elector's clock (of the current term, or the last one after it
+    /// ended); `None` before it first led.
+    pub fn last_renew(&self) -> Option<Instant> {
+        self.shared.lock().last_renew
+    }
+
+    /// The last observed holder of the lease, if any, as the server holds
+    /// it (escape it with [`crate::text::escape`] before showing it).
+    pub fn leader(&self) -> Option<String> {
+        self.shared.lock().leader.clone()
+    }
+
+    /// This candidate's identity.
+    pub fn identity(&self) -> &str {
+        &self.shared.identity
+    }
+
+    /// `namespace/name` of the lock.
+    pub fn describe(&self) -> &str {
+        &self.shared.describe
+    }
+
+    /// Liveness, like client-go's `HealthzAdaptor`: an error when this
+    /// candidate believes it leads but has not renewed for
+    /// `lease_duration + max_tolerable_expired_lease`, and also when its
+    /// last term ended `Lost` more than `max_tolerable_expired_lease` ago and
+    /// it has not led since: a process that should have stopped working
+    /// (client-go's users exit on loss) but is still running. With
+    /// `rejoin`, leading again clears it; a rejoined follower that has not
+    /// led again counts as unhealthy too, so pick the tolerance to match.
+    ///
+    /// A follower that cannot reach the API server, or is forbidden, is
+    /// healthy here (client-go's rule: restarting it would not help); see
+    /// [`Probe::check_ready`] for that.
+    pub fn check(&self, max_tolerable_expired_lease: Duration) -> Result<()> {
+        let st = self.shared.lock();
+        let now = self.shared.now();
+        let lock = || self.shared.describe.clone();
+        if let (None, Some(lost_at)) = (&st.term, st.lost_at) {
+            let since_loss = now.saturating_duration_since(lost_at);
+            if since_loss > max_tolerable_expired_lease {
+                return Err(Error::LostLeadership {
+                    lock: lock(),
+                    since_loss,
+                    allowed: max_tolerable_expired_lease,
+                });
+            }
+        }
+        let (Some(_), Some(at)) = (&st.term, st.last_renew) else {
+            return Ok(());
+        };
+        let since_renew = now.saturating_duration_since(at);
+        let allowed = self
+            .shared
+            .config
+            .lease_duration
+            .saturating_add(max_tolerable_expired_lease);
+        if since_renew > allowed {
+            return Err(Error::Unhealthy {
+                lock: lock(),
+                since_renew,
+                allowed,
+            });
+        }
+        Ok(())
+    }
+
+    /// Readiness, beyond client-go: an error when this candidate, leader
+    /// or follower, has had no successful request to the API server for
+    /// longer than `max_without_success` (counted from the start before the
+    /// first), or its last attempt was refused with 403 Forbidden. So a
+    /// Deployment whose RBAC is broken, or that is cut off from the API
+    /// server, shows it (client-go's health check stays green for such a
+    /// follower, as [`Probe::check`] does).
+    pub fn check_ready(&self, max_without_success: Duration) -> Result<()> {
+        let st = self.shared.lock();
+        let not_ready = |detail: String| {
+            Err(Error::NotReady {
+                lock: self.shared.describe.clone(),
+                detail,
+            })
+        };
+        let failing = st.counters.consecutive_failures > 0;
+        if let (true, Some(e)) = (failing, &st.last_error) {
+            if e.kind == FailureKind::Forbidden {
+                let namespace = self.namespace();
+                return not_ready(format!(
+                    "forbidden ({}): {}",
+                    e.kind.hint(namespace),
+                    e.message
+                ));
+            }
+        }
+        let since = self.shared.since_success(&st);
+        if since > max_without_success {
+            let why = match (&st.last_error, failing) {
+                (Some(e), true) => format!("; last error: {}", e.message),
+                _ => String::new(),
+            };
+            return not_ready(format!(
+                "no successful request to the API server for {:.1}s, more than the {:.1}s allowed{why}",
+                since.as_secs_f64(),
+                max_without_success.as_secs_f64()
+            ));
+        }
+        Ok(())
+    }
+
+    /// True when another process was seen renewing this lease under this
+    /// candidate's identity (it then never leads on that record; see the
+    /// module docs). Cleared when this candidate leads.
+    pub fn duplicate_identity(&self) -> bool {
+        self.shared.lock().duplicate_identity
+    }
+
+    /// A snapshot of this elector's state and counters (never blocks on
+    /// the network); see [`ElectorStatus`], and
+    /// [`crate::status::render_prometheus`] for metrics.
+    pub fn status(&self) -> ElectorStatus {
+        let leading = self.is_leader();
+        let st = self.shared.lock();
+        let (namespace, name) = self
+            .shared
+            .describe
+            .split_once('/')
+            .unwrap_or(("", &self.shared.describe));
+        let c = &st.counters;
+        let now = self.shared.now();
+        ElectorStatus {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            identity: self.shared.identity.clone(),
+            leading,
+            holder: st.leader.clone(),
+            term_token: st.term.as_ref().map(Term::token),
+            last_renew: st.last_renew,
+            last_renew_wall: st.last_renew_wall,
+            last_error: st.last_error.clone(),
+            last_loss: st.last_loss.clone(),
+            consecutive_failures: c.consecutive_failures,
+            attempts: c.attempts,
+            renews: c.renews,
+            slow_path_renews: c.slow_path_renews,
+            transitions: c.transitions,
+            requests: c.requests,
+            failed_requests: c.failed_requests,
+            held_by_other: c.held_by_other,
+            duplicate_identity: st.duplicate_identity,
+            since_last_renew: st.last_renew.map(|at| now.saturating_duration_since(at)),
+            since_last_success: self.shared.since_success(&st),
+        }
+    }
+
+    fn namespace(&self) -> &str {
+        self.shared
+            .describe
+            .split_once('/')
+            .map_or("", |(ns, _)| ns)
+    }
+}

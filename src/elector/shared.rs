@@ -1,0 +1,183 @@
+//! The state the elector thread writes and the views ([`Probe`], the
+//! handle, a [`Stopper`]) read, and the one place a term starts and ends,
+//! so that `StartedLeading` and `StoppedLeading` are sent exactly once each
+//! and in order, by whichever thread ends the term first.
+//!
+//! [`Probe`]: super::Probe
+//! [`Stopper`]: super::Stopper
+
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use super::config::ElectorConfig;
+use super::term::Term;
+use super::{LeaderEvent, StopReason};
+use crate::clock::{Clock, Wakeup};
+use crate::status::{FailureKind, LastError};
+
+#[derive(Debug, Default)]
+pub(super) struct Counters {
+    pub(super) attempts: u64,
+    pub(super) renews: u64,
+    pub(super) slow_path_renews: u64,
+    pub(super) transitions: u64,
+    pub(super) requests: u64,
+    pub(super) failed_requests: u64,
+    pub(super) held_by_other: u64,
+    pub(super) consecutive_failures: u64,
+}
+
+#[derive(Debug)]
+pub(super) struct SharedState {
+    /// The term in progress; `None` between terms.
+    pub(super) term: Option<Term>,
+    /// The start of the last successful acquire or renew (of the current
+    /// term, or the last one after it ended).
+    pub(super) last_renew: Option<Instant>,
+    pub(super) last_renew_wall: Option<SystemTime>,
+    pub(super) leader: Option<String>,
+    /// When the last term ended `Lost` (cleared when leading again), and why.
+    pub(super) lost_at: Option<Instant>,
+    pub(super) last_loss: Option<String>,
+    /// When a request last succeeded (or the elector started, before one did).
+    pub(super) last_success: Instant,
+    pub(super) counters: Counters,
+    pub(super) last_error: Option<LastError>,
+    /// The kind of failure last logged at warn, and when.
+    pub(super) logged_failure: Option<(FailureKind, Instant)>,
+    /// Another process renews the lease under our identity.
+    pub(super) duplicate_identity: bool,
+    /// The caller's channel, until the elector ends. Sent to under this
+    /// lock, so that the thread that starts a term and the one that ends
+    /// it cannot reorder `StartedLeading` and `StoppedLeading`.
+    events: Option<Sender<LeaderEvent>>,
+}
+
+#[derive(Debug)]
+pub(super) struct Shared {
+    state: Mutex<SharedState>,
+    pub(super) wake: Wakeup,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) config: ElectorConfig,
+    pub(super) describe: String,
+    pub(super) identity: String,
+    /// Set by a `Drop` during a panic: stop without releasing.
+    pub(super) skip_release: AtomicBool,
+}
+
+impl Shared {
+    pub(super) fn new(
+        wake: Wakeup,
+        clock: Arc<dyn Clock>,
+        config: ElectorConfig,
+        describe: String,
+        identity: String,
+        events: Sender<LeaderEvent>,
+    ) -> Shared {
+        let now = clock.now();
+        Shared {
+            state: Mutex::new(SharedState {
+                term: None,
+                last_renew: None,
+                last_renew_wall: None,
+                leader: None,
+                lost_at: None,
+                last_loss: None,
+                last_success: now,
+                counters: Counters::default(),
+                last_error: None,
+                logged_failure: None,
+                duplicate_identity: false,
+                events: Some(events),
+            }),
+            wake,
+            clock,
+            config,
+            describe,
+            identity,
+            skip_release: AtomicBool::new(false),
+        }
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, SharedState> {
+        // Plain data, written whole: a poisoned guard is still consistent.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(super) fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    /// Send `event`; a caller that dropped its receiver just doesn't listen.
+    pub(super) fn emit(&self, event: LeaderEvent) {
+        Self::send(&self.lock(), event);
+    }
+
+    fn send(st: &SharedState, event: LeaderEvent) {
+        if let Some(events) = &st.events {
+            let _ = events.send(event);
+        }
+    }
+
+    /// The elector has ended: disconnect the caller's channel.
+    pub(super) fn close_events(&self) {
+        self.lock().events = None;
+    }
+
+    /// Start `term` (its first renew started at `start`) and tell the caller.
+    pub(super) fn start_term(&self, term: &Term, start: Instant) {
+        let mut st = self.lock();
+        st.term = Some(term.clone());
+        st.last_renew = Some(start);
+        st.lost_at = None;
+        st.duplicate_identity = false;
+        // Stamped when the write is known to have succeeded: the attempt's
+        // start can precede the previous holder's release, and `at` must
+        // order terms exactly.
+        let at = self.now();
+        Self::send(
+            &st,
+            LeaderEvent::StartedLeading {
+                at,
+                term: term.clone(),
+            },
+        );
+    }
+
+    /// End `term` if it is still the current one: mark it over, record a
+    /// loss and its reason, and send `StoppedLeading`. False when it had
+    /// already been ended (by a stop on another thread).
+    pub(super) fn end_term(&self, term: &Term, reason: StopReason, why: Option<String>) -> bool {
+        let mut st = self.lock();
+        if !st.term.as_ref().is_some_and(|t| t.same_term(term)) {
+            return false;
+        }
+        st.term = None;
+        term.end();
+        let at = self.now();
+        if reason == StopReason::Lost {
+            st.lost_at = Some(at);
+            st.last_loss = why;
+        }
+        Self::send(&st, LeaderEvent::StoppedLeading { at, reason });
+        true
+    }
+
+    /// Ask the elector to stop: end the term in progress at once (so
+    /// `StoppedLeading` does not wait for a request to a hung server), then
+    /// wake the thread and interrupt its request.
+    pub(super) fn request_stop(&self) {
+        let term = self.lock().term.clone();
+        if let Some(term) = term {
+            self.end_term(&term, StopReason::Stopped, None);
+        }
+        self.wake.stop();
+    }
+
+    /// How long since the last successful request (or the start).
+    pub(super) fn since_success(&self, st: &SharedState) -> Duration {
+        self.now().saturating_duration_since(st.last_success)
+    }
+}
