@@ -660,10 +660,7 @@ impl Chaos {
     fn leader(&self) -> Option<usize> {
         (0..ELECTORS).find(|&i| {
             self.leading[i].is_some()
-                && self.slots[i]
-                    .handle
-                    .as_ref()
-                    .is_some_and(|h| h.is_leader())
+                && self.slots[i].handle.as_ref().is_some_and(|h| h.is_leader())
         })
     }
 
@@ -1380,9 +1377,7 @@ impl Fleet {
     /// Leading by its events, and by its handle (renewed within the deadline).
     fn leads(&self, slot: usize) -> bool {
         self.starts(slot).len() > self.stops(slot).len()
-            && self.handles[slot]
-                .as_ref()
-                .is_some_and(|h| h.is_leader())
+            && self.handles[slot].as_ref().is_some_and(|h| h.is_leader())
     }
 
     fn leader(&self) -> Option<usize> {

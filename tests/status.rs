@@ -209,3 +209,113 @@ fn prometheus_text_carries_client_go_names_and_ours() {
         Some(0.0)
     );
 }
+
+#[test]
+fn a_healthy_follower_counts_no_failures_and_an_outage_does() {
+    let mut c = Cluster::new();
+    c.add("leader", timings());
+    c.step_until(Duration::from_millis(500), Duration::from_secs(5), |c| {
+        c.candidates[0].started() == 1
+    });
+    let follower = c.add(
+        "follower",
+        ElectorConfig {
+            watch: true,
+            ..timings()
+        },
+    );
+    // Ten seconds of a leader renewing and a follower watching it.
+    for _ in 0..20 {
+        c.step(Duration::from_millis(500));
+    }
+    let f = c.candidates[follower].handle().status();
+    assert!(f.attempts >= 3 && f.held_by_other >= 3, "{f:?}");
+    assert_eq!((f.failed_requests, f.consecutive_failures), (0, 0), "{f:?}");
+    let text = render_prometheus(std::slice::from_ref(&f));
+    let samples = parse(&text);
+    let value = |name: &str| {
+        samples
+            .iter()
+            .find(|s| s.0 == name)
+            .map(|s| s.2)
+            .unwrap_or_else(|| panic!("{name} in {text}"))
+    };
+    assert_eq!(value("lease_elector_failed_requests_total"), 0.0);
+    assert_eq!(
+        value("lease_elector_held_by_other_total"),
+        f.held_by_other as f64
+    );
+    assert_eq!(value("lease_elector_attempts_total"), f.attempts as f64);
+    // No metric is derived as attempts minus renews any more.
+    assert!(!text.contains("renew_failures"), "{text}");
+    // An outage: now the failures move, for leader and follower.
+    c.server.set_outage(true);
+    for _ in 0..8 {
+        c.step(Duration::from_millis(500));
+    }
+    for cand in &c.candidates {
+        let s = cand.handle().status();
+        assert!(
+            s.failed_requests >= 1 && s.consecutive_failures >= 1,
+            "{s:?}"
+        );
+    }
+}
+
+#[test]
+fn readiness_fails_for_a_forbidden_or_cut_off_candidate_where_health_does_not() {
+    let mut c = Cluster::new();
+    c.add("leader", timings());
+    c.step_until(Duration::from_millis(500), Duration::from_secs(5), |c| {
+        c.candidates[0].started() == 1
+    });
+    let follower = c.add("follower", timings());
+    c.step(Duration::from_secs(2));
+    let tolerance = Duration::from_secs(20);
+    let probe = c.candidates[follower].handle().probe();
+    probe
+        .check_ready(tolerance)
+        .expect("a healthy follower is ready");
+    // Forbidden (RBAC broken): not ready at once, though healthy by
+    // client-go's rule.
+    c.server.inject(Fault::status(403).times(usize::MAX));
+    c.step_until(Duration::from_millis(500), Duration::from_secs(10), |c| {
+        c.candidates[follower]
+            .handle()
+            .status()
+            .consecutive_failures
+            >= 1
+    });
+    let err = probe.check_ready(tolerance).unwrap_err().to_string();
+    assert!(err.contains("forbidden") && err.contains("RBAC"), "{err}");
+    assert!(probe.check(tolerance).is_ok());
+    // Cut off: ready until no request has succeeded for the tolerance.
+    c.server.clear_faults();
+    c.step(Duration::from_secs(3));
+    probe.check_ready(tolerance).expect("ready again");
+    c.server.set_outage(true);
+    c.step(Duration::from_secs(10));
+    probe.check_ready(tolerance).expect("within the tolerance");
+    c.step_until(Duration::from_secs(1), Duration::from_secs(20), |c| {
+        c.candidates[follower]
+            .handle()
+            .check_ready(tolerance)
+            .is_err()
+    });
+    let err = probe.check_ready(tolerance).unwrap_err().to_string();
+    assert!(
+        err.contains("no successful request") && err.contains("test/the-lease"),
+        "{err}"
+    );
+    assert!(
+        probe.check(tolerance).is_ok(),
+        "liveness keeps client-go's meaning"
+    );
+    c.server.set_outage(false);
+    c.step_until(Duration::from_secs(1), Duration::from_secs(10), |c| {
+        c.candidates[follower]
+            .handle()
+            .check_ready(tolerance)
+            .is_ok()
+    });
+}

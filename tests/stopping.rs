@@ -1,0 +1,195 @@
+//! Stopping from another thread, against a server that answers nothing:
+//! `StoppedLeading` comes at once, and a failed release is a one-line
+//! value, not a reason to fail.
+
+mod common;
+
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use common::*;
+use lease_elector::testing::{Fault, TestApiServer};
+use lease_elector::{ElectorHandle, LeaderElector, LeaderEvent, LeaseLock, StopReason};
+
+/// A leader on `server` with 4s/3s/1s timings and a 1 s release budget,
+/// whose next renew hangs on the server.
+fn leader_with_a_hung_renew(server: &TestApiServer) -> (ElectorHandle, Receiver<LeaderEvent>) {
+    let lock = LeaseLock::new(client(server), NS, LEASE, "a");
+    let (handle, events) = LeaderElector::builder(lock)
+        .lease_duration(Duration::from_secs(4))
+        .renew_deadline(Duration::from_secs(3))
+        .retry_period(Duration::from_secs(1))
+        .release_on_cancel(true)
+        .release_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap()
+        .spawn()
+        .unwrap();
+    wait_started(&events);
+    server.reset_stats();
+    server.inject(Fault::hang().times(usize::MAX));
+    eventually("a renew hung on the server", || {
+        server.stats().faults_fired >= 1
+    });
+    (handle, events)
+}
+
+/// Time from `stop` to `StoppedLeading`.
+fn stopped_after(events: &Receiver<LeaderEvent>, stop: impl FnOnce()) -> Duration {
+    let asked = Instant::now();
+    stop();
+    let (_, reason) = wait_stopped(events);
+    assert_eq!(reason, StopReason::Stopped);
+    asked.elapsed()
+}
+
+#[test]
+fn a_stopper_ends_the_term_at_once_while_the_server_hangs() {
+    let server = TestApiServer::start().unwrap();
+    let (handle, events) = leader_with_a_hung_renew(&server);
+    let term = handle.term().expect("leading");
+    let stopper = handle.stopper();
+    let took = stopped_after(&events, || stopper.stop());
+    assert!(
+        took < Duration::from_millis(100),
+        "StoppedLeading after {took:?}"
+    );
+    assert!(!term.is_current() && !handle.is_leader());
+    // The release cannot get through: a value, one line, naming the lease.
+    let err = handle.stop().expect_err("the release hangs");
+    let text = err.to_string();
+    assert!(
+        !text.contains('\n') && text.contains("test/the-lease"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_consuming_stop_on_another_thread_sends_stopped_leading_at_once_too() {
+    let server = TestApiServer::start().unwrap();
+    let (handle, events) = leader_with_a_hung_renew(&server);
+    let mut joiner = None;
+    let took = stopped_after(&events, || {
+        joiner = Some(std::thread::spawn(move || handle.stop()));
+    });
+    assert!(
+        took < Duration::from_millis(100),
+        "StoppedLeading after {took:?}"
+    );
+    assert!(joiner.unwrap().join().unwrap().is_err());
+}
+
+/// A TCP relay in front of `upstream` that can start dropping every new
+/// connection attempt on the floor (its accept queue is filled and never
+/// drained), the way a dead node or a firewall does: a connect then hangs.
+struct Relay {
+    addr: std::net::SocketAddr,
+    blackhole: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Connections that fill the accept queue, kept open.
+    fillers: Vec<std::net::TcpStream>,
+}
+
+impl Relay {
+    fn start(upstream: std::net::SocketAddr) -> Relay {
+        use std::io::copy;
+        use std::net::{TcpListener, TcpStream};
+        use std::sync::atomic::Ordering;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let blackhole = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = blackhole.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if stop.load(Ordering::SeqCst) {
+                    // Stop accepting: the queue fills and stays full.
+                    std::mem::forget(listener);
+                    return;
+                }
+                let Ok(down) = conn else { continue };
+                let Ok(up) = TcpStream::connect(upstream) else {
+                    continue;
+                };
+                let (mut d2, mut u2) = (down.try_clone().unwrap(), up.try_clone().unwrap());
+                let (mut d, mut u) = (down, up);
+                std::thread::spawn(move || {
+                    let _ = copy(&mut d, &mut u);
+                    let _ = u.shutdown(std::net::Shutdown::Both);
+                });
+                std::thread::spawn(move || {
+                    let _ = copy(&mut u2, &mut d2);
+                    let _ = d2.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        });
+        Relay {
+            addr,
+            blackhole,
+            fillers: Vec::new(),
+        }
+    }
+
+    /// From now on a connect to the relay hangs.
+    fn drop_new_connections(&mut self) {
+        use std::net::TcpStream;
+        self.blackhole
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        // Wake the acceptor so that it stops, then fill its queue until a
+        // connect no longer completes.
+        let _ = TcpStream::connect(self.addr);
+        loop {
+            match TcpStream::connect_timeout(&self.addr, Duration::from_millis(200)) {
+                Ok(s) => self.fillers.push(s),
+                Err(_) => return,
+            }
+            assert!(self.fillers.len() < 10_000, "the accept queue never filled");
+        }
+    }
+
+    /// True while some socket is in SYN_SENT towards the relay.
+    fn connect_in_progress(&self) -> bool {
+        let port = format!(":{:04X} ", self.addr.port());
+        std::fs::read_to_string("/proc/net/tcp")
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+            .any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.len() > 3 && f[3] == "02" && format!("{} ", f[2]).contains(&port)
+            })
+    }
+}
+
+#[test]
+fn stopping_during_a_connect_that_hangs_sends_stopped_leading_at_once() {
+    let server = TestApiServer::builder()
+        // Every renew needs a new connection.
+        .idle_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let upstream = server.url().trim_start_matches("http://").parse().unwrap();
+    let mut relay = Relay::start(upstream);
+    let config = lease_elector::ClientConfig::new(format!("http://{}", relay.addr));
+    let lock = LeaseLock::new(lease_elector::Client::new(config).unwrap(), NS, LEASE, "a");
+    let (handle, events) = LeaderElector::builder(lock)
+        .lease_duration(Duration::from_secs(4))
+        .renew_deadline(Duration::from_secs(3))
+        .retry_period(Duration::from_secs(1))
+        .release_on_cancel(true)
+        .release_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap()
+        .spawn()
+        .unwrap();
+    wait_started(&events);
+    relay.drop_new_connections();
+    eventually("the next renew's connect to hang", || {
+        relay.connect_in_progress()
+    });
+    let stopper = handle.stopper();
+    let took = stopped_after(&events, || stopper.stop());
+    assert!(
+        took < Duration::from_millis(100),
+        "StoppedLeading after {took:?}"
+    );
+    let _ = handle.stop();
+}
