@@ -59,6 +59,45 @@
 //! assert!(b.is_leader());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Terms and stopping
+//!
+//! `StartedLeading` carries a [`Term`]: a fencing token and whether the term
+//! is still current; hand it to the work. [`ElectorHandle::stopper`] gives a
+//! [`Stopper`] that any thread (a SIGTERM handler's) can use to stop the
+//! elector; `StoppedLeading` then comes at once.
+//!
+//! # Logging
+//!
+//! The crate logs through the [`log`](https://docs.rs/log) facade only, at
+//! client-go's levels: info for transitions, debug for each renew, warn once
+//! per kind of failure with what to check (and again when requests succeed
+//! after it), warn for a lost lease with the reason. Without a logger none
+//! of it shows; any `log` implementation works:
+//!
+//! ```
+//! struct Stderr;
+//! impl log::Log for Stderr {
+//!     fn enabled(&self, m: &log::Metadata) -> bool {
+//!         // ureq and ureq_proto write request headers (a bearer token
+//!         // among them) at trace: keep those targets below trace.
+//!         !(m.target().starts_with("ureq") && m.level() == log::Level::Trace)
+//!     }
+//!     fn log(&self, r: &log::Record) {
+//!         if self.enabled(r.metadata()) {
+//!             eprintln!("{} {}: {}", r.level(), r.target(), r.args());
+//!         }
+//!     }
+//!     fn flush(&self) {}
+//! }
+//! static LOGGER: Stderr = Stderr;
+//! let _ = log::set_logger(&LOGGER);
+//! log::set_max_level(log::LevelFilter::Warn);
+//! ```
+//!
+//! Text from the server (holder identities, `Status` messages) is escaped
+//! of control characters in the crate's own log lines and errors; escape it
+//! with [`text::escape`] before you print it yourself.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
