@@ -1,5 +1,5 @@
 //! What an owner reads about a running elector: [`ElectorStatus`] (from
-//! [`crate::ElectorHandle::status`], never blocking on the network) and its
+//! [`crate::Probe::status`] (an `ElectorHandle` derefs to its probe), never blocking on the network) and its
 //! Prometheus text rendering with client-go's metric names. No I/O here.
 
 use std::fmt::Write as _;
