@@ -43,7 +43,7 @@ use crate::duration::{format_go_duration, go_duration, parse_go_duration};
 use crate::elector::{ElectorBuilder, ElectorConfig, LeaderElector};
 use crate::error::{Error, Result};
 use crate::events::EventRecorder;
-use crate::lock::{identity, LeaseLock};
+use crate::lock::{identity, LeaseLock, Lock};
 
 /// OpenShift's default lease duration (`137s`).
 pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(137);
@@ -409,12 +409,8 @@ pub fn from_config(
     let events = EventRecorder::new(client.clone(), component).with_instance(identity.clone());
     let lock = LeaseLock::new(client, &config.namespace, &config.name, identity)
         .with_event_sink(Arc::new(events));
-    log::info!(
-        "lease {}/{}: {}",
-        config.namespace,
-        config.name,
-        config.tolerances()
-    );
+    lock.validate()?;
+    log::info!("lease {}: {}", lock.describe(), config.tolerances());
     Ok(Election::Enabled(
         LeaderElector::builder(lock).config(elector_config),
     ))
