@@ -280,8 +280,11 @@ impl Run {
                 self.maybe_report_transition();
                 self.note_attempt(&attempt, "renewing");
                 match attempt {
-                    Ok(true) if self.shared.wake.is_stopped() => return TermEnd::Stopped,
                     Ok(true) if !term.renewed(start) => {
+                        // Ended meanwhile: by a stop, or by its deadline.
+                        if self.shared.wake.is_stopped() {
+                            return TermEnd::Stopped;
+                        }
                         return TermEnd::Lost(self.deadline_passed());
                     }
                     Ok(true) => {

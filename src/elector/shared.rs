@@ -165,15 +165,16 @@ impl Shared {
         true
     }
 
-    /// Ask the elector to stop: end the term in progress at once (so
-    /// `StoppedLeading` does not wait for a request to a hung server), then
-    /// wake the thread and interrupt its request.
+    /// Ask the elector to stop: wake the thread and interrupt its request,
+    /// then end the term in progress at once (so `StoppedLeading` does not
+    /// wait for a request to a hung server). In that order: a thread that
+    /// finds its term ended also finds the stop, and so releases.
     pub(super) fn request_stop(&self) {
+        self.wake.stop();
         let term = self.lock().term.clone();
         if let Some(term) = term {
             self.end_term(&term, StopReason::Stopped, None);
         }
-        self.wake.stop();
     }
 
     /// How long since the last successful request (or the start).
