@@ -11,10 +11,10 @@ use common::*;
 use lease_elector::testing::{Fault, TestApiServer};
 use lease_elector::{ElectorHandle, LeaderElector, LeaderEvent, LeaseLock, StopReason};
 
-/// A leader on `server` with 4s/3s/1s timings and a 1 s release budget,
-/// whose next renew hangs on the server.
-fn leader_with_a_hung_renew(server: &TestApiServer) -> (ElectorHandle, Receiver<LeaderEvent>) {
-    let lock = LeaseLock::new(client(server), NS, LEASE, "a");
+/// A leader through `client` with 4s/3s/1s timings and a 1 s release
+/// budget, once it leads.
+fn leader(client: lease_elector::Client) -> (ElectorHandle, Receiver<LeaderEvent>) {
+    let lock = LeaseLock::new(client, NS, LEASE, "a");
     let (handle, events) = LeaderElector::builder(lock)
         .lease_duration(Duration::from_secs(4))
         .renew_deadline(Duration::from_secs(3))
@@ -26,6 +26,12 @@ fn leader_with_a_hung_renew(server: &TestApiServer) -> (ElectorHandle, Receiver<
         .spawn()
         .unwrap();
     wait_started(&events);
+    (handle, events)
+}
+
+/// A leader on `server` whose next renew hangs on the server.
+fn leader_with_a_hung_renew(server: &TestApiServer) -> (ElectorHandle, Receiver<LeaderEvent>) {
+    let (handle, events) = leader(client(server));
     server.reset_stats();
     server.inject(Fault::hang().times(usize::MAX));
     eventually("a renew hung on the server", || {
@@ -169,18 +175,7 @@ fn stopping_during_a_connect_that_hangs_sends_stopped_leading_at_once() {
     let upstream = server.url().trim_start_matches("http://").parse().unwrap();
     let mut relay = Relay::start(upstream);
     let config = lease_elector::ClientConfig::new(format!("http://{}", relay.addr));
-    let lock = LeaseLock::new(lease_elector::Client::new(config).unwrap(), NS, LEASE, "a");
-    let (handle, events) = LeaderElector::builder(lock)
-        .lease_duration(Duration::from_secs(4))
-        .renew_deadline(Duration::from_secs(3))
-        .retry_period(Duration::from_secs(1))
-        .release_on_cancel(true)
-        .release_timeout(Duration::from_secs(1))
-        .build()
-        .unwrap()
-        .spawn()
-        .unwrap();
-    wait_started(&events);
+    let (handle, events) = leader(lease_elector::Client::new(config).unwrap());
     relay.drop_new_connections();
     eventually("the next renew's connect to hang", || {
         relay.connect_in_progress()
