@@ -291,7 +291,9 @@ fn readiness_fails_for_a_forbidden_or_cut_off_candidate_where_health_does_not() 
     assert!(probe.check(tolerance).is_ok());
     // Cut off: ready until no request has succeeded for the tolerance.
     c.server.clear_faults();
-    c.step(Duration::from_secs(3));
+    c.step_until(Duration::from_millis(500), Duration::from_secs(10), |c| {
+        c.candidates[follower].handle().status().consecutive_failures == 0
+    });
     probe.check_ready(tolerance).expect("ready again");
     c.server.set_outage(true);
     c.step(Duration::from_secs(10));
