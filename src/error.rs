@@ -1,4 +1,9 @@
 //! The crate's single error type.
+//!
+//! Its `Display` is one line with every control character escaped
+//! ([`crate::text::escape`]): names, `Status` messages, error bodies,
+//! `Location`s and file paths came from a server or a file, and an error
+//! is made to be logged.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -10,7 +15,9 @@ pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// Everything that can go wrong while configuring or running an elector.
 ///
 /// Each variant says what was attempted, on which lease (as `namespace/name`),
-/// and what the server or the system answered. Tokens never appear here.
+/// and what the server or the system answered. Tokens and the passwords of
+/// URLs never appear here, and the `Display` text has its control
+/// characters escaped: it is always one line, whatever the server sent.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
@@ -32,7 +39,9 @@ pub enum Error {
         /// Why it is unusable.
         detail: String,
     },
-    /// The API server answered with a non-success status.
+    /// The API server answered with a non-success status. A redirect
+    /// (3xx) is one too: the client follows none, and its message names
+    /// where it pointed.
     Api {
         /// The object acted on, e.g. `lease kube-system/my-operator`.
         target: String,
@@ -43,6 +52,14 @@ pub enum Error {
     },
     /// The request got no usable answer: connection refused or reset, TLS
     /// failure, time-out.
+    ///
+    /// When the crate's [`Client`](crate::Client) made the request, `source`
+    /// says what happened in these words and names the API server's URL
+    /// (without credentials): "no answer from the API server at URL within
+    /// 5 s", "the server at URL did not answer in HTTP ...: use https://...";
+    /// the HTTP library's own error is its `source()`. A `source` from
+    /// elsewhere (a [`Lock`](crate::Lock) of your own) is shown after "no
+    /// answer from the API server:".
     Transport {
         /// The object acted on.
         target: String,
@@ -58,6 +75,19 @@ pub enum Error {
         /// The action attempted.
         action: &'static str,
         /// What was wrong with the body.
+        detail: String,
+    },
+    /// The server answered a write with a Lease that is not the one
+    /// written (another holder, other times or duration, or a
+    /// `resourceVersion` no newer than the one written against): the write
+    /// is not counted as done. A proxy that rewrites or redirects writes, or
+    /// something that is not the API server, answers like this.
+    WriteNotConfirmed {
+        /// The object acted on.
+        target: String,
+        /// The action attempted (`create`, `update`).
+        action: &'static str,
+        /// What differed between the Lease written and the answer.
         detail: String,
     },
     /// The lock was used before `get` or `create` loaded the object.
@@ -193,7 +223,24 @@ impl Error {
 }
 
 impl fmt::Display for Error {
+    // One line: everything written goes through `Escaping`, since most
+    // fields may hold text from a server or a file.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_to(&mut Escaping(f))
+    }
+}
+
+/// Writes through to a formatter with control characters escaped.
+struct Escaping<'a, 'b>(&'a mut fmt::Formatter<'b>);
+
+impl fmt::Write for Escaping<'_, '_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        write!(self.0, "{}", crate::text::Escaped(s))
+    }
+}
+
+impl Error {
+    fn write_to(&self, f: &mut impl fmt::Write) -> fmt::Result {
         match self {
             Error::InvalidConfig(msg) => write!(f, "invalid configuration: {msg}"),
             Error::ReadFile { what, path, source } => {
@@ -217,6 +264,14 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
+            // The client's causes say what happened and name the server.
+            Error::Transport {
+                target,
+                action,
+                source,
+            } if source.is::<crate::client::failure::NoAnswer>() => {
+                write!(f, "{action} {target}: {source}")
+            }
             Error::Transport {
                 target,
                 action,
@@ -230,6 +285,14 @@ impl fmt::Display for Error {
                 action,
                 detail,
             } => write!(f, "{action} {target}: undecodable answer: {detail}"),
+            Error::WriteNotConfirmed {
+                target,
+                action,
+                detail,
+            } => write!(
+                f,
+                "{action} {target}: the answer is not the Lease written ({detail}); not counted as written"
+            ),
             Error::NotInitialized { lock } => write!(
                 f,
                 "lease {lock} not initialized: call get or create before update"

@@ -34,6 +34,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::deadline::Deadline;
 use crate::lease::{Lease, MicroTime, LEASE_API_VERSION};
 use crate::lock::EventSink;
+use crate::text::Escaped;
 
 /// Events waiting to be sent before new ones are dropped.
 pub const DEFAULT_QUEUE_CAPACITY: usize = 64;
@@ -214,7 +215,12 @@ impl EventRecorder {
 
     fn drop_event(&self, why: &str, lease: &str, message: &str) {
         self.counters.dropped.fetch_add(1, Ordering::Relaxed);
-        log::warn!("dropping event {message:?} on lease {lease}: {why}");
+        log::warn!(
+            "dropping event \"{}\" on lease {}: {}",
+            Escaped(message),
+            Escaped(lease),
+            Escaped(why)
+        );
     }
 
     fn start_worker(&self) -> std::io::Result<Worker> {
@@ -290,7 +296,7 @@ impl Drop for EventRecorder {
         // Closing the queue ends the thread's loop once it is drained.
         drop(queue);
         if thread.join().is_err() {
-            log::error!("event thread for {} panicked", self.component);
+            log::error!("event thread for {} panicked", Escaped(&self.component));
         }
     }
 }
@@ -310,22 +316,17 @@ fn send_all(client: &Client, rx: &Receiver<Queued>, counters: &Counters, timeout
             abandoned += 1;
             continue;
         }
+        // The message names identities and the lease: outside text.
+        let message = Escaped(item.event["message"].as_str().unwrap_or_default());
+        let lease = Escaped(&item.lease);
         match client.create_event(&item.namespace, &item.event, &Deadline::from_now(budget)) {
             Ok(()) => {
                 counters.sent.fetch_add(1, Ordering::Relaxed);
-                log::debug!(
-                    "recorded event {:?} on lease {}",
-                    item.event["message"],
-                    item.lease
-                );
+                log::debug!("recorded event \"{message}\" on lease {lease}");
             }
             Err(e) => {
                 counters.failed.fetch_add(1, Ordering::Relaxed);
-                log::warn!(
-                    "could not record event {} on lease {}: {e}",
-                    item.event["message"],
-                    item.lease
-                );
+                log::warn!("could not record event \"{message}\" on lease {lease}: {e}");
             }
         }
     }
@@ -541,6 +542,23 @@ mod tests {
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(warnings[0].contains("500"), "{warnings:?}");
         assert!(warnings[0].contains("team-a/my-lock"), "{warnings:?}");
+    }
+
+    #[test]
+    fn identities_in_logged_event_messages_are_escaped() {
+        logs();
+        let (url, _) = stub(Reply::Fail500);
+        let rec = recorder(&url, "forged-identity");
+        // A C1 CSI (\u{9b}) drives a terminal as ESC [ does.
+        rec.record(&lease(), "x\u{9b}2J\nLEADING me became leader");
+        drop(rec);
+        let warnings = warnings_from("lease-events/forged-identity");
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(!warnings[0].contains(char::is_control), "{warnings:?}");
+        assert!(
+            warnings[0].contains(r#"event "x\u{9b}2J\nLEADING me became leader""#),
+            "{warnings:?}"
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::client::{lease_target, Client};
 use crate::clock::Wakeup;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
-use crate::lease::{LeaderElectionRecord, Lease};
+use crate::lease::{LeaderElectionRecord, Lease, MicroTime};
 use crate::watch::LatestLease;
 pub use crate::watch::Watcher;
 
@@ -21,13 +21,17 @@ pub use crate::watch::Watcher;
 ///
 /// `update` is optimistic: it writes against the version last seen by `get`,
 /// `create` or `update`, and fails with a conflict when someone else wrote
-/// in between. Implement it to plug in another lock kind or a test double.
+/// in between. `create` and `update` return `Ok` only when the server
+/// confirmed the write: the elector leads on that word. Implement it to
+/// plug in another lock kind or a test double.
 pub trait Lock: Send + fmt::Debug {
     /// Read the current record (and remember the object's version).
     fn get(&mut self, deadline: &Deadline) -> Result<LeaderElectionRecord>;
-    /// Create the lock object holding `record`.
+    /// Create the lock object holding `record`; `Ok` only when the server
+    /// answered with it stored.
     fn create(&mut self, record: &LeaderElectionRecord, deadline: &Deadline) -> Result<()>;
-    /// Replace the record, conditional on the remembered version.
+    /// Replace the record, conditional on the remembered version; `Ok` only
+    /// when the server answered with it stored.
     fn update(&mut self, record: &LeaderElectionRecord, deadline: &Deadline) -> Result<()>;
     /// This candidate's identity.
     fn identity(&self) -> &str;
@@ -193,6 +197,65 @@ impl LeaseLock {
             detail,
         })
     }
+
+    /// The answer to a write must be the Lease written, newly stored: our
+    /// holder, renew and acquire times and duration, and a
+    /// `resourceVersion` newer than the one written against. A redirect
+    /// followed as a read, a proxy answering from a cache, or a server that
+    /// is not the API server answers otherwise, and the write is then not
+    /// counted: leading on it would be leading on a Lease that may name
+    /// someone else. Times are compared as `MicroTime` values, not text
+    /// (the API server re-writes them in its own form).
+    fn check_written(&self, sent: &Lease, answer: &Lease, action: &'static str) -> Result<()> {
+        let (want, got) = (sent.record(), answer.record());
+        let time = |t: Option<MicroTime>| t.map_or_else(|| "none".to_string(), |t| t.to_string());
+        let mut differs = Vec::new();
+        if got.holder_identity != want.holder_identity {
+            differs.push(format!(
+                "holder {:?}, not {:?}",
+                got.holder_identity, want.holder_identity
+            ));
+        }
+        if got.renew_time != want.renew_time {
+            differs.push(format!(
+                "renewTime {}, not {}",
+                time(got.renew_time),
+                time(want.renew_time)
+            ));
+        }
+        if got.acquire_time != want.acquire_time {
+            differs.push(format!(
+                "acquireTime {}, not {}",
+                time(got.acquire_time),
+                time(want.acquire_time)
+            ));
+        }
+        if got.lease_duration_seconds != want.lease_duration_seconds {
+            differs.push(format!(
+                "leaseDurationSeconds {}, not {}",
+                got.lease_duration_seconds, want.lease_duration_seconds
+            ));
+        }
+        let written_against = sent.metadata.resource_version.as_deref();
+        let stored = answer.metadata.resource_version.as_deref();
+        if !newer(stored, written_against) {
+            differs.push(match (stored, written_against) {
+                (None, _) => "no resourceVersion".to_string(),
+                (Some(rv), Some(was)) => {
+                    format!("resourceVersion {rv:?}, not newer than {was:?} written against")
+                }
+                (Some(rv), None) => format!("resourceVersion {rv:?}"),
+            });
+        }
+        if differs.is_empty() {
+            return Ok(());
+        }
+        Err(Error::WriteNotConfirmed {
+            target: lease_target(&self.namespace, &self.name),
+            action,
+            detail: differs.join("; "),
+        })
+    }
 }
 
 impl Lock for LeaseLock {
@@ -229,6 +292,7 @@ impl Lock for LeaseLock {
         let stored = self.client.create_lease(&lease, deadline)?;
         self.watched.clear();
         self.check_identity(&stored, "create")?;
+        self.check_written(&lease, &stored, "create")?;
         self.cached = Some(stored);
         Ok(())
     }
@@ -242,6 +306,7 @@ impl Lock for LeaseLock {
         let stored = self.client.replace_lease(&lease, deadline)?;
         self.watched.clear();
         self.check_identity(&stored, "update")?;
+        self.check_written(&lease, &stored, "update")?;
         self.cached = Some(stored);
         Ok(())
     }

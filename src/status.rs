@@ -5,7 +5,9 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::client::failure::NoAnswer;
 use crate::error::{Error, StatusKind};
+use crate::text::escape as escape_text;
 
 /// A snapshot of an elector's state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,6 +103,10 @@ impl FailureKind {
     /// Classify `e`.
     pub fn of(e: &Error) -> FailureKind {
         match e {
+            // A redirect: the client follows none, the answer is unusable.
+            Error::Api { status, .. } if (300..400).contains(&status.code) => {
+                FailureKind::BadAnswer
+            }
             Error::Api { status, .. } => match status.kind {
                 StatusKind::Forbidden => FailureKind::Forbidden,
                 StatusKind::Unauthorized => FailureKind::Unauthorized,
@@ -109,22 +115,30 @@ impl FailureKind {
                 _ => FailureKind::Other,
             },
             Error::Transport { source, .. } => {
-                let text = format!("{source:?} {source}").to_ascii_lowercase();
-                if ["certificate", "tls", "unknownissuer", "handshake"]
-                    .iter()
-                    .any(|w| text.contains(w))
-                {
+                let tls = match source.downcast_ref::<NoAnswer>() {
+                    Some(why) => why.is_tls(),
+                    // A cause from a Lock of the caller's: by its words.
+                    None => {
+                        let text = format!("{source:?} {source}").to_ascii_lowercase();
+                        ["certificate", "tls", "unknownissuer", "handshake"]
+                            .iter()
+                            .any(|w| text.contains(w))
+                    }
+                };
+                if tls {
                     FailureKind::Tls
                 } else {
                     FailureKind::Transport
                 }
             }
-            Error::Decode { .. } => FailureKind::BadAnswer,
+            Error::Decode { .. } | Error::WriteNotConfirmed { .. } => FailureKind::BadAnswer,
             _ => FailureKind::Other,
         }
     }
 
-    /// What to check, for a log line or a status page.
+    /// What to check for a failure of this kind, for a log line or a
+    /// status page; [`FailureKind::hint_for`] says it for one error, with
+    /// the server URL or file it names.
     pub fn hint(self, namespace: &str) -> String {
         match self {
             FailureKind::Forbidden => format!(
@@ -137,10 +151,74 @@ impl FailureKind {
             FailureKind::Tls => {
                 "check the CA bundle: the server certificate must chain to it and name the host".into()
             }
-            FailureKind::Transport => "check that the API server URL is reachable".into(),
+            FailureKind::Transport => {
+                "check that the API server URL is reachable from here (address, port, firewall, proxy)".into()
+            }
             FailureKind::Server => "the API server is failing or throttling; retrying".into(),
-            FailureKind::BadAnswer => "the server's answer was not a usable Lease".into(),
+            FailureKind::BadAnswer => {
+                "the answer was not the Lease asked for or written: check that the URL is the API server's and that no proxy in between redirects or rewrites answers".into()
+            }
             FailureKind::Other => "see the error".into(),
+        }
+    }
+
+    /// What to check about `e`: [`FailureKind::hint`] of its kind, made
+    /// specific where the error says more (the server URL that could not
+    /// be reached, `https://` for a TLS server asked in plain HTTP, the
+    /// file that could not be read, a redirect).
+    ///
+    /// ```
+    /// use lease_elector::status::FailureKind;
+    /// use lease_elector::{Client, ClientConfig, Deadline};
+    /// use std::time::Duration;
+    ///
+    /// // Nothing listens on port 1.
+    /// let client = Client::new(ClientConfig::new("http://127.0.0.1:1"))?;
+    /// let err = client
+    ///     .get_lease("ns", "name", &Deadline::from_now(Duration::from_secs(2)))
+    ///     .unwrap_err();
+    /// assert_eq!(
+    ///     FailureKind::hint_for(&err, "ns"),
+    ///     "check that http://127.0.0.1:1 is reachable from here (address, port, firewall, proxy)"
+    /// );
+    /// # Ok::<(), lease_elector::Error>(())
+    /// ```
+    pub fn hint_for(e: &Error, namespace: &str) -> String {
+        let kind = FailureKind::of(e);
+        match e {
+            Error::Transport { source, .. } => match source.downcast_ref::<NoAnswer>() {
+                Some(why) if why.wants_https() => format!(
+                    "the server speaks TLS: use https:// in the server URL ({})",
+                    escape_text(why.server())
+                ),
+                Some(why) if why.wants_http() => format!(
+                    "the server at {} does not speak TLS on that port: check the port, or use http:// for a plain-HTTP server",
+                    escape_text(why.server())
+                ),
+                Some(why) if kind == FailureKind::Transport => format!(
+                    "check that {} is reachable from here (address, port, firewall, proxy)",
+                    escape_text(why.server())
+                ),
+                _ => kind.hint(namespace),
+            },
+            // Go's TLS servers (the API server) answer a plain-HTTP request so.
+            Error::Api { status, .. }
+                if status.code == 400
+                    && status.message.contains("HTTP request to an HTTPS server") =>
+            {
+                "the server speaks TLS: use https:// in the server URL".into()
+            }
+            Error::Api { status, .. } if (300..400).contains(&status.code) => {
+                "the API server never redirects: check that the server URL is the API server's and that no proxy in between redirects".into()
+            }
+            Error::WriteNotConfirmed { .. } => {
+                "check that the server URL is the API server's and that no proxy in between rewrites answers to writes".into()
+            }
+            Error::ReadFile { what, path, .. } => format!(
+                "check that the {what} file {} exists and is readable",
+                escape_text(&path.display().to_string())
+            ),
+            _ => kind.hint(namespace),
         }
     }
 

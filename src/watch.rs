@@ -19,6 +19,7 @@ use crate::client::{lease_path, lease_target, segment, Client, Target, MAX_BODY}
 use crate::clock::{Wake, Wakeup};
 use crate::error::{Error, Result};
 use crate::lease::Lease;
+use crate::text::Escaped;
 
 /// Server-side cap on one watch request; the stream is simply reopened.
 const WATCH_TIMEOUT_SECS: u64 = 300;
@@ -198,9 +199,17 @@ impl WatchStream {
             if opened.elapsed() >= HEALTHY_STREAM {
                 delay = MIN_BACKOFF;
             }
+            // Names, Status messages and error bodies are the server's text.
             match result {
-                Ok(()) => log::debug!("watch on {target} ended; reopening in {delay:?}"),
-                Err(e) => log::debug!("watch on {target}: {e}; retrying in {delay:?}"),
+                Ok(()) => log::debug!(
+                    "watch on {} ended; reopening in {delay:?}",
+                    Escaped(&target)
+                ),
+                Err(e) => log::debug!(
+                    "watch on {}: {}; retrying in {delay:?}",
+                    Escaped(&target),
+                    Escaped(&e.to_string())
+                ),
             }
             if self.shared.stop.wait_timeout(delay) == Wake::Stopped {
                 break;

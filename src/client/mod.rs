@@ -1,6 +1,26 @@
 //! A minimal blocking Kubernetes client: in-cluster or explicit config, bearer
 //! tokens re-read as they rotate, verified TLS, and the few Lease and Event
 //! requests leader election needs.
+//!
+//! # What it refuses
+//!
+//! It follows no redirect: the API server never sends one, and a followed
+//! redirect turns a `PUT` into a `GET` whose answer looks like the answer
+//! to the write. A 3xx is an [`Error::Api`] naming the status and the
+//! `Location`. Errors say what happened in the client's words and name the
+//! server URL ("no answer from the API server at URL within 5 s"); URLs are
+//! shown without the `user:password@` they may carry, and every [`Error`]
+//! is one line with control characters escaped.
+//!
+//! # Logging and credentials
+//!
+//! The crate logs through the [`log`] facade and never logs a token or a
+//! proxy password, at any level. The HTTP library under it does at
+//! **trace** level: the log targets `ureq` and `ureq_proto` dump the bytes
+//! of each request there, the `Authorization: Bearer` header included. A
+//! program that turns trace on must keep those two targets at `debug` or
+//! below (ureq's debug records show headers redacted), e.g. with
+//! `env_logger`: `RUST_LOG=trace,ureq=debug,ureq_proto=debug`.
 
 use std::fmt;
 use std::io::Read;
@@ -14,10 +34,12 @@ use ureq::RequestExt;
 use crate::deadline::Deadline;
 use crate::error::{ApiStatus, Error, Result};
 use crate::lease::{Lease, Status};
+use crate::text::Escaped;
 
 mod auth;
 mod config;
 pub(crate) mod exec;
+pub(crate) mod failure;
 pub mod kubeconfig;
 mod proxy;
 mod stream;
@@ -29,6 +51,7 @@ pub(crate) use config::namespace_from_dir;
 use config::TokenConfig;
 pub use config::{ClientConfig, SERVICE_ACCOUNT_DIR};
 use exec::ExecSource;
+use failure::{shown_url, NoAnswer};
 
 /// Largest answer body read; anything longer is an error, not an allocation.
 pub(crate) const MAX_BODY: u64 = 1 << 20;
@@ -75,7 +98,7 @@ pub struct Client {
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client")
-            .field("base_url", &self.inner.base_url)
+            .field("base_url", &shown_url(&self.inner.base_url))
             .finish_non_exhaustive()
     }
 }
@@ -98,43 +121,45 @@ impl Client {
     /// Build a client; fails on unusable TLS material or an `https` URL without a CA.
     pub fn new(config: ClientConfig) -> Result<Client> {
         let https = config.base_url.starts_with("https://");
+        let shown = shown_url(&config.base_url);
         if !https && !config.base_url.starts_with("http://") {
             return Err(Error::InvalidConfig(format!(
-                "API server URL {:?} must start with http:// or https://",
-                config.base_url
+                "API server URL {shown:?} must start with http:// or https://"
             )));
         }
-        let uri: http::Uri = config.base_url.parse().map_err(|e| {
-            Error::InvalidConfig(format!("API server URL {:?}: {e}", config.base_url))
-        })?;
+        let uri: http::Uri = config
+            .base_url
+            .parse()
+            .map_err(|e| Error::InvalidConfig(format!("API server URL {shown:?}: {e}")))?;
         let host = uri.host().unwrap_or_default().to_string();
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
         let has_credentials = !matches!(config.token, TokenConfig::None);
         if !https && has_credentials && !config.token_over_http && !is_loopback(&host) {
             return Err(Error::InvalidConfig(format!(
-                "refusing to send a bearer token in clear text to {}: use https, or ClientConfig::allow_token_over_http(true)",
-                config.base_url
+                "refusing to send a bearer token in clear text to {shown}: use https, or ClientConfig::allow_token_over_http(true)"
             )));
         }
-        let proxy = match proxy::choose(&config.proxy, https, &host, port, &|k| {
-            std::env::var(k).ok()
-        }) {
-            None => None,
-            Some(url) if url.starts_with("socks") => {
-                return Err(Error::InvalidConfig(format!(
-                "proxy {url}: SOCKS proxies are not supported (use an http:// or https:// proxy)"
-            )))
-            }
-            Some(url) => Some(
-                ureq::Proxy::new(&url)
-                    .map_err(|e| Error::InvalidConfig(format!("proxy {url:?}: {e}")))?,
-            ),
-        };
+        let proxy =
+            match proxy::choose(&config.proxy, https, &host, port, &|k| {
+                std::env::var(k).ok()
+            }) {
+                None => None,
+                // Proxy URLs may carry a password: shown without it.
+                Some(url) if url.starts_with("socks") => {
+                    return Err(Error::InvalidConfig(format!(
+                    "proxy {}: SOCKS proxies are not supported (use an http:// or https:// proxy)",
+                    shown_url(&url)
+                )))
+                }
+                Some(url) => Some(ureq::Proxy::new(&url).map_err(|e| {
+                    Error::InvalidConfig(format!("proxy {:?}: {e}", shown_url(&url)))
+                })?),
+            };
         if let Some(p) = &proxy {
             log::debug!(
                 "requests to {} go through the proxy {}:{}",
-                config.base_url,
-                p.host(),
+                Escaped(&shown),
+                Escaped(p.host()),
                 p.port()
             );
         }
@@ -143,6 +168,10 @@ impl Client {
         let shared_tls = tls::SharedTls::with_server_name(&host, config.tls_server_name.as_deref());
         let agent_config = ureq::Agent::config_builder()
             .http_status_as_error(false)
+            // The API server never redirects; ureq would follow a
+            // redirected PUT as a GET and hand back a read as the answer to
+            // the write. A 3xx is an error (see `send_once`).
+            .max_redirects(0)
             .https_only(https)
             .proxy(proxy)
             .user_agent(concat!("lease-elector/", env!("CARGO_PKG_VERSION")))
@@ -281,7 +310,7 @@ impl Client {
             log::debug!(
                 "{} {}: 401, refreshing the token",
                 target.action,
-                target.what
+                Escaped(target.what)
             );
             return self.send_once(method, path, body, target, &deadline, true);
         }
@@ -316,10 +345,11 @@ impl Client {
         deadline: &Deadline,
         refresh_token: bool,
     ) -> Result<Answer> {
-        let transport = |source: crate::error::Cause| Error::Transport {
+        let server = self.inner.base_url.as_str();
+        let transport = |why: NoAnswer| Error::Transport {
             target: target.what.to_string(),
             action: target.action,
-            source,
+            source: Box::new(why),
         };
         let out_of_time = || {
             let why = if deadline.is_cancelled() {
@@ -327,7 +357,7 @@ impl Client {
             } else {
                 "no time left in the budget"
             };
-            transport(why.into())
+            transport(NoAnswer::unsent(server, why))
         };
         let mut req = http::Request::builder()
             .method(method)
@@ -344,7 +374,7 @@ impl Client {
         }
         let req = req
             .body(body.unwrap_or_default())
-            .map_err(|e| transport(Box::new(e)))?;
+            .map_err(|e| transport(NoAnswer::unbuilt(server, e)))?;
         let (generation, agent) = self
             .inner
             .agent
@@ -363,20 +393,32 @@ impl Client {
             return Err(out_of_time());
         }
         let socket_time = socket_budget(timeout);
+        let connect_time = socket_time.min(CONNECT_TIMEOUT);
         let mut resp = match req
             .with_agent(&agent)
             .configure()
             .timeout_global(Some(socket_time))
             // A connect in progress is the one step a stop cannot cut short.
-            .timeout_connect(Some(socket_time.min(CONNECT_TIMEOUT)))
+            .timeout_connect(Some(connect_time))
             .build()
             .run()
         {
             Ok(resp) => resp,
             Err(_) if deadline.is_cancelled() => return Err(out_of_time()),
-            Err(e) => return Err(transport(Box::new(e))),
+            Err(e) => {
+                return Err(transport(NoAnswer::from_ureq(
+                    server,
+                    e,
+                    timeout,
+                    connect_time,
+                )))
+            }
         };
         let code = resp.status().as_u16();
+        if (300..400).contains(&code) {
+            let location = resp.headers().get("location").map(|v| v.as_bytes());
+            return Err(failure::redirect(target, code, location));
+        }
         let retry_after = resp
             .headers()
             .get("retry-after")
@@ -391,7 +433,7 @@ impl Client {
             if deadline.is_cancelled() {
                 return Err(out_of_time());
             }
-            return Err(transport(Box::new(e)));
+            return Err(transport(NoAnswer::from_body(server, e, timeout)));
         }
         if body.len() as u64 > MAX_BODY {
             return Err(Error::Decode {
@@ -400,7 +442,7 @@ impl Client {
                 detail: format!("answer body is larger than {MAX_BODY} bytes"),
             });
         }
-        log::trace!("{} {}: {code}", target.action, target.what);
+        log::trace!("{} {}: {code}", target.action, Escaped(target.what));
         Ok(Answer {
             code,
             retry_after,

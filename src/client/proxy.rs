@@ -6,10 +6,13 @@
 //! or the host is loopback, which Go never proxies. A Client talks to one
 //! server, so the decision is made once.
 
+use std::fmt;
 use std::net::IpAddr;
 
+use super::failure::shown_url;
+
 /// Where a [`super::ClientConfig`] sends its requests.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Clone, PartialEq, Eq, Default)]
 pub(crate) enum ProxyChoice {
     /// As the environment says (client-go's default, in a pod too).
     #[default]
@@ -18,6 +21,18 @@ pub(crate) enum ProxyChoice {
     Direct,
     /// Through this proxy (`http://`, `https://`).
     Url(String),
+}
+
+/// A proxy URL may carry a password (`http://user:password@proxy:3128`):
+/// shown without it.
+impl fmt::Debug for ProxyChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProxyChoice::Environment => f.write_str("Environment"),
+            ProxyChoice::Direct => f.write_str("Direct"),
+            ProxyChoice::Url(url) => f.debug_tuple("Url").field(&shown_url(url)).finish(),
+        }
+    }
 }
 
 /// The proxy URL for a server at `host:port` over `https` or not, or `None`
@@ -153,6 +168,13 @@ mod tests {
             choose(&url, true, "127.0.0.1", 1, &e).as_deref(),
             Some("http://kubeconfig-proxy:1")
         );
+    }
+
+    #[test]
+    fn debug_shows_no_proxy_password() {
+        let choice = ProxyChoice::Url("http://alice:Pr0xyS3cret@127.0.0.1:3128".into());
+        assert_eq!(format!("{choice:?}"), r#"Url("http://***@127.0.0.1:3128")"#);
+        assert_eq!(format!("{:?}", ProxyChoice::Direct), "Direct");
     }
 
     #[test]

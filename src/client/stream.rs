@@ -10,6 +10,7 @@ use std::time::Duration;
 use ureq::http;
 use ureq::RequestExt;
 
+use super::failure::{self, NoAnswer};
 use super::{Client, Target, CONNECT_TIMEOUT};
 use crate::clock::Wakeup;
 use crate::deadline::Deadline;
@@ -32,7 +33,8 @@ impl Client {
     /// `GET path` on `pool`. No overall time limit (a watch lives for
     /// minutes), but a read that waits longer than `silence` for a byte
     /// fails: the peer is gone. `refresh` re-reads the token (after a 401);
-    /// `stop` ends a wait for an exec plugin's token.
+    /// `stop` ends a wait for an exec plugin's token. A redirect is an
+    /// error, as for every other request.
     pub(crate) fn open_stream(
         &self,
         pool: &ureq::Agent,
@@ -42,10 +44,11 @@ impl Client {
         refresh: bool,
         stop: &Wakeup,
     ) -> Result<Streamed> {
-        let transport = |source: crate::error::Cause| Error::Transport {
+        let server = self.inner.base_url.as_str();
+        let transport = |why: NoAnswer| Error::Transport {
             target: target.what.to_string(),
             action: target.action,
-            source,
+            source: Box::new(why),
         };
         let mut req = http::Request::builder()
             .method(http::Method::GET)
@@ -60,7 +63,7 @@ impl Client {
         }
         let resp = req
             .body(&b""[..])
-            .map_err(|e| transport(Box::new(e)))?
+            .map_err(|e| transport(NoAnswer::unbuilt(server, e)))?
             .with_agent(pool)
             .configure()
             .timeout_global(None)
@@ -68,8 +71,12 @@ impl Client {
             .timeout_per_read(Some(silence))
             .build()
             .run()
-            .map_err(|e| transport(Box::new(e)))?;
+            .map_err(|e| transport(NoAnswer::from_ureq(server, e, silence, CONNECT_TIMEOUT)))?;
         let code = resp.status().as_u16();
+        if (300..400).contains(&code) {
+            let location = resp.headers().get("location").map(|v| v.as_bytes());
+            return Err(failure::redirect(target, code, location));
+        }
         Ok((code, Box::new(resp.into_body().into_reader())))
     }
 }
