@@ -73,6 +73,8 @@ pub struct LastError {
     pub kind: FailureKind,
     /// The error's message.
     pub message: String,
+    /// What to check ([`FailureKind::hint_for`]).
+    pub hint: String,
     /// When it happened, on the elector's clock.
     pub at: Instant,
 }

@@ -292,7 +292,11 @@ fn readiness_fails_for_a_forbidden_or_cut_off_candidate_where_health_does_not() 
     // Cut off: ready until no request has succeeded for the tolerance.
     c.server.clear_faults();
     c.step_until(Duration::from_millis(500), Duration::from_secs(10), |c| {
-        c.candidates[follower].handle().status().consecutive_failures == 0
+        c.candidates[follower]
+            .handle()
+            .status()
+            .consecutive_failures
+            == 0
     });
     probe.check_ready(tolerance).expect("ready again");
     c.server.set_outage(true);

@@ -121,12 +121,7 @@ impl Probe {
         let failing = st.counters.consecutive_failures > 0;
         if let (true, Some(e)) = (failing, &st.last_error) {
             if e.kind == FailureKind::Forbidden {
-                let namespace = self.namespace();
-                return not_ready(format!(
-                    "forbidden ({}): {}",
-                    e.kind.hint(namespace),
-                    e.message
-                ));
+                return not_ready(format!("forbidden ({}): {}", e.hint, e.message));
             }
         }
         let since = self.shared.since_success(&st);
@@ -187,12 +182,5 @@ impl Probe {
             since_last_renew: st.last_renew.map(|at| now.saturating_duration_since(at)),
             since_last_success: self.shared.since_success(&st),
         }
-    }
-
-    fn namespace(&self) -> &str {
-        self.shared
-            .describe
-            .split_once('/')
-            .map_or("", |(ns, _)| ns)
     }
 }

@@ -203,9 +203,11 @@ impl Run {
         };
         let kind = FailureKind::of(e);
         st.counters.consecutive_failures += 1;
+        let hint = FailureKind::hint_for(e, namespace);
         st.last_error = Some(LastError {
             kind,
             message: e.to_string(),
+            hint: hint.clone(),
             at: now,
         });
         let repeat_due = match st.logged_failure {
@@ -216,7 +218,7 @@ impl Run {
             st.logged_failure = Some((kind, now));
             log::warn!(
                 "error {doing} lease {desc}: {e} ({}; {} failed attempt(s) in a row)",
-                kind.hint(namespace),
+                hint,
                 st.counters.consecutive_failures
             );
         } else {
