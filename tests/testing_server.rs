@@ -847,3 +847,27 @@ fn drop_stops_the_server() {
     let _ = reader.join().unwrap();
     assert!(TcpStream::connect(addr).is_err());
 }
+
+#[test]
+fn request_heads_up_to_kube_apiservers_1_mib_are_read_and_larger_ones_get_431() {
+    let server = TestApiServer::start().unwrap();
+    let head = |padding: usize| {
+        format!(
+            "GET /apis/coordination.k8s.io/v1/namespaces/{NS}/leases/a HTTP/1.1\r\nHost: x\r\n\
+             Connection: close\r\nX-Padding: {}",
+            "p".repeat(padding)
+        )
+    };
+    // A long header line (a big token, say) is fine, as on a cluster.
+    let out = raw_exchange(&server, format!("{}\r\n\r\n", head(64 * 1024)).as_bytes());
+    assert!(out.starts_with("HTTP/1.1 404 "), "{out}");
+    // 1 MiB without the end of the head: refused once it is all read (so
+    // that the close does not reset the answer away).
+    let short = head(0).len();
+    let out = raw_exchange(&server, head(1024 * 1024 - short).as_bytes());
+    assert!(out.starts_with("HTTP/1.1 431 "), "{out}");
+    assert!(out.contains(r#""code":431"#), "{out}");
+    // A request without Host is not HTTP/1.1.
+    let out = raw_exchange(&server, b"GET /version HTTP/1.1\r\n\r\n");
+    assert!(out.starts_with("HTTP/1.1 400 "), "{out}");
+}

@@ -107,13 +107,11 @@ impl FieldSelector {
 mod tests {
     use super::*;
     use serde_json::json;
-    use std::io::{BufReader, Cursor};
 
     fn selector(sel: &str, allowed: &[&str]) -> Result<FieldSelector, Response> {
-        let raw = format!("GET /x?fieldSelector={sel} HTTP/1.1\r\n\r\n");
-        let mut r = BufReader::new(Cursor::new(raw.into_bytes()));
+        let raw = format!("GET /x?fieldSelector={sel} HTTP/1.1\r\nHost: h\r\n\r\n");
         let super::super::http::Incoming::Request(req) =
-            super::super::http::read_request(&mut r).unwrap()
+            super::super::http::parse_raw(raw.as_bytes())
         else {
             panic!("not a request")
         };
