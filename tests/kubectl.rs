@@ -413,6 +413,36 @@ fn patch_edit_label_and_annotate_change_the_stored_lease() {
 }
 
 #[test]
+fn get_with_a_label_selector_lists_only_the_matching_leases() {
+    let server = TestApiServer::start().unwrap();
+    let k = kubectl_or_skip!(&server, None);
+    for (name, app) in [("web", Some("web")), ("db", Some("db")), ("bare", None)] {
+        let mut l = lease(name, "pod-a");
+        if let Some(app) = app {
+            l["metadata"]["labels"] = json!({ "app": app });
+        }
+        server.put_lease("default", l);
+    }
+    let names = |selector: &str| {
+        k.ok(&["get", "leases", "-l", selector, "-o", "name"])
+            .lines()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names("app=web"), ["lease.coordination.k8s.io/web"]);
+    assert_eq!(
+        names("app in (web,db)"),
+        [
+            "lease.coordination.k8s.io/db",
+            "lease.coordination.k8s.io/web"
+        ]
+    );
+    assert_eq!(names("!app"), ["lease.coordination.k8s.io/bare"]);
+    let none = k.run(&["get", "leases", "-l", "app=nothing"]);
+    assert!(none.ok && none.stdout.is_empty(), "{none:?}");
+}
+
+#[test]
 fn get_lease_watch_prints_each_change() {
     let server = TestApiServer::start().unwrap();
     let k = kubectl_or_skip!(&server, None);
