@@ -45,9 +45,12 @@ fn find_kubectl() -> Option<PathBuf> {
 macro_rules! kubectl_or_skip {
     ($server:expr, $token:expr) => {
         match Kubectl::new($server, $token) {
-            Some(k) => k,
+            Some(k) => {
+                common::oracle::ran("kubectl");
+                k
+            }
             None => {
-                eprintln!("skipped: kubectl not installed");
+                common::oracle::skipped("kubectl", "kubectl not installed");
                 return;
             }
         }
