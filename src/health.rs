@@ -6,7 +6,7 @@
 //! | request | answer |
 //! |---|---|
 //! | `GET /healthz` | `200 ok` when every elector's [`Probe::check`] passes with the server's tolerance, else `500` with one line per failing elector (client-go's `HealthzAdaptor`): point the **liveness** probe here |
-//! | `GET /readyz` | the same verdict as `/healthz`: followers are ready (see below) |
+//! | `GET /readyz` | `200 ok` when every elector passes [`Probe::check`] and [`Probe::check_ready`] with the server's tolerance, else `503` with one line per failing elector: not ready when a candidate, leader or follower, has had no successful request to the API server for longer than the tolerance, or its last attempt was refused 403 Forbidden (beyond client-go); followers are ready (see below): point the **readiness** probe here |
 //! | `GET /leader` | `200` when this replica leads every lease it runs for, else `503`; the body is a JSON array, one object per elector in the order given: `[{"leading":true,"holder":"pod-a","lease":"ns/name","identity":"pod-a"}]` (`holder` is `null` until a holder is known) |
 //! | `GET /metrics` | `200`, [`render_prometheus`] of every elector (`text/plain; version=0.0.4`) |
 //! | `HEAD` of any of these | the same status and headers, no body |
@@ -17,6 +17,13 @@
 //! | a version other than HTTP/1.0 and HTTP/1.1 | `505` |
 //! | no complete request head within [`CONNECTION_TIMEOUT`] of the accept | the connection is closed without an answer (as Go's `net/http` and nginx do) |
 //! | a new connection over [`MAX_CONNECTIONS_PER_PEER`] from one address, or over [`MAX_CONNECTIONS`] in all | the oldest connection in the way that has not sent a complete request head is closed without an answer, and the new one is served; `503` with `Retry-After: 1`, at once, only when every connection in the way is being answered |
+//!
+//! **Why `/healthz` keeps client-go's meaning.** A liveness failure
+//! restarts the container, which does not mend broken RBAC or a cut-off
+//! API server: client-go's `HealthzAdaptor` stays green for a follower in
+//! that state, and so does `/healthz`. `/readyz` is where it shows: the
+//! pod goes unready (a rollout stops, `kubectl get pods` says `0/1`, an
+//! alert on unready pods fires) without a restart loop.
 //!
 //! **Why `/readyz` is not "leading".** Readiness gates rollouts: a
 //! Deployment counts a pod that is not ready as unavailable, so if only the
@@ -99,6 +106,7 @@ use crate::deadline::Deadline;
 use crate::elector::Probe;
 use crate::http_server::{self, Admission, Connections, Incoming, Limits, Phase};
 use crate::status::render_prometheus;
+use crate::text;
 
 /// Connections served at once. Probes and a scraper need a handful; a new
 /// connection beyond this closes the oldest one still waiting for its
@@ -155,7 +163,9 @@ impl HealthServer {
     /// past its lease a leader may go without renewing, and how long a
     /// process may keep running after losing its term, before it is
     /// reported unhealthy (client-go's `NewLeaderHealthzAdaptor(timeout)`;
-    /// 20 s is a common choice).
+    /// 20 s is a common choice). `/readyz` also hands it to
+    /// [`Probe::check_ready`]: how long a candidate may go without a
+    /// successful request before it is reported unready.
     ///
     /// Fails when the address cannot be bound, the thread cannot be
     /// started, or `probes` is empty (`/leader` would then claim this
@@ -442,7 +452,8 @@ struct Endpoints {
 impl Endpoints {
     fn route(&self, req: &http_server::Head) -> Response {
         let answer: fn(&Self) -> Response = match req.path() {
-            "/healthz" | "/readyz" => Self::healthz,
+            "/healthz" => Self::healthz,
+            "/readyz" => Self::readyz,
             "/leader" => Self::leader,
             "/metrics" => Self::metrics,
             _ => return Response::text(404, "not found\n"),
@@ -455,16 +466,29 @@ impl Endpoints {
     }
 
     fn healthz(&self) -> Response {
+        self.verdict(500, |p| p.check(self.tolerance))
+    }
+
+    fn readyz(&self) -> Response {
+        self.verdict(503, |p| {
+            p.check(self.tolerance)
+                .and_then(|()| p.check_ready(self.tolerance))
+        })
+    }
+
+    /// `200 ok`, or `failed` with one line per elector that fails `check`
+    /// (escaped: the reasons carry the server's words).
+    fn verdict(&self, failed: u16, check: impl Fn(&Probe) -> crate::Result<()>) -> Response {
         let failures: String = self
             .probes
             .iter()
-            .filter_map(|p| p.check(self.tolerance).err())
-            .map(|e| format!("{e}\n"))
+            .filter_map(|p| check(p).err())
+            .map(|e| format!("{}\n", text::escape(&e.to_string())))
             .collect();
         if failures.is_empty() {
             Response::text(200, "ok\n")
         } else {
-            Response::text(500, failures)
+            Response::text(failed, failures)
         }
     }
 

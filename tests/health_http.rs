@@ -211,12 +211,92 @@ fn healthz_is_ok_for_leader_and_follower_and_500_once_a_lost_term_outlives_the_t
         "{}",
         answer.body
     );
-    assert_eq!(get(ha.local_addr(), "/readyz").status, 500);
+    // Not live, so not ready either.
+    assert_eq!(get(ha.local_addr(), "/readyz").status, 503);
     // One unhealthy elector makes the process unhealthy; the follower that
     // never led is fine on its own.
     let answer = get(both.local_addr(), "/healthz");
     assert_eq!((answer.status, answer.body.lines().count()), (500, 1));
     assert_eq!(get(hb.local_addr(), "/healthz").status, 200);
+}
+
+/// Let every running elector act on the current time, then move the
+/// clock by `d`.
+fn step(clock: &ManualClock, electors: &[&ElectorHandle], d: Duration) {
+    eventually("every running elector asleep on the clock", || {
+        clock.sleepers() >= electors.iter().filter(|e| !e.is_finished()).count()
+    });
+    clock.advance(d);
+}
+
+/// Issue 19: an RBAC-broken Deployment looked healthy everywhere.
+#[test]
+fn readyz_is_503_for_a_follower_whose_every_request_is_forbidden_while_healthz_stays_200() {
+    let server = TestApiServer::start().unwrap();
+    let clock = ManualClock::new();
+    server.inject(Fault::status(403).times(usize::MAX));
+    let (b, _events) = spawn(&server, "forbidden", "b", &clock);
+    let h = health(&[&b]);
+    let addr = h.local_addr();
+    eventually("b's first attempt refused", || {
+        b.status().consecutive_failures > 0
+    });
+    let answer = get(addr, "/readyz");
+    assert_eq!(answer.status, 503, "{answer:?}");
+    assert!(
+        answer
+            .body
+            .contains(&format!("lease {NS}/forbidden: not ready: forbidden")),
+        "{}",
+        answer.body
+    );
+    assert_eq!(answer.body.lines().count(), 1, "{}", answer.body);
+    // Restarting it would not help: liveness keeps client-go's meaning.
+    assert_eq!(get(addr, "/healthz").status, 200);
+
+    // RBAC mended: the next successful request makes it ready again.
+    server.clear_faults();
+    while b.status().consecutive_failures > 0 {
+        assert!(
+            clock.elapsed() < Duration::from_secs(60),
+            "b never got through"
+        );
+        step(&clock, &[&b], Duration::from_secs(2));
+    }
+    assert_eq!(get(addr, "/readyz").status, 200);
+}
+
+#[test]
+fn readyz_turns_503_once_a_follower_has_not_reached_the_api_server_for_the_tolerance() {
+    let p = pair("cut-off");
+    let h = health(&[&p.b]);
+    let addr = h.local_addr();
+    assert_eq!(get(addr, "/readyz").status, 200);
+    p.server.set_outage(true);
+    let cut = p.clock.elapsed();
+    let elapsed = || p.clock.elapsed() - cut;
+    // Within the tolerance a failing follower is still ready.
+    while elapsed() < TOLERANCE / 2 {
+        step(&p.clock, &[&p.a, &p.b], Duration::from_secs(2));
+    }
+    assert!(
+        p.b.status().consecutive_failures > 0,
+        "b noticed the outage"
+    );
+    assert_eq!(get(addr, "/readyz").status, 200);
+    while elapsed() < TOLERANCE + Duration::from_secs(4) {
+        step(&p.clock, &[&p.a, &p.b], Duration::from_secs(2));
+    }
+    let answer = get(addr, "/readyz");
+    assert_eq!(answer.status, 503, "{answer:?}");
+    assert!(
+        answer
+            .body
+            .contains("no successful request to the API server"),
+        "{}",
+        answer.body
+    );
+    assert_eq!(get(addr, "/healthz").status, 200, "liveness as client-go's");
 }
 
 #[test]
