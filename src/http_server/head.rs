@@ -114,6 +114,10 @@ pub(crate) fn read_head<S: Transport>(
     // The head so far, without the blank lines before it.
     let mut head: Vec<u8> = Vec::new();
     let mut read = 0usize;
+    // The request line is checked as soon as it ends (or goes wrong), so
+    // that a client speaking something else (a TLS hello, say) is answered
+    // at once rather than left waiting for a blank line that never comes.
+    let mut line_checked = false;
     loop {
         let left = deadline.remaining();
         if left.is_zero() {
@@ -137,6 +141,7 @@ pub(crate) fn read_head<S: Transport>(
         }
         let mut used = 0;
         let mut complete = false;
+        let mut check_line = false;
         for &b in buf {
             if read + used >= max {
                 break;
@@ -147,6 +152,10 @@ pub(crate) fn read_head<S: Transport>(
                 continue;
             }
             head.push(b);
+            if !line_checked && (b == b'\n' || (b != b'\r' && !(0x20..0x7f).contains(&b))) {
+                check_line = true;
+                break;
+            }
             if b == b'\n' && (head.ends_with(b"\n\n") || head.ends_with(b"\n\r\n")) {
                 complete = true;
                 break;
@@ -154,6 +163,15 @@ pub(crate) fn read_head<S: Transport>(
         }
         conn.consume(used);
         read += used;
+        if check_line {
+            line_checked = true;
+            let line = head.strip_suffix(b"\n").unwrap_or(&head);
+            if let Err(mut b) = request_line(line.strip_suffix(b"\r").unwrap_or(line)) {
+                conn.get_ref().tcp().set_read_timeout(None)?;
+                b.bytes = read as u64;
+                return Ok(Incoming::Bad(b));
+            }
+        }
         if complete {
             conn.get_ref().tcp().set_read_timeout(None)?;
             // Without the blank line and the end of the last field line.
@@ -202,23 +220,19 @@ fn is_token(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
-/// Parse a request head (without the blank line that ends it).
-pub(crate) fn parse(head: &[u8]) -> Result<Head, BadHead> {
-    let mut lines = head
-        .split(|&b| b == b'\n')
-        .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
-    let line = lines.next().unwrap_or_default();
+/// Method, origin-form target and HTTP/1.1-ness of a request line.
+fn request_line(line: &[u8]) -> Result<(String, String, bool), BadHead> {
     let line = std::str::from_utf8(line)
         .ok()
-        .filter(|l| l.is_ascii())
-        .ok_or_else(|| bad("request line is not ASCII"))?;
+        .filter(|l| l.is_ascii() && !l.bytes().any(|b| b.is_ascii_control()))
+        .ok_or_else(|| bad("request line is not ASCII text"))?;
     let parts: Vec<&str> = line.split(' ').collect();
     let [method, target, version] = parts[..] else {
         return Err(bad("request line is not METHOD TARGET HTTP/1.1"));
     };
     let with_line = |mut b: BadHead| {
         b.method = method.to_string();
-        b.target = target.to_string();
+        b.target = target.chars().take(256).collect();
         b
     };
     if !is_token(method) {
@@ -241,6 +255,20 @@ pub(crate) fn parse(head: &[u8]) -> Result<Head, BadHead> {
         _ => return Err(with_line(bad("malformed HTTP version"))),
     };
     let origin = origin_form(target).ok_or_else(|| with_line(bad("malformed request target")))?;
+    Ok((method.to_string(), origin, http11))
+}
+
+/// Parse a request head (without the blank line that ends it).
+pub(crate) fn parse(head: &[u8]) -> Result<Head, BadHead> {
+    let mut lines = head
+        .split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let (method, target, http11) = request_line(lines.next().unwrap_or_default())?;
+    let with_line = |mut b: BadHead| {
+        b.method = method.clone();
+        b.target = target.clone();
+        b
+    };
     let mut headers = Vec::new();
     for line in lines {
         if line.first().is_some_and(|b| *b == b' ' || *b == b'\t') {
@@ -273,8 +301,8 @@ pub(crate) fn parse(head: &[u8]) -> Result<Head, BadHead> {
         )));
     }
     Ok(Head {
-        method: method.to_string(),
-        target: origin,
+        method,
+        target,
         http11,
         headers,
         bytes: 0,
@@ -429,6 +457,28 @@ mod tests {
             panic!("not refused");
         };
         assert_eq!(b.status, 431);
+    }
+
+    #[test]
+    fn a_bad_request_line_is_refused_as_soon_as_it_is_read() {
+        // A TLS ClientHello to a plain-HTTP port: no blank line will come.
+        let (mut server, mut client) = pair();
+        client
+            .write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01])
+            .unwrap();
+        let got = read_head(&mut server, 1024, &soon()).unwrap();
+        assert!(
+            matches!(got, Incoming::Bad(BadHead { status: 400, .. })),
+            "{got:?}"
+        );
+        // A request line that ends wrong is refused before any header.
+        let (mut server, mut client) = pair();
+        client.write_all(b"GET /x HTTP/2.0\r\nHost: h\r\n").unwrap();
+        let got = read_head(&mut server, 1024, &soon()).unwrap();
+        assert!(
+            matches!(got, Incoming::Bad(BadHead { status: 505, .. })),
+            "{got:?}"
+        );
     }
 
     #[test]
