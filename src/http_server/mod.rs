@@ -1,6 +1,6 @@
 //! The small HTTP/1.1 server core shared by the health endpoint
-//! ([`crate::health`], feature `health`) and the embedded API server
-//! ([`crate::testing`], feature `testing`): one implementation of the
+//! (`crate::health`, feature `health`) and the embedded API server
+//! (`crate::testing`, feature `testing`): one implementation of the
 //! limits, the request-head parsing, the head time-out and the connection
 //! accounting, so that a fix to any of them is made once.
 //!
