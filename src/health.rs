@@ -6,16 +6,24 @@
 //! | request | answer |
 //! |---|---|
 //! | `GET /healthz` | `200 ok` when every elector's [`Probe::check`] passes with the server's tolerance, else `500` with one line per failing elector (client-go's `HealthzAdaptor`): point the **liveness** probe here |
-//! | `GET /readyz` | the same verdict as `/healthz`: followers are ready (see below) |
+//! | `GET /readyz` | `200 ok` when every elector passes [`Probe::check`] and [`Probe::check_ready`] with the server's tolerance, else `503` with one line per failing elector: not ready when a candidate, leader or follower, has had no successful request to the API server for longer than the tolerance, or its last attempt was refused 403 Forbidden (beyond client-go); followers are ready (see below): point the **readiness** probe here |
 //! | `GET /leader` | `200` when this replica leads every lease it runs for, else `503`; the body is a JSON array, one object per elector in the order given: `[{"leading":true,"holder":"pod-a","lease":"ns/name","identity":"pod-a"}]` (`holder` is `null` until a holder is known) |
 //! | `GET /metrics` | `200`, [`render_prometheus`] of every elector (`text/plain; version=0.0.4`) |
 //! | `HEAD` of any of these | the same status and headers, no body |
 //! | another method on these paths | `405` with `Allow: GET, HEAD` |
 //! | another path | `404` (the query string is ignored: `/healthz?verbose` is `/healthz`) |
-//! | a malformed request line or header, an HTTP/1.1 request without `Host`, a request head over [`MAX_REQUEST_HEAD`] bytes | `400` |
+//! | a malformed request line or header, an HTTP/1.1 request without `Host` | `400` |
+//! | a request head over [`MAX_REQUEST_HEAD`] bytes | `431` |
 //! | a version other than HTTP/1.0 and HTTP/1.1 | `505` |
-//! | more than [`MAX_CONNECTIONS`] connections at once | `503` with `Retry-After: 1`, at once |
-//! | no complete request head within [`CONNECTION_TIMEOUT`] | the connection is closed without an answer (as Go's `net/http` and nginx do) |
+//! | no complete request head within [`CONNECTION_TIMEOUT`] of the accept | the connection is closed without an answer (as Go's `net/http` and nginx do) |
+//! | a new connection over [`MAX_CONNECTIONS_PER_PEER`] from one address, or over [`MAX_CONNECTIONS`] in all | the oldest connection in the way that has not sent a complete request head is closed without an answer, and the new one is served; `503` with `Retry-After: 1`, at once, only when every connection in the way is being answered |
+//!
+//! **Why `/healthz` keeps client-go's meaning.** A liveness failure
+//! restarts the container, which does not mend broken RBAC or a cut-off
+//! API server: client-go's `HealthzAdaptor` stays green for a follower in
+//! that state, and so does `/healthz`. `/readyz` is where it shows: the
+//! pod goes unready (a rollout stops, `kubectl get pods` says `0/1`, an
+//! alert on unready pods fires) without a restart loop.
 //!
 //! **Why `/readyz` is not "leading".** Readiness gates rollouts: a
 //! Deployment counts a pod that is not ready as unavailable, so if only the
@@ -34,12 +42,21 @@
 //! connection is closed after it: probes and scrapers open one connection
 //! per request anyway, and it keeps the server free of keep-alive state.
 //! The accepting thread only accepts; each connection is served on a
-//! short-lived thread of its own (at most [`MAX_CONNECTIONS`] at once) with
-//! one budget of [`CONNECTION_TIMEOUT`] for reading the request, writing the
-//! answer and a short lingering close, so a client that connects and sends
-//! nothing, or sends a byte a second, delays no one else and holds its
-//! thread no longer than that. Beyond the limit the accepting thread
-//! answers 503 itself, without waiting for the request.
+//! short-lived thread of its own with one budget of [`CONNECTION_TIMEOUT`]
+//! for reading the request, writing the answer and a short lingering close,
+//! so a client that connects and sends nothing, or sends a byte a second,
+//! delays no one else and holds its thread no longer than that.
+//!
+//! **Idle and slow connections cannot hold the probes off.** At most
+//! [`MAX_CONNECTIONS`] connections are served at once, at most
+//! [`MAX_CONNECTIONS_PER_PEER`] of them from one address. A new connection
+//! that would go over either limit does not wait and is not refused: the
+//! oldest connection in its way that is still waiting for its request head
+//! (idle, or dripping a slow-loris head) is closed to make room, and a peer
+//! over its share only ever closes its own. So a peer holding 64 idle
+//! sockets open keeps 8 of them, and the kubelet's next probe is answered
+//! at once. The limits, the head parsing and the time-out come from the
+//! small HTTP/1.1 core this endpoint shares with the test API server.
 //!
 //! **The elector is never blocked.** Answers read [`Probe`]s only, which
 //! take an elector's state lock for a copy and never touch the network; the
@@ -74,7 +91,7 @@
 //! ```
 
 use std::fmt;
-use std::io::{self, Read, Write};
+use std::io::{self, BufReader, Read, Write};
 use std::net::{
     IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs,
 };
@@ -87,11 +104,19 @@ use serde_json::Value;
 
 use crate::deadline::Deadline;
 use crate::elector::Probe;
+use crate::http_server::{self, Admission, Connections, Incoming, Limits, Phase};
 use crate::status::render_prometheus;
+use crate::text;
 
-/// Connections served at once; one more is answered 503 by the accepting
-/// thread. Probes and a scraper need a handful.
+/// Connections served at once. Probes and a scraper need a handful; a new
+/// connection beyond this closes the oldest one still waiting for its
+/// request (see the [module docs](self)).
 pub const MAX_CONNECTIONS: usize = 16;
+
+/// Connections served at once from one peer address (an IPv4-mapped IPv6
+/// address counts as its IPv4 address): a flood from one address never
+/// closes another address's connections.
+pub const MAX_CONNECTIONS_PER_PEER: usize = 8;
 
 /// Budget of one connection from its accept: the request head must arrive,
 /// the answer be written and the client read it within this time.
@@ -138,7 +163,9 @@ impl HealthServer {
     /// past its lease a leader may go without renewing, and how long a
     /// process may keep running after losing its term, before it is
     /// reported unhealthy (client-go's `NewLeaderHealthzAdaptor(timeout)`;
-    /// 20 s is a common choice).
+    /// 20 s is a common choice). `/readyz` also hands it to
+    /// [`Probe::check_ready`]: how long a candidate may go without a
+    /// successful request before it is reported unready.
     ///
     /// Fails when the address cannot be bound, the thread cannot be
     /// started, or `probes` is empty (`/leader` would then claim this
@@ -217,20 +244,16 @@ fn wake_addr(addr: SocketAddr) -> SocketAddr {
     SocketAddr::new(ip, addr.port())
 }
 
-/// A connection being served: a handle on its socket (to cut it off on
-/// stop) and its thread.
-struct Conn {
-    socket: TcpStream,
-    thread: JoinHandle<()>,
-}
-
 fn accept_loop(
     listener: &TcpListener,
     endpoints: &Arc<Endpoints>,
     stopping: &AtomicBool,
     name: &str,
 ) {
-    let mut conns: Vec<Conn> = Vec::new();
+    let mut conns = Connections::new(Limits {
+        total: MAX_CONNECTIONS,
+        per_peer: MAX_CONNECTIONS_PER_PEER,
+    });
     let mut warned = false;
     for stream in listener.incoming() {
         if stopping.load(Ordering::SeqCst) {
@@ -250,13 +273,11 @@ fn accept_loop(
                 continue;
             }
         };
-        let (done, live): (Vec<_>, Vec<_>) = conns.drain(..).partition(|c| c.thread.is_finished());
-        conns = live;
-        for c in done {
-            let _ = c.thread.join();
-        }
-        if conns.len() >= MAX_CONNECTIONS {
-            log::debug!("{name}: {MAX_CONNECTIONS} connections in progress, answering 503");
+        let peer = stream
+            .peer_addr()
+            .map_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED), |a| a.ip());
+        if conns.admit(peer) == Admission::Busy {
+            log::debug!("{name}: every connection in the way of {peer} is busy, answering 503");
             refuse_busy(stream);
             continue;
         }
@@ -270,21 +291,17 @@ fn accept_loop(
         // The budget counts from the accept.
         let budget = Deadline::from_now(CONNECTION_TIMEOUT);
         let endpoints = endpoints.clone();
-        let spawned = thread::Builder::new()
-            .name(format!("{name}/conn"))
-            .spawn(move || serve(stream, &endpoints, &budget));
+        let phase = Phase::default();
+        let spawned = thread::Builder::new().name(format!("{name}/conn")).spawn({
+            let phase = phase.clone();
+            move || serve(stream, &endpoints, &budget, &phase)
+        });
         match spawned {
-            Ok(thread) => conns.push(Conn { socket, thread }),
+            Ok(thread) => conns.insert(peer, socket, thread, phase),
             Err(e) => log::warn!("{name}: cannot start a connection thread: {e}"),
         }
     }
-    for c in &conns {
-        // Unblocks the thread's read or write; it then ends.
-        let _ = c.socket.shutdown(Shutdown::Both);
-    }
-    for c in conns {
-        let _ = c.thread.join();
-    }
+    conns.close_all();
 }
 
 /// Answer 503 on the accepting thread without ever blocking it: whatever
@@ -302,53 +319,58 @@ fn refuse_busy(mut stream: TcpStream) {
 }
 
 /// Serve one request on `stream` within `budget`, then close.
-fn serve(mut stream: TcpStream, endpoints: &Endpoints, budget: &Deadline) {
-    respond(&mut stream, endpoints, budget);
+fn serve(stream: TcpStream, endpoints: &Endpoints, budget: &Deadline, phase: &Phase) {
+    let mut conn = BufReader::new(stream);
+    respond(&mut conn, endpoints, budget, phase);
     // Close now: the accepting thread keeps a clone of the socket (to cut
     // it off on stop), so dropping this one would not close it.
-    let _ = stream.shutdown(Shutdown::Both);
+    let _ = conn.get_ref().shutdown(Shutdown::Both);
 }
 
-fn respond(stream: &mut TcpStream, endpoints: &Endpoints, budget: &Deadline) {
-    let peer = stream
+fn respond(
+    conn: &mut BufReader<TcpStream>,
+    endpoints: &Endpoints,
+    budget: &Deadline,
+    phase: &Phase,
+) {
+    let peer = conn
+        .get_ref()
         .peer_addr()
         .map_or_else(|_| "?".to_string(), |a| a.to_string());
-    let head = match read_head(stream, budget) {
-        Ok(Head::Complete(head)) => head,
-        Ok(Head::TooLarge) => {
-            log::debug!("health endpoint: request head from {peer} over {MAX_REQUEST_HEAD} bytes");
-            let answer = Response::text(
-                400,
-                format!("bad request: request head larger than {MAX_REQUEST_HEAD} bytes\n"),
-            );
-            answer_and_close(stream, &answer, false, budget);
-            return;
+    let (answer, head_only) = match http_server::read_head(conn, MAX_REQUEST_HEAD, budget) {
+        Ok(Incoming::Head(head)) => {
+            phase.busy();
+            (endpoints.route(&head), head.method == "HEAD")
         }
-        Ok(Head::Closed) => return,
+        Ok(Incoming::Bad(bad)) => {
+            phase.busy();
+            log::debug!("health endpoint: bad request from {peer}: {}", bad.reason);
+            let phrase = http_server::reason_phrase(bad.status).to_ascii_lowercase();
+            let body = format!("{phrase}: {}\n", bad.reason);
+            (Response::text(bad.status, body), false)
+        }
+        Ok(Incoming::Closed) => return,
         Err(e) => {
-            // Timed out (the budget is spent) or reset: no one to answer.
+            // Timed out (the budget is spent), reset, or closed to make
+            // room: no one to answer.
             log::debug!("health endpoint: no request from {peer}: {e}");
             return;
         }
     };
-    let (answer, head_only) = match parse(&head) {
-        Ok(req) => (endpoints.route(&req), req.method == "HEAD"),
-        Err(bad) => {
-            log::debug!("health endpoint: bad request from {peer}: {}", bad.reason);
-            (
-                Response::text(bad.status, format!("{}\n", bad.reason)),
-                false,
-            )
-        }
-    };
-    answer_and_close(stream, &answer, head_only, budget);
+    answer_and_close(conn.get_mut(), &answer, head_only, budget, phase);
 }
 
 /// Write `answer`, then close gracefully: send FIN and read what the client
 /// still sends until it closes (bounded), so a request body or an
 /// oversized head we did not read does not turn our close into a reset
 /// that would destroy the answer before the client reads it.
-fn answer_and_close(stream: &mut TcpStream, answer: &Response, head_only: bool, budget: &Deadline) {
+fn answer_and_close(
+    stream: &mut TcpStream,
+    answer: &Response,
+    head_only: bool,
+    budget: &Deadline,
+    phase: &Phase,
+) {
     let remaining = budget.remaining();
     if remaining.is_zero() || stream.set_write_timeout(Some(remaining)).is_err() {
         return;
@@ -356,6 +378,7 @@ fn answer_and_close(stream: &mut TcpStream, answer: &Response, head_only: bool, 
     if stream.write_all(&answer.to_bytes(head_only)).is_err() {
         return;
     }
+    phase.answered();
     if stream.shutdown(Shutdown::Write).is_err() {
         return;
     }
@@ -374,183 +397,6 @@ fn answer_and_close(stream: &mut TcpStream, answer: &Response, head_only: bool, 
             Err(_) => return,
         }
     }
-}
-
-/// What came in before the blank line.
-enum Head {
-    /// The request head, without the blank line (and without empty lines
-    /// before the request line).
-    Complete(Vec<u8>),
-    /// More than [`MAX_REQUEST_HEAD`] bytes and no end in sight.
-    TooLarge,
-    /// The client closed before finishing a request.
-    Closed,
-}
-
-/// Read up to the blank line ending the request head, each read allowed
-/// only what is left of `budget`: a client dripping one byte at a time
-/// gets no more time than one that sends nothing.
-fn read_head(stream: &mut TcpStream, budget: &Deadline) -> io::Result<Head> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    loop {
-        // RFC 9112 §2.2: ignore empty lines before the request line.
-        let start = buf.iter().position(|&b| b != b'\r' && b != b'\n');
-        if let Some((s, e)) = start.and_then(|s| head_end(&buf[s..]).map(|e| (s, s + e))) {
-            if e - s > MAX_REQUEST_HEAD {
-                return Ok(Head::TooLarge);
-            }
-            return Ok(Head::Complete(buf[s..e].to_vec()));
-        }
-        if buf.len() > MAX_REQUEST_HEAD {
-            return Ok(Head::TooLarge);
-        }
-        let left = budget.remaining();
-        if left.is_zero() {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "request head not received in time",
-            ));
-        }
-        stream.set_read_timeout(Some(left))?;
-        match stream.read(&mut chunk) {
-            Ok(0) => return Ok(Head::Closed),
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// Where the head in `buf` ends: the index of the line feed that ends the
-/// last header line (the blank line follows it). Bare LF line ends are
-/// accepted as well as CRLF.
-fn head_end(buf: &[u8]) -> Option<usize> {
-    (0..buf.len()).find(|&i| {
-        buf[i] == b'\n'
-            && match buf.get(i + 1) {
-                Some(b'\n') => true,
-                Some(b'\r') => buf.get(i + 2) == Some(&b'\n'),
-                _ => false,
-            }
-    })
-}
-
-/// A parsed request: what routing needs.
-#[derive(Debug, PartialEq, Eq)]
-struct Request {
-    method: String,
-    path: String,
-}
-
-/// A request answered with an error status.
-#[derive(Debug, PartialEq, Eq)]
-struct Bad {
-    status: u16,
-    reason: String,
-}
-
-fn bad(reason: impl Into<String>) -> Bad {
-    Bad {
-        status: 400,
-        reason: format!("bad request: {}", reason.into()),
-    }
-}
-
-fn is_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-}
-
-/// Parse a request head (RFC 9112): `METHOD SP target SP HTTP/1.x`, then
-/// `name: value` lines.
-fn parse(head: &[u8]) -> Result<Request, Bad> {
-    let mut lines = head
-        .split(|&b| b == b'\n')
-        .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
-    let line = lines.next().unwrap_or_default();
-    let line = std::str::from_utf8(line)
-        .ok()
-        .filter(|l| l.is_ascii())
-        .ok_or_else(|| bad("request line is not ASCII"))?;
-    let parts: Vec<&str> = line.split(' ').collect();
-    let [method, target, version] = parts[..] else {
-        return Err(bad("request line is not METHOD TARGET HTTP/1.1"));
-    };
-    if !is_token(method) {
-        return Err(bad("malformed method"));
-    }
-    let http11 = match version {
-        "HTTP/1.1" => true,
-        "HTTP/1.0" => false,
-        v if v.len() == 8
-            && v.starts_with("HTTP/")
-            && v.as_bytes()[5].is_ascii_digit()
-            && v.as_bytes()[6] == b'.'
-            && v.as_bytes()[7].is_ascii_digit() =>
-        {
-            return Err(Bad {
-                status: 505,
-                reason: format!("{v} is not supported: use HTTP/1.1 or HTTP/1.0"),
-            });
-        }
-        _ => return Err(bad("malformed HTTP version")),
-    };
-    let path = request_path(target).ok_or_else(|| bad("malformed request target"))?;
-    let mut hosts = 0;
-    for line in lines {
-        if line.first().is_some_and(|b| *b == b' ' || *b == b'\t') {
-            return Err(bad("folded header line"));
-        }
-        let colon = line
-            .iter()
-            .position(|&b| b == b':')
-            .ok_or_else(|| bad("header line without a colon"))?;
-        let name = std::str::from_utf8(&line[..colon])
-            .ok()
-            .filter(|n| is_token(n))
-            .ok_or_else(|| bad("malformed header name"))?;
-        if line[colon + 1..]
-            .iter()
-            .any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f)
-        {
-            return Err(bad("control character in a header value"));
-        }
-        if name.eq_ignore_ascii_case("host") {
-            hosts += 1;
-        }
-    }
-    // RFC 9112 §3.2: an HTTP/1.1 request has exactly one Host.
-    if (http11 && hosts == 0) || hosts > 1 {
-        return Err(bad("an HTTP/1.1 request needs exactly one Host header"));
-    }
-    Ok(Request {
-        method: method.to_string(),
-        path,
-    })
-}
-
-/// The path of an origin-form (`/healthz?x`) or absolute-form
-/// (`http://host:8080/healthz`) target, without its query.
-fn request_path(target: &str) -> Option<String> {
-    let lower = target.to_ascii_lowercase();
-    let rest = if target.starts_with('/') {
-        target
-    } else if lower.starts_with("http://") || lower.starts_with("https://") {
-        let after_scheme = &target[target.find("://")? + 3..];
-        match after_scheme.find(['/', '?']) {
-            Some(i) if after_scheme[i..].starts_with('/') => &after_scheme[i..],
-            _ => "/",
-        }
-    } else {
-        return None;
-    };
-    let path = rest.split('?').next().unwrap_or(rest);
-    (!path
-        .bytes()
-        .any(|b| b.is_ascii_control() || b == b' ' || b == b'#'))
-    .then(|| path.to_string())
 }
 
 /// An answer, written whole with `Connection: close`.
@@ -578,16 +424,7 @@ impl Response {
     }
 
     fn to_bytes(&self, head_only: bool) -> Vec<u8> {
-        let reason = match self.status {
-            200 => "OK",
-            400 => "Bad Request",
-            404 => "Not Found",
-            405 => "Method Not Allowed",
-            500 => "Internal Server Error",
-            503 => "Service Unavailable",
-            505 => "HTTP Version Not Supported",
-            _ => "",
-        };
+        let reason = http_server::reason_phrase(self.status);
         let mut out = format!(
             "HTTP/1.1 {} {reason}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n",
             self.status,
@@ -613,9 +450,10 @@ struct Endpoints {
 }
 
 impl Endpoints {
-    fn route(&self, req: &Request) -> Response {
-        let answer: fn(&Self) -> Response = match req.path.as_str() {
-            "/healthz" | "/readyz" => Self::healthz,
+    fn route(&self, req: &http_server::Head) -> Response {
+        let answer: fn(&Self) -> Response = match req.path() {
+            "/healthz" => Self::healthz,
+            "/readyz" => Self::readyz,
             "/leader" => Self::leader,
             "/metrics" => Self::metrics,
             _ => return Response::text(404, "not found\n"),
@@ -628,16 +466,29 @@ impl Endpoints {
     }
 
     fn healthz(&self) -> Response {
+        self.verdict(500, |p| p.check(self.tolerance))
+    }
+
+    fn readyz(&self) -> Response {
+        self.verdict(503, |p| {
+            p.check(self.tolerance)
+                .and_then(|()| p.check_ready(self.tolerance))
+        })
+    }
+
+    /// `200 ok`, or `failed` with one line per elector that fails `check`
+    /// (escaped: the reasons carry the server's words).
+    fn verdict(&self, failed: u16, check: impl Fn(&Probe) -> crate::Result<()>) -> Response {
         let failures: String = self
             .probes
             .iter()
-            .filter_map(|p| p.check(self.tolerance).err())
-            .map(|e| format!("{e}\n"))
+            .filter_map(|p| check(p).err())
+            .map(|e| format!("{}\n", text::escape(&e.to_string())))
             .collect();
         if failures.is_empty() {
             Response::text(200, "ok\n")
         } else {
-            Response::text(500, failures)
+            Response::text(failed, failures)
         }
     }
 
@@ -682,54 +533,6 @@ impl Endpoints {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn path_of(head: &str) -> Result<String, u16> {
-        parse(head.as_bytes()).map(|r| r.path).map_err(|b| b.status)
-    }
-
-    #[test]
-    fn request_lines_and_targets_parse_as_rfc_9112_says() {
-        assert_eq!(
-            path_of("GET /healthz HTTP/1.1\r\nHost: x"),
-            Ok("/healthz".into())
-        );
-        assert_eq!(
-            path_of("GET /healthz?verbose HTTP/1.0"),
-            Ok("/healthz".into())
-        );
-        assert_eq!(
-            path_of("GET http://h:8080/metrics?a HTTP/1.1\nHost: h"),
-            Ok("/metrics".into())
-        );
-        assert_eq!(
-            path_of("GET http://h:8080 HTTP/1.1\nHost: h"),
-            Ok("/".into())
-        );
-        assert_eq!(path_of("GET /healthz HTTP/2.0\r\nHost: x"), Err(505));
-        for bad in [
-            "GET /healthz HTTP/1.1", // no Host
-            "GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b",
-            "GET  /healthz HTTP/1.1\r\nHost: x", // two spaces
-            "GET /healthz\r\nHost: x",           // HTTP/0.9
-            "GET healthz HTTP/1.1\r\nHost: x",
-            "G(T /healthz HTTP/1.1\r\nHost: x",
-            "GET /healthz HTTP/1.1\r\nHost: x\r\n folded",
-            "GET /healthz HTTP/1.1\r\nHost: x\r\nno colon",
-            "GET /healthz HTTP/1.1\r\nHost: x\r\nBad Name: v",
-            "GET /healthz HTTP/1.1\r\nHost: x\r\nA: \x01",
-            "GET /h\u{e9} HTTP/1.1\r\nHost: x",
-            "\u{0}\u{1}garbage",
-        ] {
-            assert_eq!(path_of(bad), Err(400), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn the_head_ends_at_the_first_blank_line_with_crlf_or_lf() {
-        assert_eq!(head_end(b"GET / HTTP/1.0\r\n\r\nbody"), Some(15));
-        assert_eq!(head_end(b"GET / HTTP/1.0\n\n"), Some(14));
-        assert_eq!(head_end(b"GET / HTTP/1.0\r\nHost: x\r\n"), None);
-    }
 
     #[test]
     fn head_answers_carry_the_length_of_the_body_they_omit() {

@@ -110,6 +110,8 @@ pub mod error;
 pub mod events;
 #[cfg(feature = "health")]
 pub mod health;
+#[cfg(any(feature = "health", feature = "testing"))]
+mod http_server;
 pub mod lease;
 pub mod lock;
 mod names;

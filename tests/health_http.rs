@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use lease_elector::health::{HealthServer, CONNECTION_TIMEOUT, MAX_CONNECTIONS};
+use lease_elector::health::{
+    HealthServer, CONNECTION_TIMEOUT, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER,
+};
 use lease_elector::testing::{Fault, TestApiServer};
 use lease_elector::{
     ElectorConfig, ElectorHandle, LeaderElector, LeaderEvent, LeaseLock, ManualClock, StopReason,
@@ -209,12 +211,92 @@ fn healthz_is_ok_for_leader_and_follower_and_500_once_a_lost_term_outlives_the_t
         "{}",
         answer.body
     );
-    assert_eq!(get(ha.local_addr(), "/readyz").status, 500);
+    // Not live, so not ready either.
+    assert_eq!(get(ha.local_addr(), "/readyz").status, 503);
     // One unhealthy elector makes the process unhealthy; the follower that
     // never led is fine on its own.
     let answer = get(both.local_addr(), "/healthz");
     assert_eq!((answer.status, answer.body.lines().count()), (500, 1));
     assert_eq!(get(hb.local_addr(), "/healthz").status, 200);
+}
+
+/// Let every running elector act on the current time, then move the
+/// clock by `d`.
+fn step(clock: &ManualClock, electors: &[&ElectorHandle], d: Duration) {
+    eventually("every running elector asleep on the clock", || {
+        clock.sleepers() >= electors.iter().filter(|e| !e.is_finished()).count()
+    });
+    clock.advance(d);
+}
+
+/// Issue 19: an RBAC-broken Deployment looked healthy everywhere.
+#[test]
+fn readyz_is_503_for_a_follower_whose_every_request_is_forbidden_while_healthz_stays_200() {
+    let server = TestApiServer::start().unwrap();
+    let clock = ManualClock::new();
+    server.inject(Fault::status(403).times(usize::MAX));
+    let (b, _events) = spawn(&server, "forbidden", "b", &clock);
+    let h = health(&[&b]);
+    let addr = h.local_addr();
+    eventually("b's first attempt refused", || {
+        b.status().consecutive_failures > 0
+    });
+    let answer = get(addr, "/readyz");
+    assert_eq!(answer.status, 503, "{answer:?}");
+    assert!(
+        answer
+            .body
+            .contains(&format!("lease {NS}/forbidden: not ready: forbidden")),
+        "{}",
+        answer.body
+    );
+    assert_eq!(answer.body.lines().count(), 1, "{}", answer.body);
+    // Restarting it would not help: liveness keeps client-go's meaning.
+    assert_eq!(get(addr, "/healthz").status, 200);
+
+    // RBAC mended: the next successful request makes it ready again.
+    server.clear_faults();
+    while b.status().consecutive_failures > 0 {
+        assert!(
+            clock.elapsed() < Duration::from_secs(60),
+            "b never got through"
+        );
+        step(&clock, &[&b], Duration::from_secs(2));
+    }
+    assert_eq!(get(addr, "/readyz").status, 200);
+}
+
+#[test]
+fn readyz_turns_503_once_a_follower_has_not_reached_the_api_server_for_the_tolerance() {
+    let p = pair("cut-off");
+    let h = health(&[&p.b]);
+    let addr = h.local_addr();
+    assert_eq!(get(addr, "/readyz").status, 200);
+    p.server.set_outage(true);
+    let cut = p.clock.elapsed();
+    let elapsed = || p.clock.elapsed() - cut;
+    // Within the tolerance a failing follower is still ready.
+    while elapsed() < TOLERANCE / 2 {
+        step(&p.clock, &[&p.a, &p.b], Duration::from_secs(2));
+    }
+    assert!(
+        p.b.status().consecutive_failures > 0,
+        "b noticed the outage"
+    );
+    assert_eq!(get(addr, "/readyz").status, 200);
+    while elapsed() < TOLERANCE + Duration::from_secs(4) {
+        step(&p.clock, &[&p.a, &p.b], Duration::from_secs(2));
+    }
+    let answer = get(addr, "/readyz");
+    assert_eq!(answer.status, 503, "{answer:?}");
+    assert!(
+        answer
+            .body
+            .contains("no successful request to the API server"),
+        "{}",
+        answer.body
+    );
+    assert_eq!(get(addr, "/healthz").status, 200, "liveness as client-go's");
 }
 
 #[test]
@@ -341,7 +423,7 @@ fn unknown_paths_get_404_other_methods_405_and_queries_are_ignored() {
 }
 
 #[test]
-fn malformed_and_oversized_requests_get_400_and_other_versions_505() {
+fn malformed_requests_get_400_oversized_heads_431_and_other_versions_505() {
     let p = pair("garbage");
     let h = health(&[&p.a]);
     let addr = h.local_addr();
@@ -367,7 +449,7 @@ fn malformed_and_oversized_requests_get_400_and_other_versions_505() {
         "x".repeat(16 * 1024)
     );
     let answer = send(addr, big.as_bytes());
-    assert_eq!(answer.status, 400);
+    assert_eq!(answer.status, 431, "as Go's net/http answers it");
     assert!(answer.body.contains("8192 bytes"), "{}", answer.body);
 
     let answer = send(addr, b"GET /healthz HTTP/2.0\r\nHost: t\r\n\r\n");
@@ -419,35 +501,129 @@ fn silent_and_dripping_clients_delay_no_one_and_are_cut_off_at_the_timeout() {
     drip.join().unwrap();
 }
 
+/// A flood of connections that never send a request, from this host.
+fn idle_flood(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
+    (0..n).map(|_| TcpStream::connect(addr).unwrap()).collect()
+}
+
+/// Issue 17: a peer holding idle sockets open made every probe 503.
 #[test]
-fn beyond_the_connection_limit_answers_503_at_once_and_a_freed_slot_serves_again() {
+fn healthz_answers_200_while_64_idle_connections_are_held_open() {
+    let p = pair("idle-flood");
+    let h = health(&[&p.a]);
+    let addr = h.local_addr();
+    let _idle = idle_flood(addr, 64);
+    for _ in 0..5 {
+        let t = Instant::now();
+        let answer = try_send(addr, b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            .expect("an answer, not a reset");
+        assert_eq!((answer.status, answer.body.as_str()), (200, "ok\n"));
+        assert!(t.elapsed() < CONNECTION_TIMEOUT / 2, "{:?}", t.elapsed());
+    }
+}
+
+#[test]
+fn healthz_answers_200_while_slow_loris_connections_dribble_a_byte_at_a_time() {
+    let p = pair("slow-loris");
+    let h = health(&[&p.a]);
+    let addr = h.local_addr();
+    let mut slow = idle_flood(addr, 64);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dribbler = {
+        let stop = stop.clone();
+        let mut conns: Vec<TcpStream> = slow.iter_mut().map(|c| c.try_clone().unwrap()).collect();
+        std::thread::spawn(move || {
+            // Each connection sends its head one byte at a time, round
+            // robin, and never finishes it; a closed one stops counting.
+            let head = b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Slow: ";
+            let mut sent = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let b = head.get(sent).copied().unwrap_or(b'x');
+                conns.retain_mut(|c| c.write_all(&[b]).is_ok());
+                sent += 1;
+                // The pace of the attack, not a synchronisation.
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    for _ in 0..5 {
+        let t = Instant::now();
+        let answer = try_send(addr, b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            .expect("an answer, not a reset");
+        assert_eq!((answer.status, answer.body.as_str()), (200, "ok\n"));
+        assert!(t.elapsed() < CONNECTION_TIMEOUT / 2, "{:?}", t.elapsed());
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    dribbler.join().unwrap();
+}
+
+/// The endpoint listens on every address (IPv4 and IPv6), so that `::1`
+/// and `127.0.0.1` are two peers on one host; `None` where this host has no
+/// dual-stack loopback.
+fn dual_stack_health(probes: &[&ElectorHandle]) -> Option<HealthServer> {
+    let h = HealthServer::start(
+        "[::]:0",
+        probes.iter().map(|h| h.probe()).collect(),
+        TOLERANCE,
+    )
+    .ok()?;
+    let port = h.local_addr().port();
+    let both = TcpStream::connect(("::1", port)).is_ok()
+        && TcpStream::connect(("127.0.0.1", port)).is_ok();
+    both.then_some(h)
+}
+
+#[test]
+fn a_peer_holds_at_most_its_share_and_its_flood_never_closes_another_peers_connection() {
+    let p = pair("per-peer");
+    let Some(h) = dual_stack_health(&[&p.a]) else {
+        eprintln!("skipped: no dual-stack loopback ([::] reached through ::1 and 127.0.0.1)");
+        return;
+    };
+    let port = h.local_addr().port();
+    let v4: SocketAddr = ([127, 0, 0, 1], port).into();
+    let v6: SocketAddr = (std::net::Ipv6Addr::LOCALHOST, port).into();
+    // A slow client on 127.0.0.1 (the oldest connection of all) ...
+    let mut other = TcpStream::connect(v4).unwrap();
+    // ... then 64 idle connections from ::1.
+    let mut flood = idle_flood(v6, 64);
+    // Once a later request is answered, the acceptor has seen every one.
+    assert_eq!(get(v4, "/healthz").status, 200);
+    // ::1 keeps its newest MAX_CONNECTIONS_PER_PEER; the older ones were
+    // closed without an answer.
+    let kept = flood.split_off(64 - MAX_CONNECTIONS_PER_PEER);
+    for conn in &mut flood {
+        assert!(closed_within(conn, WAIT), "an old idle connection was kept");
+    }
+    for mut conn in kept {
+        assert!(!closed_within(&mut conn, Duration::from_millis(50)));
+    }
+    // The other peer's connection was never touched: it still gets its answer.
+    other
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    other.set_read_timeout(Some(WAIT)).unwrap();
+    assert_eq!(read_answer(other).status, 200);
+}
+
+#[test]
+fn a_full_peer_makes_room_by_closing_its_oldest_idle_connection_at_once() {
     let p = pair("busy");
     let h = health(&[&p.a]);
     let addr = h.local_addr();
     let opened = Instant::now();
-    let mut idle: Vec<TcpStream> = (0..MAX_CONNECTIONS)
-        .map(|_| TcpStream::connect(addr).unwrap())
-        .collect();
-    // The next one is refused without waiting for a request: read first.
-    let t = Instant::now();
-    let conn = TcpStream::connect(addr).unwrap();
-    conn.set_read_timeout(Some(WAIT)).unwrap();
-    let answer = read_answer(conn);
-    assert_eq!(answer.status, 503);
-    assert_eq!(answer.header("Retry-After"), Some("1"));
-    assert!(t.elapsed() < CONNECTION_TIMEOUT / 2, "{:?}", t.elapsed());
-    // One idle client leaves: its slot serves again, before the others
-    // time out. (A refusal may race with the request and reset.)
-    drop(idle.pop());
-    let request = b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
-    eventually("a freed slot", || {
-        try_send(addr, request).is_ok_and(|a| a.status == 200)
-    });
+    let mut idle = idle_flood(addr, MAX_CONNECTIONS_PER_PEER);
+    // One more connection: the oldest idle one is closed, well before its
+    // time-out, and the new one is served.
+    assert_eq!(get(addr, "/healthz").status, 200);
+    assert!(closed_within(&mut idle[0], WAIT));
     assert!(
-        opened.elapsed() < CONNECTION_TIMEOUT,
+        opened.elapsed() < CONNECTION_TIMEOUT / 2,
         "{:?}",
         opened.elapsed()
     );
+    // One peer alone never fills the whole table.
+    const { assert!(MAX_CONNECTIONS_PER_PEER < MAX_CONNECTIONS) };
 }
 
 #[test]

@@ -45,9 +45,12 @@ fn find_kubectl() -> Option<PathBuf> {
 macro_rules! kubectl_or_skip {
     ($server:expr, $token:expr) => {
         match Kubectl::new($server, $token) {
-            Some(k) => k,
+            Some(k) => {
+                common::oracle::ran("kubectl");
+                k
+            }
             None => {
-                eprintln!("skipped: kubectl not installed");
+                common::oracle::skipped("kubectl", "kubectl not installed");
                 return;
             }
         }
@@ -410,6 +413,36 @@ fn patch_edit_label_and_annotate_change_the_stored_lease() {
         err.contains("spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0"),
         "{err}"
     );
+}
+
+#[test]
+fn get_with_a_label_selector_lists_only_the_matching_leases() {
+    let server = TestApiServer::start().unwrap();
+    let k = kubectl_or_skip!(&server, None);
+    for (name, app) in [("web", Some("web")), ("db", Some("db")), ("bare", None)] {
+        let mut l = lease(name, "pod-a");
+        if let Some(app) = app {
+            l["metadata"]["labels"] = json!({ "app": app });
+        }
+        server.put_lease("default", l);
+    }
+    let names = |selector: &str| {
+        k.ok(&["get", "leases", "-l", selector, "-o", "name"])
+            .lines()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names("app=web"), ["lease.coordination.k8s.io/web"]);
+    assert_eq!(
+        names("app in (web,db)"),
+        [
+            "lease.coordination.k8s.io/db",
+            "lease.coordination.k8s.io/web"
+        ]
+    );
+    assert_eq!(names("!app"), ["lease.coordination.k8s.io/bare"]);
+    let none = k.run(&["get", "leases", "-l", "app=nothing"]);
+    assert!(none.ok && none.stdout.is_empty(), "{none:?}");
 }
 
 #[test]

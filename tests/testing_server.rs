@@ -847,3 +847,232 @@ fn drop_stops_the_server() {
     let _ = reader.join().unwrap();
     assert!(TcpStream::connect(addr).is_err());
 }
+
+#[test]
+fn request_heads_up_to_kube_apiservers_1_mib_are_read_and_larger_ones_get_431() {
+    let server = TestApiServer::start().unwrap();
+    let head = |padding: usize| {
+        format!(
+            "GET /apis/coordination.k8s.io/v1/namespaces/{NS}/leases/a HTTP/1.1\r\nHost: x\r\n\
+             Connection: close\r\nX-Padding: {}",
+            "p".repeat(padding)
+        )
+    };
+    // A long header line (a big token, say) is fine, as on a cluster.
+    let out = raw_exchange(&server, format!("{}\r\n\r\n", head(64 * 1024)).as_bytes());
+    assert!(out.starts_with("HTTP/1.1 404 "), "{out}");
+    // 1 MiB without the end of the head: refused once it is all read (so
+    // that the close does not reset the answer away).
+    let short = head(0).len();
+    let out = raw_exchange(&server, head(1024 * 1024 - short).as_bytes());
+    assert!(out.starts_with("HTTP/1.1 431 "), "{out}");
+    assert!(out.contains(r#""code":431"#), "{out}");
+    // A request without Host is not HTTP/1.1.
+    let out = raw_exchange(&server, b"GET /version HTTP/1.1\r\n\r\n");
+    assert!(out.starts_with("HTTP/1.1 400 "), "{out}");
+}
+
+/// A request as the official Python client sends it: no `Content-Type`
+/// (unless `content_type` is given), `Connection: close`; the answer's
+/// status and JSON body.
+fn raw_call(
+    server: &TestApiServer,
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    body: &Value,
+) -> (u16, Value) {
+    let body = body.to_string();
+    let ct = content_type.map_or(String::new(), |ct| format!("Content-Type: {ct}\r\n"));
+    let out = raw_exchange(
+        server,
+        format!(
+            "{method} {path} HTTP/1.1\r\nHost: x\r\n{ct}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    );
+    let (head, body) = out.split_once("\r\n\r\n").expect(&out);
+    let code = head[9..12].parse().expect(head);
+    (code, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/ns1/leases";
+
+#[test]
+fn writes_without_a_content_type_are_json_as_kube_apiserver_takes_them() {
+    let server = TestApiServer::start().unwrap();
+    let (code, created) = raw_call(&server, "POST", LEASES, None, &lease("l1"));
+    assert_eq!(code, 201, "{created}");
+    let mut body = lease("l1");
+    body["spec"]["holderIdentity"] = "pod-b".into();
+    let (code, replaced) = raw_call(&server, "PUT", &format!("{LEASES}/l1"), None, &body);
+    assert_eq!(code, 200, "{replaced}");
+    assert_eq!(
+        server.lease(NS, "l1").unwrap()["spec"]["holderIdentity"],
+        "pod-b"
+    );
+    // A media type that is named and not JSON is still refused.
+    let (code, status) = raw_call(
+        &server,
+        "PUT",
+        &format!("{LEASES}/l1"),
+        Some("text/plain"),
+        &body,
+    );
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (415, Some("UnsupportedMediaType"))
+    );
+}
+
+#[test]
+fn kind_and_api_version_default_from_the_url_and_wrong_ones_are_refused() {
+    let server = TestApiServer::start().unwrap();
+    // What the Python client's LeaseLock.create sends: no kind, no apiVersion.
+    let mut bare = lease("l1");
+    bare.as_object_mut().unwrap().remove("kind");
+    bare.as_object_mut().unwrap().remove("apiVersion");
+    let (code, created) = raw_call(&server, "POST", LEASES, None, &bare);
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["kind"], "Lease");
+    assert_eq!(created["apiVersion"], "coordination.k8s.io/v1");
+    assert_eq!(server.lease(NS, "l1").unwrap()["kind"], "Lease");
+    let (code, replaced) = raw_call(&server, "PUT", &format!("{LEASES}/l1"), None, &bare);
+    assert_eq!((code, &replaced["kind"]), (200, &json!("Lease")));
+
+    let mut wrong_version = lease("l2");
+    wrong_version["apiVersion"] = "v1".into();
+    let (code, status) = raw_call(&server, "POST", LEASES, None, &wrong_version);
+    assert_eq!(code, 400);
+    assert_eq!(
+        status["message"],
+        "the API version in the data (v1) does not match the expected API version (coordination.k8s.io/v1)"
+    );
+    let mut wrong_kind = lease("l2");
+    wrong_kind["kind"] = "ConfigMap".into();
+    assert_eq!(raw_call(&server, "POST", LEASES, None, &wrong_kind).0, 400);
+    assert!(server.lease(NS, "l2").is_none());
+}
+
+#[test]
+fn microtime_is_stored_in_utc_with_six_digits_whatever_offset_it_was_written_with() {
+    let server = TestApiServer::start().unwrap();
+    let mut body = lease("l1");
+    // Python's datetime.isoformat() of an aware UTC time, and another offset.
+    body["spec"]["acquireTime"] = "2026-01-01T00:00:00.000001+00:00".into();
+    body["spec"]["renewTime"] = "2026-01-01T02:30:00.123456+02:30".into();
+    let (code, created) = raw_call(&server, "POST", LEASES, None, &body);
+    assert_eq!(code, 201, "{created}");
+    let want = json!({"acquireTime": "2026-01-01T00:00:00.000001Z", "renewTime": "2026-01-01T00:00:00.123456Z"});
+    for obj in [&created, &server.lease(NS, "l1").unwrap()] {
+        assert_eq!(obj["spec"]["acquireTime"], want["acquireTime"], "{obj}");
+        assert_eq!(obj["spec"]["renewTime"], want["renewTime"], "{obj}");
+    }
+}
+
+#[test]
+fn label_selectors_filter_lists_and_watches() {
+    let server = TestApiServer::start().unwrap();
+    let labelled = |name: &str, labels: Value| {
+        let mut l = lease(name);
+        l["metadata"]["labels"] = labels;
+        l
+    };
+    for (name, labels) in [
+        ("a", json!({"app": "x", "tier": "web"})),
+        ("b", json!({"app": "y"})),
+        ("c", json!({})),
+    ] {
+        assert_eq!(
+            raw_call(&server, "POST", LEASES, None, &labelled(name, labels)).0,
+            201
+        );
+    }
+    let names = |selector: &str| -> Vec<String> {
+        let url = format!("{}?labelSelector={selector}", leases(&server));
+        let got = call(&agent(), "GET", &url, None, None).unwrap();
+        assert_eq!(got.code, 200, "{selector}: {}", got.body);
+        got.json()["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names("app%3Dx"), ["a"]);
+    assert_eq!(names("app!%3Dx"), ["b", "c"]);
+    assert_eq!(names("app"), ["a", "b"]);
+    assert_eq!(names("!app"), ["c"]);
+    assert_eq!(names("app%20in%20(x,y),tier%20notin%20(db)"), ["a", "b"]);
+    assert_eq!(names("app=x,tier=web"), ["a"]);
+    let bad = call(
+        &agent(),
+        "GET",
+        &format!("{}?labelSelector=app%20in%20x", leases(&server)),
+        None,
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        (bad.code, bad.status().reason.as_str()),
+        (400, "BadRequest")
+    );
+
+    // A watch sees an object enter and leave its selection.
+    let url = format!("{}?watch=true&labelSelector=app%3Dx", leases(&server));
+    let (rx, _reader) = watch_lines(&agent(), &url);
+    let wait = Duration::from_secs(10);
+    let first = rx.recv_timeout(wait).unwrap();
+    assert_eq!(
+        (
+            first["type"].as_str(),
+            first["object"]["metadata"]["name"].as_str()
+        ),
+        (Some("ADDED"), Some("a"))
+    );
+    let relabel = |name: &str, app: &str| {
+        let mut l = server.lease(NS, name).unwrap();
+        l["metadata"]["labels"]["app"] = app.into();
+        let (code, body) = raw_call(&server, "PUT", &format!("{LEASES}/{name}"), None, &l);
+        assert_eq!(code, 200, "{body}");
+        body["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    relabel("b", "x");
+    let ev = rx.recv_timeout(wait).unwrap();
+    assert_eq!(
+        (
+            ev["type"].as_str(),
+            ev["object"]["metadata"]["name"].as_str()
+        ),
+        (Some("ADDED"), Some("b"))
+    );
+    let rv = relabel("a", "z");
+    let ev = rx.recv_timeout(wait).unwrap();
+    assert_eq!(
+        (
+            ev["type"].as_str(),
+            ev["object"]["metadata"]["name"].as_str()
+        ),
+        (Some("DELETED"), Some("a"))
+    );
+    // As it was, at the version of the change that took it out.
+    assert_eq!(ev["object"]["metadata"]["labels"]["app"], "x");
+    assert_eq!(ev["object"]["metadata"]["resourceVersion"], rv.as_str());
+    relabel("b", "x2");
+    assert_eq!(rx.recv_timeout(wait).unwrap()["type"], "DELETED");
+    // Changes outside the selection are not sent.
+    relabel("c", "q");
+    server.put_lease(NS, labelled("d", json!({"app": "x"})));
+    let ev = rx.recv_timeout(wait).unwrap();
+    assert_eq!(
+        (
+            ev["type"].as_str(),
+            ev["object"]["metadata"]["name"].as_str()
+        ),
+        (Some("ADDED"), Some("d"))
+    );
+}

@@ -5,7 +5,7 @@ use serde_json::{json, Map, Value};
 use super::discovery::Doc;
 use super::http::{Request, Response};
 use super::openapi;
-use super::selector::{FieldSelector, EVENT_FIELDS, LEASE_FIELDS};
+use super::selector::{Selection, EVENT_FIELDS, LEASE_FIELDS};
 use super::stats::Kind;
 use super::status::{self, Resource, Target, EVENTS, LEASES};
 use super::store::{meta_str, Store};
@@ -194,7 +194,7 @@ pub(crate) fn handle(store: &mut Store, route: &Route, req: &Request) -> Respons
         }
         (Route::Leases { ns }, "GET") => list(store, ns, req),
         (Route::Events { ns }, "POST") if !ns.is_empty() => {
-            match decode_object(&req.body, "Event", false) {
+            match decode_typed(&req.body, "Event", "v1") {
                 Ok(obj) => json_response(201, &store.add_event(ns, obj)),
                 Err(resp) => resp,
             }
@@ -219,16 +219,19 @@ fn cannot_handle(kind: &str, detail: &str) -> Response {
 }
 
 /// Only JSON bodies are accepted (the real server also takes YAML and
-/// protobuf, which no client of this crate sends).
+/// protobuf, which no client of this crate sends). A body without a media
+/// type is JSON, as kube-apiserver takes it (apimachinery's
+/// `NegotiateInputSerializerForMediaType` picks its first serializer):
+/// the official Python client sends none.
 fn is_json(content_type: Option<&str>) -> bool {
-    content_type
+    let media = content_type
         .and_then(|ct| ct.split(';').next())
-        .is_some_and(|ct| ct.trim().eq_ignore_ascii_case("application/json"))
+        .map_or("", str::trim);
+    media.is_empty() || media.eq_ignore_ascii_case("application/json")
 }
 
-/// Decode a JSON object whose `kind` must be `kind` (or, unless
-/// `require_kind`, absent: the real server defaults it from the URL).
-fn decode_object(body: &[u8], kind: &str, require_kind: bool) -> Result<Value, Response> {
+/// Decode a JSON object whose `kind`, when it names one, must be `kind`.
+fn decode_object(body: &[u8], kind: &str) -> Result<Value, Response> {
     let obj: Value = serde_json::from_slice(body).map_err(|e| {
         status::bad_request(&format!("couldn't get version/kind; json parse error: {e}"))
     })?;
@@ -237,23 +240,45 @@ fn decode_object(body: &[u8], kind: &str, require_kind: bool) -> Result<Value, R
             "couldn't get version/kind; json parse error: expected an object",
         ));
     };
-    match map.get("kind").and_then(Value::as_str) {
-        Some(k) if k == kind => {}
-        Some("") | None if !require_kind => {}
-        Some("") | None => {
-            let shown: String = String::from_utf8_lossy(body).chars().take(256).collect();
-            return Err(status::bad_request(&format!(
-                "Object 'Kind' is missing in '{shown}'"
-            )));
-        }
+    match map.get("kind") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(k)) if k.is_empty() || k == kind => {}
         Some(other) => {
+            let other = other
+                .as_str()
+                .map_or_else(|| other.to_string(), str::to_string);
             return Err(status::bad_request(&format!(
                 "the kind in the data ({other}) does not match the expected kind ({kind})"
-            )))
+            )));
         }
     }
     if map.get("metadata").is_some_and(|m| !m.is_object()) {
         return Err(cannot_handle(kind, "metadata must be an object"));
+    }
+    Ok(obj)
+}
+
+/// Decode an object of `kind` in `api_version` to be stored: a missing or
+/// empty `kind` or `apiVersion` is defaulted to them, as the real decoder
+/// defaults them from the URL (the Python client's `LeaseLock.create`
+/// sends neither); a different one is refused.
+fn decode_typed(body: &[u8], kind: &str, api_version: &str) -> Result<Value, Response> {
+    let mut obj = decode_object(body, kind)?;
+    match obj.get("apiVersion") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(v)) if v.is_empty() || v == api_version => {}
+        Some(other) => {
+            let other = other
+                .as_str()
+                .map_or_else(|| other.to_string(), str::to_string);
+            return Err(status::bad_request(&format!(
+                "the API version in the data ({other}) does not match the expected API version ({api_version})"
+            )));
+        }
+    }
+    if let Some(m) = obj.as_object_mut() {
+        m.insert("kind".into(), kind.into());
+        m.insert("apiVersion".into(), api_version.into());
     }
     Ok(obj)
 }
@@ -266,7 +291,7 @@ fn decode_lease(
     ns: &str,
     strict: bool,
 ) -> Result<(Value, Option<Response>), Response> {
-    let obj = decode_object(body, "Lease", true)?;
+    let mut obj = decode_typed(body, "Lease", LEASE_API_VERSION)?;
     if strict {
         let unknown = unknown_lease_fields(&obj);
         if !unknown.is_empty() {
@@ -278,13 +303,6 @@ fn decode_lease(
                 "Lease",
                 &format!("strict decoding error: {}", list.join(", ")),
             ));
-        }
-    }
-    if let Some(v) = obj.get("apiVersion").and_then(Value::as_str) {
-        if v != LEASE_API_VERSION {
-            return Err(status::bad_request(&format!(
-                "the API version in the data ({v}) does not match the expected API version ({LEASE_API_VERSION})"
-            )));
         }
     }
     if let Some(obj_ns) = meta_str(&obj, "namespace") {
@@ -300,11 +318,15 @@ fn decode_lease(
         Some(Value::Object(m)) => m,
         Some(_) => return Err(cannot_handle("Lease", "spec must be an object")),
     };
+    // MicroTimes are stored as kube-apiserver re-serialises them: UTC,
+    // six digits, `Z`, whatever offset they were written with.
+    let mut times = Vec::new();
     for field in ["acquireTime", "renewTime"] {
         match spec.get(field) {
             None | Some(Value::Null) => {}
-            Some(Value::String(s)) => {
-                if let Err(e) = MicroTime::parse_strict(s) {
+            Some(Value::String(s)) => match MicroTime::parse_strict(s) {
+                Ok(t) => times.push((field, t.to_string())),
+                Err(e) => {
                     return Err(cannot_handle(
                         "Lease",
                         &format!(
@@ -312,7 +334,7 @@ fn decode_lease(
                         ),
                     ));
                 }
-            }
+            },
             Some(other) => {
                 return Err(cannot_handle(
                     "Lease",
@@ -350,6 +372,11 @@ fn decode_lease(
         };
         if n < min && invalid.is_none() {
             invalid = Some(status::invalid(&name, &format!("spec.{field}"), v, detail));
+        }
+    }
+    if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+        for (field, t) in times {
+            spec.insert(field.into(), t.into());
         }
     }
     Ok((obj, invalid))
@@ -540,7 +567,7 @@ fn delete(store: &mut Store, ns: &str, name: &str, body: &[u8]) -> Response {
     let options = if body.is_empty() {
         Value::Null
     } else {
-        match decode_object(body, "DeleteOptions", false) {
+        match decode_object(body, "DeleteOptions") {
             Ok(o) => o,
             Err(resp) => return resp,
         }
@@ -581,7 +608,7 @@ fn list_item(mut obj: Value) -> Value {
 }
 
 fn list(store: &Store, ns: &str, req: &Request) -> Response {
-    let selector = match FieldSelector::of(req, LEASE_FIELDS) {
+    let selector = match Selection::of(req, LEASE_FIELDS) {
         Ok(s) => s,
         Err(resp) => return resp,
     };
@@ -601,7 +628,7 @@ fn list(store: &Store, ns: &str, req: &Request) -> Response {
 }
 
 fn list_events(store: &Store, ns: &str, req: &Request) -> Response {
-    let selector = match FieldSelector::of(req, EVENT_FIELDS) {
+    let selector = match Selection::of(req, EVENT_FIELDS) {
         Ok(s) => s,
         Err(resp) => return resp,
     };

@@ -1,12 +1,24 @@
-//! HTTP/1.1 on a blocking stream: request parsing (Content-Length and
-//! chunked bodies, capped) and response writing (fixed-length or chunked).
+//! HTTP/1.1 on a blocking stream: the request head through the shared
+//! server core (`crate::http_server`), then the body (Content-Length and
+//! chunked, capped), and response writing (fixed-length or chunked).
 
 use std::io::{self, BufRead, BufReader, Read, Write};
+use std::time::Duration;
+
+use crate::deadline::Deadline;
+use crate::http_server::{self, Transport};
 
 /// Largest request body accepted; larger ones get 413.
 pub(crate) const MAX_BODY: usize = 1024 * 1024;
+/// Largest request head (request line and header fields): kube-apiserver's
+/// `MaxHeaderBytes`; larger ones get 431.
+pub(crate) const MAX_HEAD: usize = 1024 * 1024;
+/// Time for a whole request head from its first byte: kube-apiserver's
+/// `ReadHeaderTimeout`.
+pub(crate) const HEAD_TIMEOUT: Duration = Duration::from_secs(32);
+/// Longest line of a chunked body's framing (chunk size and extensions,
+/// trailer fields).
 const MAX_LINE: usize = 16 * 1024;
-const MAX_HEADERS: usize = 100;
 
 /// A parsed request.
 #[derive(Debug)]
@@ -60,16 +72,6 @@ pub(crate) enum Incoming {
     },
 }
 
-fn bad(status: u16, message: impl Into<String>, bytes_in: u64) -> Incoming {
-    Incoming::Bad {
-        status,
-        message: message.into(),
-        method: String::new(),
-        target: String::new(),
-        bytes_in,
-    }
-}
-
 /// Read one line (up to `\n`) of at most `MAX_LINE` bytes. `Ok(None)` at EOF
 /// before any byte; an error if the line is too long or cut short.
 fn read_line(r: &mut impl BufRead, count: &mut u64) -> io::Result<Option<Vec<u8>>> {
@@ -102,80 +104,33 @@ fn read_line(r: &mut impl BufRead, count: &mut u64) -> io::Result<Option<Vec<u8>
     }
 }
 
-/// Read the next request. I/O errors mean the connection is unusable.
-pub(crate) fn read_request<S: Read + Write>(r: &mut BufReader<S>) -> io::Result<Incoming> {
-    let mut n = 0u64;
-    // RFC 9112 §2.2: ignore empty lines before the request line.
-    let line = loop {
-        match read_line(r, &mut n) {
-            Ok(None) => return Ok(Incoming::Closed),
-            Ok(Some(l)) if l.is_empty() => continue,
-            Ok(Some(l)) => break l,
-            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                return Ok(bad(414, "request line too long", n))
-            }
-            Err(e) => return Err(e),
+/// Read the next request: its head within [`HEAD_TIMEOUT`] from now (call
+/// it once the first byte is there), then its body. I/O errors mean the
+/// connection is unusable.
+pub(crate) fn read_request<S: Transport + Write>(r: &mut BufReader<S>) -> io::Result<Incoming> {
+    let deadline = Deadline::from_now(HEAD_TIMEOUT);
+    let head = match http_server::read_head(r, MAX_HEAD, &deadline)? {
+        http_server::Incoming::Head(head) => head,
+        http_server::Incoming::Closed => return Ok(Incoming::Closed),
+        http_server::Incoming::Bad(b) => {
+            return Ok(Incoming::Bad {
+                status: b.status,
+                message: b.reason,
+                method: b.method,
+                target: b.target,
+                bytes_in: b.bytes,
+            })
         }
     };
-    let line = String::from_utf8_lossy(&line).into_owned();
-    let mut parts = line.split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Ok(bad(400, "malformed request line", n));
-    };
-    let (method, target) = (method.to_string(), target.to_string());
+    let mut n = head.bytes;
     let with_line = |status: u16, message: &str, n: u64| Incoming::Bad {
         status,
         message: message.to_string(),
-        method: method.clone(),
-        target: target.clone(),
+        method: head.method.clone(),
+        target: head.target.clone(),
         bytes_in: n,
     };
-    let http10 = match version {
-        "HTTP/1.1" => false,
-        "HTTP/1.0" => true,
-        _ => return Ok(with_line(505, "HTTP version not supported", n)),
-    };
-    if !target.starts_with('/') {
-        return Ok(with_line(400, "request target must be a path", n));
-    }
-
-    let mut headers = Vec::new();
-    loop {
-        let l = match read_line(r, &mut n) {
-            Ok(Some(l)) => l,
-            Ok(None) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                return Ok(with_line(431, "request header too long", n))
-            }
-            Err(e) => return Err(e),
-        };
-        if l.is_empty() {
-            break;
-        }
-        if headers.len() == MAX_HEADERS {
-            return Ok(with_line(431, "too many request headers", n));
-        }
-        let l = String::from_utf8_lossy(&l);
-        let Some((name, value)) = l.split_once(':') else {
-            return Ok(with_line(400, "malformed header line", n));
-        };
-        headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
-    }
-    let header = |name: &str| {
-        headers
-            .iter()
-            .find(|(h, _)| h == name)
-            .map(|(_, v)| v.to_ascii_lowercase())
-    };
-    let connection = header("connection").unwrap_or_default();
-    let keep_alive = if http10 {
-        connection.contains("keep-alive")
-    } else {
-        !connection.contains("close")
-    };
-
+    let header = |name: &str| head.header(name).map(str::to_ascii_lowercase);
     let chunked = header("transfer-encoding").is_some_and(|te| te.contains("chunked"));
     let length = match header("content-length") {
         Some(v) if !chunked => match v.parse::<usize>() {
@@ -204,7 +159,8 @@ pub(crate) fn read_request<S: Read + Write>(r: &mut BufReader<S>) -> io::Result<
         body
     };
 
-    let (path, raw_query) = target.split_once('?').unwrap_or((&target, ""));
+    let keep_alive = head.keep_alive();
+    let (path, raw_query) = head.target.split_once('?').unwrap_or((&head.target, ""));
     let segments = path
         .split('/')
         .filter(|s| !s.is_empty())
@@ -219,11 +175,11 @@ pub(crate) fn read_request<S: Read + Write>(r: &mut BufReader<S>) -> io::Result<
         })
         .collect();
     Ok(Incoming::Request(Request {
-        method,
-        target: target.clone(),
+        method: head.method,
+        target: head.target,
         segments,
         query,
-        headers,
+        headers: head.headers,
         body,
         bytes_in: n,
         keep_alive,
@@ -308,39 +264,12 @@ impl Response {
     }
 }
 
-pub(crate) fn reason_phrase(status: u16) -> &'static str {
-    match status {
-        100 => "Continue",
-        200 => "OK",
-        201 => "Created",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        409 => "Conflict",
-        410 => "Gone",
-        413 => "Payload Too Large",
-        414 => "URI Too Long",
-        415 => "Unsupported Media Type",
-        422 => "Unprocessable Entity",
-        429 => "Too Many Requests",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        505 => "HTTP Version Not Supported",
-        _ => "Unknown",
-    }
-}
-
 /// The bytes of `resp` with a Content-Length header.
 pub(crate) fn encode_response(resp: &Response, close: bool) -> Vec<u8> {
     let mut out = format!(
         "HTTP/1.1 {} {}\r\n",
         resp.status,
-        reason_phrase(resp.status)
+        http_server::reason_phrase(resp.status)
     );
     for (name, value) in &resp.headers {
         out.push_str(&format!("{name}: {value}\r\n"));
@@ -383,18 +312,28 @@ pub(crate) fn write_chunk(w: &mut impl Write, data: &[u8]) -> io::Result<u64> {
     Ok(out.len() as u64)
 }
 
+/// `raw` read as a request over a loopback connection, for unit tests.
+#[cfg(test)]
+pub(crate) fn parse_raw(raw: &[u8]) -> Incoming {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    client.write_all(raw).unwrap();
+    client.shutdown(std::net::Shutdown::Write).unwrap();
+    read_request(&mut BufReader::new(server)).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Cursor;
 
     fn parse(raw: &[u8]) -> Incoming {
-        read_request(&mut BufReader::new(Cursor::new(raw.to_vec()))).unwrap()
+        parse_raw(raw)
     }
 
     #[test]
     fn parses_chunked_body_and_query() {
-        let raw = b"PUT /a/b%2Fc?x=1&fieldSelector=metadata.name%3Dl HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;ext=1\r\nde\r\n0\r\n\r\n";
+        let raw = b"PUT /a/b%2Fc?x=1&fieldSelector=metadata.name%3Dl HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;ext=1\r\nde\r\n0\r\n\r\n";
         let Incoming::Request(r) = parse(raw) else {
             panic!()
         };
@@ -408,7 +347,7 @@ mod tests {
     #[test]
     fn caps_bodies() {
         let raw = format!(
-            "POST / HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: {}\r\n\r\n",
             MAX_BODY + 1
         );
         assert!(matches!(

@@ -104,8 +104,12 @@
 //! - `GET /apis/coordination.k8s.io/v1/namespaces/{ns}/leases` and
 //!   `GET /apis/coordination.k8s.io/v1/leases` (every namespace): a
 //!   `LeaseList`, filtered by a `fieldSelector` on `metadata.name` and
-//!   `metadata.namespace`; with `watch=true` a watch stream
-//!   (`resourceVersion`, `timeoutSeconds` supported)
+//!   `metadata.namespace` and by a `labelSelector` (`app=x`, `app!=x`,
+//!   `app in (x,y)`, `app notin (x)`, `app`, `!app`, `n>1`); with
+//!   `watch=true` a watch stream (`resourceVersion`, `timeoutSeconds`,
+//!   both selectors; a change that takes a Lease out of the label selection
+//!   is sent as `DELETED`, one that brings it in as `ADDED`, as
+//!   kube-apiserver sends them)
 //! - `POST /api/v1/namespaces/{ns}/events`, `GET` of one Event, and
 //!   `GET /api/v1/namespaces/{ns}/events` or `/api/v1/events`: an
 //!   `EventList`, with the field selectors the API server allows on Events
@@ -121,12 +125,24 @@
 //! prints (`NAME HOLDER AGE` for Leases), also in watch events.
 //!
 //! Everything else is a 404 `Status`; a wrong method a 405 `Status`.
-//! Bodies are capped at 1 MiB (413) and must be `Content-Type:
-//! application/json` (415). A `PUT` of a Lease that does not exist
-//! is a 404 (the real API server would create it when no
-//! `resourceVersion` is sent). Unknown fields are stored as sent unless
-//! `fieldValidation=Strict` (the real server drops them). A write with
-//! `dryRun` is refused (400); `labelSelector` is ignored.
+//! Bodies are capped at 1 MiB (413) and must be JSON: `Content-Type:
+//! application/json`, or none at all, which kube-apiserver also takes as
+//! JSON (another media type is a 415). Objects without `kind` or
+//! `apiVersion` get them from the URL, as the real decoder defaults them;
+//! a different one is a 400. `acquireTime` and `renewTime` are stored and
+//! returned as kube-apiserver re-serialises a MicroTime: UTC, six digits,
+//! `Z` (`...T02:00:00.123456+02:00` is stored as `...T00:00:00.123456Z`).
+//! A `PUT` of a Lease that does not exist is a 404 (the real API server
+//! would create it when no `resourceVersion` is sent). Unknown fields are
+//! stored as sent unless `fieldValidation=Strict` (the real server drops
+//! them). A write with `dryRun` is refused (400).
+//!
+//! Requests are read by the small HTTP/1.1 core the crate's health
+//! endpoint also uses: a request head (request line and header fields)
+//! may be at most 1 MiB (431 beyond) and must arrive whole within 32 s of
+//! its first byte (kube-apiserver's `MaxHeaderBytes` and
+//! `ReadHeaderTimeout`); a head that is not HTTP/1.1 or HTTP/1.0 is a 400
+//! or 505, as Go's `net/http` answers it.
 //!
 //! # kubectl
 //!

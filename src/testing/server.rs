@@ -2,7 +2,7 @@
 //! they work on. Shutdown wakes and joins all of them.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
@@ -18,6 +18,7 @@ use super::stats::{Kind, Recorder, RequestLog};
 use super::status::{self, Target};
 use super::store::Store;
 use super::watch;
+use crate::http_server::{Connections, Limits, Phase, Transport};
 
 /// Everything requests read and write, under one lock.
 #[derive(Debug, Default)]
@@ -33,12 +34,6 @@ pub(crate) struct State {
     pub(crate) faults_cleared: u64,
 }
 
-struct ConnEntry {
-    /// A handle on the socket, to unblock the thread at shutdown.
-    socket: TcpStream,
-    thread: JoinHandle<()>,
-}
-
 /// State shared by the handle and every server thread.
 pub(crate) struct Shared {
     state: Mutex<State>,
@@ -46,7 +41,8 @@ pub(crate) struct Shared {
     changed: Condvar,
     stopping: AtomicBool,
     tls: Option<Arc<ServerConfig>>,
-    conns: Mutex<Vec<ConnEntry>>,
+    /// Unbounded: a test tool on loopback serves every connection.
+    conns: Mutex<Connections>,
     next_conn: AtomicU64,
     /// Close a connection that waits this long for its next request.
     idle_timeout: Option<Duration>,
@@ -63,7 +59,7 @@ impl Shared {
             changed: Condvar::new(),
             stopping: AtomicBool::new(false),
             tls,
-            conns: Mutex::new(Vec::new()),
+            conns: Mutex::new(Connections::new(Limits::NONE)),
             next_conn: AtomicU64::new(0),
             idle_timeout,
         }
@@ -154,23 +150,25 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
                 continue;
             }
         };
+        let peer = socket
+            .peer_addr()
+            .map_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED), |a| a.ip());
         let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
         let sh = shared.clone();
+        let phase = Phase::default();
         let spawned = thread::Builder::new()
             .name(format!("test-apiserver/conn-{id}"))
-            .spawn(move || serve_connection(&sh, stream));
+            .spawn({
+                let phase = phase.clone();
+                move || serve_connection(&sh, stream, &phase)
+            });
         match spawned {
             Ok(thread) => {
                 let mut conns = shared.conns.lock().unwrap_or_else(PoisonError::into_inner);
-                // Reap finished connections so a long test does not pile them up.
-                let (done, live): (Vec<_>, Vec<_>) =
-                    conns.drain(..).partition(|c| c.thread.is_finished());
-                *conns = live;
-                conns.push(ConnEntry { socket, thread });
-                drop(conns);
-                for c in done {
-                    let _ = c.thread.join();
-                }
+                // Without limits this only joins the connections that ended,
+                // so a long test does not pile them up.
+                conns.admit(peer);
+                conns.insert(peer, socket, thread, phase);
             }
             Err(e) => log::warn!("test-apiserver: cannot start connection thread: {e}"),
         }
@@ -189,14 +187,12 @@ pub(crate) fn stop(shared: &Shared, addr: SocketAddr, acceptor: JoinHandle<()>) 
         log::warn!("test-apiserver: cannot wake the acceptor: {e}");
     }
     let _ = acceptor.join();
-    let conns = std::mem::take(&mut *shared.conns.lock().unwrap_or_else(PoisonError::into_inner));
-    for c in &conns {
-        // Unblocks reads and writes; the threads see `stopping` and return.
-        let _ = c.socket.shutdown(Shutdown::Both);
-    }
-    for c in conns {
-        let _ = c.thread.join();
-    }
+    // Unblocks reads and writes; the threads see `stopping` and return.
+    let mut conns = std::mem::replace(
+        &mut *shared.conns.lock().unwrap_or_else(PoisonError::into_inner),
+        Connections::new(Limits::NONE),
+    );
+    conns.close_all();
 }
 
 /// A connection, plain or TLS.
@@ -247,6 +243,12 @@ impl Stream {
     }
 }
 
+impl Transport for Stream {
+    fn tcp(&self) -> &TcpStream {
+        self.socket()
+    }
+}
+
 impl Read for Stream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
@@ -278,7 +280,7 @@ pub(crate) enum Next {
     Close,
 }
 
-fn serve_connection(shared: &Arc<Shared>, socket: TcpStream) {
+fn serve_connection(shared: &Arc<Shared>, socket: TcpStream, phase: &Phase) {
     let stream = match &shared.tls {
         None => Stream::Plain(socket),
         Some(cfg) => match ServerConnection::new(cfg.clone()) {
@@ -292,11 +294,9 @@ fn serve_connection(shared: &Arc<Shared>, socket: TcpStream) {
     let mut conn = BufReader::new(stream);
     let mut handshake_counted = false;
     while !shared.stopping() {
-        if let Some(idle) = shared.idle_timeout {
-            if !next_request_within(&mut conn, idle) {
-                log::debug!("test-apiserver: closing a connection idle for {idle:?}");
-                break;
-            }
+        phase.waiting();
+        if !next_request(&mut conn, shared.idle_timeout) {
+            break;
         }
         let incoming = match http::read_request(&mut conn) {
             Ok(i) => i,
@@ -311,6 +311,7 @@ fn serve_connection(shared: &Arc<Shared>, socket: TcpStream) {
                 break;
             }
         };
+        phase.busy();
         if !handshake_counted && matches!(incoming, Incoming::Request(_)) {
             handshake_counted = true;
             if let Stream::Tls(tls) = conn.get_ref() {
@@ -358,39 +359,37 @@ fn serve_connection(shared: &Arc<Shared>, socket: TcpStream) {
     conn.get_mut().close();
 }
 
-/// Wait at most `idle` for the first byte of the next request; false when
-/// none came (or the connection failed), and the caller closes it. Only
-/// the wait between requests is bounded: a request once started is read
-/// and served without a time limit, as without an idle timeout.
-fn next_request_within(conn: &mut BufReader<Stream>, idle: Duration) -> bool {
+/// Wait for the first byte of the next request (at most `idle`, when
+/// set); false when none came (or the connection failed), and the caller
+/// closes it. The wait between requests is bounded by `idle` alone; the
+/// head, once started, by [`http::HEAD_TIMEOUT`] (as kube-apiserver's
+/// `IdleTimeout` and `ReadHeaderTimeout`); the body and the answer are not
+/// timed.
+fn next_request(conn: &mut BufReader<Stream>, idle: Option<Duration>) -> bool {
     if !conn.buffer().is_empty() {
         return true; // a pipelined request is already here
     }
-    if conn
-        .get_ref()
-        .socket()
-        .set_read_timeout(Some(idle))
-        .is_err()
-    {
+    if conn.get_ref().socket().set_read_timeout(idle).is_err() {
         return false;
     }
-    let arrived = loop {
+    loop {
         match conn.fill_buf() {
             // Bytes, or the end of the stream, which read_request reports.
-            Ok(_) => break true,
+            Ok(_) => return true,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => {
-                if !matches!(
+                if matches!(
                     e.kind(),
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                 ) {
+                    log::debug!("test-apiserver: closing a connection idle for {idle:?}");
+                } else {
                     log::debug!("test-apiserver: connection ended: {e}");
                 }
-                break false;
+                return false;
             }
         }
-    };
-    arrived && conn.get_ref().socket().set_read_timeout(None).is_ok()
+    }
 }
 
 pub(crate) fn finish(

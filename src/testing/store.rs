@@ -36,6 +36,10 @@ pub(crate) struct Change {
     pub(crate) namespace: String,
     pub(crate) name: String,
     pub(crate) object: Value,
+    /// The object before the change (none for a creation): a watch with a
+    /// selector turns a change that makes an object stop or start matching
+    /// into `DELETED` or `ADDED`, as kube-apiserver's watch cache does.
+    pub(crate) previous: Option<Value>,
 }
 
 #[derive(Debug, Default)]
@@ -104,6 +108,7 @@ impl Store {
         let rv = self.bump();
         let key = (ns.to_string(), name.to_string());
         let old = self.leases.get(&key);
+        let previous = old.cloned();
         let old_meta = |f: &str| old.and_then(|o| meta_str(o, f)).map(str::to_string);
         let (uid, created) = (old_meta("uid"), old_meta("creationTimestamp"));
         let kind = if old.is_some() {
@@ -129,7 +134,7 @@ impl Store {
             m.insert("creationTimestamp".into(), created.into());
         }
         self.leases.insert(key, obj.clone());
-        self.record_change(rv, kind, ns, name, obj.clone());
+        self.record_change(rv, kind, ns, name, obj.clone(), previous);
         obj
     }
 
@@ -139,15 +144,24 @@ impl Store {
             return false;
         };
         let rv = self.bump();
+        let previous = obj.clone();
         // As in Kubernetes, the DELETED event carries the deletion's version.
         if let Some(m) = meta_mut(&mut obj) {
             m.insert("resourceVersion".into(), rv.to_string().into());
         }
-        self.record_change(rv, EventType::Deleted, ns, name, obj);
+        self.record_change(rv, EventType::Deleted, ns, name, obj, Some(previous));
         true
     }
 
-    fn record_change(&mut self, rv: u64, kind: EventType, ns: &str, name: &str, object: Value) {
+    fn record_change(
+        &mut self,
+        rv: u64,
+        kind: EventType,
+        ns: &str,
+        name: &str,
+        object: Value,
+        previous: Option<Value>,
+    ) {
         if self.changes.len() == CHANGE_LOG_CAP {
             self.changes.pop_front();
         }
@@ -157,6 +171,7 @@ impl Store {
             namespace: ns.to_string(),
             name: name.to_string(),
             object,
+            previous,
         });
     }
 

@@ -216,9 +216,8 @@ mod tests {
     use std::time::Duration;
 
     fn accepting(accept: &str) -> Option<&'static str> {
-        let raw = format!("GET / HTTP/1.1\r\nAccept: {accept}\r\n\r\n");
-        let mut r = std::io::BufReader::new(std::io::Cursor::new(raw.into_bytes()));
-        match super::super::http::read_request(&mut r).unwrap() {
+        let raw = format!("GET / HTTP/1.1\r\nHost: h\r\nAccept: {accept}\r\n\r\n");
+        match super::super::http::parse_raw(raw.as_bytes()) {
             super::super::http::Incoming::Request(req) => wanted(&req),
             other => panic!("not a request: {other:?}"),
         }

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::http::{self, Request};
-use super::selector::{FieldSelector, LEASE_FIELDS};
+use super::selector::{Selection, LEASE_FIELDS};
 use super::server::{self, Next, Shared, Stream};
 use super::status;
-use super::store::{meta_str, EventType};
+use super::store::{meta_str, Change, EventType};
 use super::table;
 
 /// How often an idle watch checks whether its client went away.
@@ -45,8 +45,30 @@ fn line(kind: EventType, object: &Value, table: Option<&str>) -> Vec<u8> {
     l
 }
 
+/// The event a watcher that selects with `matches` gets for `c`: a change
+/// that makes an object start matching is `ADDED`, one that makes it stop
+/// matching is `DELETED` with the object as it was (at the change's
+/// resourceVersion), as kube-apiserver's watch cache sends them.
+fn event_for(c: &Change, matches: impl Fn(&Value) -> bool) -> Option<(EventType, Value)> {
+    let now = c.kind != EventType::Deleted && matches(&c.object);
+    let before = c.previous.as_ref().is_some_and(&matches);
+    match (before, now) {
+        (false, true) => Some((EventType::Added, c.object.clone())),
+        (true, true) => Some((EventType::Modified, c.object.clone())),
+        (true, false) => {
+            let mut gone = c.previous.clone()?;
+            if let Some(m) = gone.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.insert("resourceVersion".into(), c.rv.to_string().into());
+            }
+            Some((EventType::Deleted, gone))
+        }
+        (false, false) => None,
+    }
+}
+
 /// Serve a watch on the Leases of `ns` (one Lease with a `metadata.name`
-/// field selector) until shutdown, outage, time-out or client close.
+/// field selector; those with matching labels with a `labelSelector`)
+/// until shutdown, outage, time-out or client close.
 ///
 /// Without `resourceVersion` (or with `"0"`), current objects are sent
 /// first as `ADDED`; with one, current objects newer than it are sent first
@@ -74,11 +96,11 @@ pub(crate) fn serve(
             Err(_) => Next::Close,
         }
     };
-    let selector = match FieldSelector::of(req, LEASE_FIELDS) {
+    let selector = match Selection::of(req, LEASE_FIELDS) {
         Ok(s) => s,
         Err(resp) => return bad(conn, resp),
     };
-    let name = selector.name().map(str::to_string);
+    let name = selector.fields.name().map(str::to_string);
     let table = table::wanted(req);
     let since = match req
         .query("resourceVersion")
@@ -144,8 +166,8 @@ pub(crate) fn serve(
                         last = c.rv;
                         let lines: Vec<Vec<u8>> = changes
                             .iter()
-                            .filter(|c| matches(&c.object))
-                            .map(|c| line(c.kind, &c.object, table))
+                            .filter_map(|c| event_for(c, matches))
+                            .map(|(kind, object)| line(kind, &object, table))
                             .collect();
                         if !lines.is_empty() {
                             break (lines, None);
