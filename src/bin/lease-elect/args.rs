@@ -61,12 +61,13 @@ inherits stdout and stderr; its stdin is /dev/null.
 
 Without COMMAND it keeps competing after losing the lease, and stops on SIGTERM/SIGINT or
 when stdin closes. With COMMAND: COMMAND starts when this candidate becomes leader, in a
-process group of its own (what is left of it is killed when COMMAND ends). On SIGTERM/SIGINT
-(passed on as received) or a lost lease (SIGTERM), COMMAND's process group gets the signal,
-then SIGKILL after --grace, or sooner after a loss, so that it has ended before the lease can
-expire for anyone else; a second SIGTERM/SIGINT kills it at once. The lease is released only
-once COMMAND has ended. If lease-elect itself dies, a small supervisor process kills COMMAND
-at once. Passing SIGTERM/SIGINT on needs kill(1) on PATH; without it COMMAND gets SIGKILL.
+process group of its own. On SIGTERM/SIGINT (passed on as received) or a lost lease
+(SIGTERM), COMMAND's process group gets the signal, then SIGKILL after --grace, or sooner
+after a loss, so that it has ended before the lease can expire for anyone else; a second
+SIGTERM/SIGINT kills it at once. Whatever COMMAND started (in its process group, or in a
+session of its own) is killed when COMMAND ends, and the lease is released only once all of
+it has ended. If lease-elect itself dies, a small supervisor process kills all of it at once.
+Nothing is needed on PATH (a FROM scratch image works).
 
 Exit status:
   0        stopped by SIGTERM/SIGINT (or stdin closing, without COMMAND): COMMAND has ended
@@ -76,7 +77,7 @@ Exit status:
   1        leadership was lost while running COMMAND (COMMAND has ended first; the
            orchestrator restarts lease-elect as a fresh candidate), or an error: the API
            server, the configuration, a failed release, or COMMAND's supervisor killed
-           (the lease is then left to expire)
+           (what COMMAND started is killed first, then the lease released)
   2        usage error
   126, 127 COMMAND cannot be run, or is not found (checked at start)
 ";

@@ -5,10 +5,12 @@
 //! does; with `-- COMMAND [ARGS...]` it runs COMMAND only while leading.
 //! `args.rs` holds the flags and the exit statuses (`--help`), `run.rs`
 //! when COMMAND may run, `supervise.rs` why COMMAND never outlives a
-//! crashed `lease-elect`, and `logger.rs` the stderr logger.
+//! crashed `lease-elect`, `procs.rs` how every process COMMAND started is
+//! found, signalled and reaped, and `logger.rs` the stderr logger.
 
 mod args;
 mod logger;
+mod procs;
 mod run;
 mod supervise;
 

@@ -39,6 +39,7 @@ use signal_hook::consts::{SIGCHLD, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::args::Args;
+use crate::procs;
 use crate::supervise::{self, Signal, Supervised};
 
 type BoxError = Box<dyn std::error::Error>;
@@ -74,9 +75,6 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
             eprintln!("lease-elect: COMMAND: {why}");
             return Ok(ExitCode::from(code));
         }
-        if supervise::find_program(&"kill".into()).is_err() {
-            log::warn!("no kill(1) on PATH: COMMAND will be stopped with SIGKILL, without --grace");
-        }
     }
     // Listening first: from now on SIGTERM and SIGINT stop us cleanly.
     let (tx, rx) = mpsc::channel();
@@ -99,6 +97,13 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
                 }
             })?
     };
+
+    // With COMMAND: if its supervisor is killed, what COMMAND started comes
+    // to us rather than to PID 1, so that we can end it before releasing.
+    let subreaper = !args.command.is_empty()
+        && procs::become_subreaper()
+            .map_err(|e| log::warn!("cannot become a child subreaper ({e}): if COMMAND's supervisor is killed, the lease is left to expire"))
+            .is_ok();
 
     let (handle, events, identity) = spawn_elector(&args)?;
     let probe = handle.probe();
@@ -138,10 +143,19 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
         Session::new(&args, probe).run(&rx)
     };
     if let End::SupervisorKilled = end {
-        // COMMAND may outlive its supervisor: exit without releasing, so
-        // that the lease expires rather than passing on at once.
-        log::logger().flush();
-        std::process::exit(1);
+        if !subreaper {
+            // COMMAND may outlive its supervisor: exit without releasing,
+            // so that the lease expires rather than passing on at once.
+            log::error!(
+                "COMMAND's supervisor was killed; COMMAND may still run: not releasing the lease"
+            );
+            log::logger().flush();
+            std::process::exit(1);
+        }
+        // The supervisor is reaped; everything below us now is what
+        // COMMAND left (and an exec plugin run, if one was in flight).
+        let n = procs::kill_all_below();
+        log::error!("COMMAND's supervisor was killed; killed the {n} processes it left, releasing the lease");
     }
     // COMMAND has ended (or never ran): now the lease may be released.
     let stopped = handle.stop();
@@ -175,7 +189,10 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
             stopped?;
             Err(e)
         }
-        End::SupervisorKilled => Ok(ExitCode::FAILURE),
+        End::SupervisorKilled => {
+            stopped?;
+            Ok(ExitCode::FAILURE)
+        }
     }
 }
 
@@ -518,16 +535,13 @@ const KILLED_POLL: Duration = Duration::from_millis(100);
 /// How often a COMMAND that survives SIGKILL is reported.
 const STUCK_LOG_EVERY: Duration = Duration::from_secs(10);
 
-/// COMMAND's exit status as its supervisor passes it on; `None` (and an
-/// error logged) when the supervisor itself was killed, so that COMMAND
-/// may still run.
+/// COMMAND's exit status as its supervisor passes it on; `None` when the
+/// supervisor itself was killed, so that COMMAND may still run.
 fn command_status(supervisor: ExitStatus) -> Option<u8> {
     match supervisor.code() {
         Some(code) => Some(u8::try_from(code).unwrap_or(1)),
         None => {
-            log::error!(
-                "COMMAND's supervisor was killed ({supervisor}); COMMAND may still run: not releasing the lease"
-            );
+            log::debug!("COMMAND's supervisor ended: {supervisor}");
             None
         }
     }

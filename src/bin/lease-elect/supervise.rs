@@ -9,8 +9,9 @@
 //! killed (`kill -9`, the OOM killer, a panic, which aborts), a plain child
 //! would be orphaned and keep running while another replica takes over one
 //! lease duration later. The kernel closes the dead process's end of the
-//! pipe at once, the supervisor reads end-of-file and kills COMMAND with
-//! SIGKILL at once: COMMAND ends within milliseconds of `lease-elect`.
+//! pipe at once, the supervisor reads end-of-file and kills everything
+//! below it with SIGKILL at once: COMMAND ends within milliseconds of
+//! `lease-elect`.
 //!
 //! That is soon enough. While `lease-elect` lives, COMMAND runs only until
 //! a margin (1 s, or half of `leaseDuration - renewDeadline`) before the
@@ -21,27 +22,43 @@
 //! thus leaves at least the margin between COMMAND's SIGKILL, milliseconds
 //! after the crash, and the earliest takeover.
 //!
-//! Linux's `PR_SET_PDEATHSIG` would do the same in the kernel, but needs
-//! `unsafe` (`prctl` between fork and exec); so would `kill(2)` for
-//! anything gentler than SIGKILL (`Child::kill`), which is why SIGTERM and
-//! SIGINT go through `kill(1)`. Safety rests on neither: end-of-file and
-//! `Child::kill` are safe std and need nothing on PATH; `kill(1)` only
-//! makes stopping graceful and reaches COMMAND's own children.
+//! # Everything COMMAND started
 //!
-//! Not covered: the supervisor itself killed while `lease-elect` lives
-//! (`lease-elect` then exits 1 without releasing; see `run.rs`), and a
-//! frozen (SIGSTOP, cgroup freezer) `lease-elect`, as for any lease.
+//! The supervisor is a child subreaper (`PR_SET_CHILD_SUBREAPER`, see
+//! `procs.rs`): whatever COMMAND starts stays below the supervisor when its
+//! parent dies, also in a process group or session of its own (`setsid`),
+//! so none of it can slip away to PID 1. Signals go out with kill(2) (via
+//! rustix, a safe wrapper: nothing is needed on `PATH`, a `FROM scratch`
+//! image works as well as any). When COMMAND has ended, for whatever
+//! reason, every process still below the supervisor gets SIGKILL and is
+//! reaped, in a loop until none is left; only then does the supervisor
+//! exit, and `lease-elect` releases the lease only after it has reaped the
+//! supervisor. So nothing COMMAND started runs when the lease is released.
+//!
+//! `PR_SET_PDEATHSIG` is not used: end-of-file on the pipe says the same
+//! (and is not tied, as PDEATHSIG is, to the *thread* that forked), and a
+//! death signal could only end the supervisor, not what it must kill. It
+//! cannot reach COMMAND either without code between fork and exec, which
+//! would need `unsafe`. `lease-elect` is a subreaper too: if the supervisor
+//! itself is killed, COMMAND's processes come to `lease-elect`, which kills
+//! them all before it releases (`run.rs`).
+//!
+//! Not covered: a frozen (SIGSTOP, cgroup freezer) `lease-elect`, as for
+//! any lease, and both `lease-elect` and the supervisor killed at once
+//! (e.g. SIGKILL to the whole container but PID 1, which the kernel does
+//! not do: a container's processes die together).
 //!
 //! # The protocol
 //!
 //! `lease-elect` writes `TERM`, `INT` or `KILL`, one per line; the
 //! supervisor sends that signal to COMMAND's process group (COMMAND leads a
-//! group of its own, so a shell's children get it too). End-of-file means
-//! `KILL`. When COMMAND ends, what is left of its group is killed. The
-//! supervisor exits with COMMAND's status: its code, or 128 + the signal
-//! that killed it, 127 when COMMAND was not found and 126 when it could not
-//! be run. A SIGTERM or SIGINT sent to the supervisor itself is passed on to
-//! COMMAND.
+//! group of its own, so a shell's children get it too) and to each process
+//! below it that left that group. End-of-file means `KILL`. When COMMAND
+//! ends, what is left below the supervisor is killed. The supervisor exits
+//! with COMMAND's status: its code, or 128 + the signal that killed it, 127
+//! when COMMAND was not found and 126 when it could not be run. A SIGTERM
+//! or SIGINT sent to the supervisor itself is passed on as `lease-elect`'s
+//! orders are.
 
 use std::ffi::OsString;
 use std::io::{self, BufRead, Write};
@@ -58,6 +75,7 @@ use signal_hook::consts::{SIGCHLD, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::logger;
+use crate::procs;
 
 /// The first argument that makes `lease-elect` a supervisor.
 pub const FLAG: &str = "--supervise";
@@ -71,7 +89,7 @@ pub enum Signal {
 }
 
 impl Signal {
-    /// The name `kill(1)` and the protocol use.
+    /// The name the protocol uses.
     pub fn name(self) -> &'static str {
         match self {
             Signal::Term => "TERM",
@@ -224,6 +242,12 @@ pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
         }
     };
     logger::init(&logger::SUPERVISOR, level.unwrap_or(LevelFilter::Warn));
+    // Before COMMAND starts: from now on nothing it starts can leave us.
+    if let Err(e) = procs::become_subreaper() {
+        log::warn!(
+            "cannot become a child subreaper ({e}): a process COMMAND starts in a session of its own may outlive it"
+        );
+    }
     let (tx, rx) = mpsc::channel();
     // Listening before COMMAND starts, so that its SIGCHLD cannot be missed.
     let signals = Signals::new([SIGCHLD, SIGTERM, SIGINT]);
@@ -257,7 +281,7 @@ pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
                     Some(sig) => {
                         let _ = control.send(Order::Signal(sig));
                     }
-                    None => log::warn!("ignoring {line:?} from lease-elect"),
+                    None => log::warn!("ignoring {:?} from lease-elect", line),
                 }
             }
             let _ = control.send(Order::Orphaned);
@@ -289,15 +313,18 @@ pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
     if let Err(e) = reader {
         // Without the pipe we cannot notice lease-elect's death.
         log::error!("cannot read lease-elect's orders ({e}); killing COMMAND");
-        kill(&mut child);
+        kill_now(pid);
     }
 
     loop {
         match child.try_wait() {
             Ok(Some(status)) => {
-                // What COMMAND left behind in its group ends with it (the
-                // group id is not reused while a member lives).
-                let _ = signal_group(pid, Signal::Kill);
+                // COMMAND is reaped: every other process below us is a
+                // leftover, and no wait can take a status std owns.
+                let left = procs::kill_all_below();
+                if left > 0 {
+                    log::info!("killed {left} processes {} left behind", show(command));
+                }
                 return exit_code(status, command);
             }
             Ok(None) => {}
@@ -306,48 +333,47 @@ pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
         // COMMAND is not reaped yet, so its pid (and group id) cannot have
         // been reused: signalling it is safe.
         match rx.recv_timeout(poll) {
-            Ok(Order::Signal(Signal::Kill)) => kill(&mut child),
+            Ok(Order::Signal(Signal::Kill)) => kill_now(pid),
             Ok(Order::Orphaned) => {
                 log::warn!("lease-elect is gone; killing {} now", show(command));
-                kill(&mut child);
+                kill_now(pid);
             }
-            Ok(Order::Signal(sig)) => {
-                if let Err(e) = signal_group(pid, sig) {
-                    log::warn!("cannot send {sig} to {} ({e}); killing it", show(command));
-                    kill(&mut child);
-                }
+            Ok(Order::Signal(sig)) => pass_on(pid, sig),
+            Ok(Order::Reap) | Err(_) => {
+                // Orphans that ended while COMMAND runs; never COMMAND
+                // itself, whose status is `child`'s.
+                procs::reap_orphans(&[pid]);
             }
-            Ok(Order::Reap) | Err(_) => {}
         }
     }
 }
 
-/// SIGKILL COMMAND (always possible), then its process group (its
-/// children; needs kill(1)).
-fn kill(child: &mut Child) {
-    if let Err(e) = child.kill() {
-        log::error!("killing pid {}: {e}", child.id());
+/// SIGKILL COMMAND's process group and every other process below us.
+fn kill_now(pid: u32) {
+    if let Err(e) = procs::signal_group(pid, Signal::Kill) {
+        log::debug!("killing process group {pid}: {e}");
     }
-    if let Err(e) = signal_group(child.id(), Signal::Kill) {
-        log::debug!("killing process group {}: {e}", child.id());
+    for p in procs::below(procs::own_pid()) {
+        if !p.zombie {
+            let _ = procs::signal(p.pid, Signal::Kill);
+        }
     }
 }
 
-/// `kill -SIG -- -PGID`: std can only send SIGKILL, and only to a child.
-fn signal_group(pgid: u32, signal: Signal) -> io::Result<()> {
-    let status = Command::new("kill")
-        .arg(format!("-{}", signal.name()))
-        .arg("--")
-        .arg(format!("-{pgid}"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()?;
-    if status.success() {
-        log::debug!("sent {signal} to process group {pgid}");
-        Ok(())
-    } else {
-        Err(io::Error::other(format!("kill(1) failed: {status}")))
+/// `signal` to COMMAND's process group, and to each process below us that
+/// left it (a process group or session of its own); SIGKILL for all when
+/// the group cannot be signalled.
+fn pass_on(pid: u32, signal: Signal) {
+    if let Err(e) = procs::signal_group(pid, signal) {
+        log::warn!("cannot send {signal} to process group {pid} ({e}); killing it");
+        kill_now(pid);
+        return;
+    }
+    log::debug!("sent {signal} to process group {pid}");
+    for p in procs::below(procs::own_pid()) {
+        if p.pgid != pid && !p.zombie {
+            let _ = procs::signal(p.pid, signal);
+        }
     }
 }
 

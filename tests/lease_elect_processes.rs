@@ -1,0 +1,417 @@
+//! `lease-elect` owns every process COMMAND starts: in COMMAND's process
+//! group, orphaned, or in a session of its own (`setsid`); with `PATH`
+//! emptied, as in a `FROM scratch` image. None of them is alive when the
+//! lease is released: each test holds the release at the API server (an
+//! injected latency on the `PUT`) and looks at `/proc` while it waits.
+
+#![cfg(feature = "cli")]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use lease_elector::testing::{Fault, TestApiServer};
+use serde_json::json;
+
+mod common;
+use common::tempdir::TempDir;
+use common::{eventually, WAIT};
+
+const BIN: &str = env!("CARGO_BIN_EXE_lease-elect");
+
+/// Renews 4 s apart: the first `PUT` after acquiring is the release.
+const SLOW_RENEWS: [&str; 6] = [
+    "--lease-duration",
+    "10",
+    "--renew-deadline",
+    "8",
+    "--retry-period",
+    "4",
+];
+
+/// How long the API server holds the release (the per-request cap is 4 s).
+const HOLD: Duration = Duration::from_millis(1500);
+
+/// COMMAND: `$1` the folder, `$2` `wait` (until signalled) or `exit` (exit
+/// 3 once the folder has a `go` file). It starts three processes that
+/// ignore SIGTERM and write their pids to `pids`: one in COMMAND's process
+/// group, one orphaned at once (its parent subshell exits), and one in a
+/// session of its own. Only absolute paths: `PATH` is empty.
+const COMMAND: &str = r#"
+dir=$1; mode=$2
+echo $$ > "$dir/command"
+: > "$dir/pids"
+child='trap "" TERM; echo $$ >> "$0/pids"; exec /bin/sleep 300'
+/bin/sh -c "$child" "$dir" &
+( /bin/sh -c "$child" "$dir" & )
+/usr/bin/setsid /bin/sh -c "$child" "$dir" &
+n=0
+while [ "$n" -lt 3 ]; do
+  n=0
+  while read -r _; do n=$((n + 1)); done < "$dir/pids"
+done
+echo ready > "$dir/ready"
+if [ "$mode" = exit ]; then
+  while [ ! -e "$dir/go" ]; do /bin/sleep 0.02; done
+  exit 3
+fi
+wait
+"#;
+
+struct Elect {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Elect {
+    fn start(server: &TestApiServer, identity: &str, extra: &[&str]) -> Elect {
+        let mut child = Command::new(BIN)
+            .args(["--server", &server.url(), "--namespace", "procs"])
+            .args(["--name", "lock", "--identity", identity])
+            .args(extra)
+            .env("PATH", "")
+            .env_remove("LEASE_ELECT_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = mpsc::channel();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let err = BufReader::new(child.stderr.take().unwrap());
+        let log = stderr.clone();
+        thread::spawn(move || {
+            for line in err.lines().map_while(Result::ok) {
+                let mut log = log.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        Elect {
+            child,
+            lines,
+            stderr,
+        }
+    }
+
+    fn log(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    fn expect(&self, line: &str) {
+        let got = self
+            .lines
+            .recv_timeout(WAIT)
+            .unwrap_or_else(|e| panic!("waiting for {line:?}: {e}; stderr: {}", self.log()));
+        assert_eq!(got, line, "stderr: {}", self.log());
+    }
+
+    /// Skip `NEW_LEADER` lines up to `line`.
+    fn expect_after_new_leaders(&self, line: &str) {
+        loop {
+            let got = self
+                .lines
+                .recv_timeout(WAIT)
+                .unwrap_or_else(|e| panic!("waiting for {line:?}: {e}; stderr: {}", self.log()));
+            if got == line {
+                return;
+            }
+            assert!(got.starts_with("NEW_LEADER "), "{got:?} before {line:?}");
+        }
+    }
+
+    fn signal(&self, sig: &str) {
+        kill(sig, self.child.id());
+    }
+
+    fn exit_code(&mut self) -> Option<i32> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "lease-elect did not exit; stderr: {}",
+                self.log()
+            );
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Elect {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The COMMAND's folder; on drop, kills whatever it recorded that lives
+/// (what a failed test leaves behind).
+struct Work {
+    dir: TempDir,
+    script: String,
+}
+
+impl Work {
+    fn new() -> Work {
+        let dir = TempDir::new();
+        let script = dir.script("command.sh", COMMAND).display().to_string();
+        Work { dir, script }
+    }
+
+    fn command(&self, mode: &str) -> Vec<String> {
+        vec![
+            "--".into(),
+            "/bin/sh".into(),
+            self.script.clone(),
+            self.dir.0.display().to_string(),
+            mode.into(),
+        ]
+    }
+
+    /// Wait until the three processes run; COMMAND's pid and theirs.
+    fn ready(&self) -> (u32, Vec<u32>) {
+        eventually("COMMAND's three processes", || {
+            !self.dir.read("ready").is_empty()
+        });
+        let command = self.dir.read("command").trim().parse().unwrap();
+        let pids: Vec<u32> = self
+            .dir
+            .read("pids")
+            .lines()
+            .map(|l| l.trim().parse().unwrap())
+            .collect();
+        assert_eq!(pids.len(), 3);
+        for &pid in &pids {
+            assert!(alive(pid), "{pid} runs");
+        }
+        // One of them really is in a session of its own.
+        assert!(
+            pids.iter().any(|&p| stat_field(p, 3) == Some(p)),
+            "no setsid process among {pids:?}"
+        );
+        (command, pids)
+    }
+
+    fn recorded(&self) -> Vec<u32> {
+        let mut pids: Vec<u32> = self
+            .dir
+            .read("pids")
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        pids.extend(self.dir.read("command").trim().parse::<u32>().ok());
+        pids
+    }
+}
+
+impl Drop for Work {
+    fn drop(&mut self) {
+        for pid in self.recorded() {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            if alive(pid) && (cmdline.contains("sleep") || cmdline.contains("command.sh")) {
+                kill("-KILL", pid);
+            }
+        }
+    }
+}
+
+fn kill(sig: &str, pid: u32) {
+    let status = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill {sig} {pid}");
+}
+
+/// Field `n` (0: state, 1: ppid, 2: pgrp, 3: session) after the command
+/// name in `/proc/PID/stat`.
+fn stat_field(pid: u32, n: usize) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(n)?.parse().ok()
+}
+
+fn alive(pid: u32) -> bool {
+    // A zombie has ended; only its parent has not reaped it yet.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| !stat.rsplit(')').next().unwrap_or("").starts_with(" Z"))
+}
+
+fn holder(server: &TestApiServer) -> String {
+    server.lease("procs", "lock").unwrap()["spec"]["holderIdentity"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn args<'a>(words: &'a [String], more: &[&'a str]) -> Vec<&'a str> {
+    more.iter()
+        .copied()
+        .chain(words.iter().map(String::as_str))
+        .collect()
+}
+
+/// Hold the next `PUT` (the release) for [`HOLD`]; returns a check that
+/// waits until it has reached the server.
+fn hold_the_release(server: &TestApiServer) -> impl Fn() + '_ {
+    let before = server.stats().faults_fired;
+    server.inject(Fault::latency(HOLD).method("PUT"));
+    move || {
+        eventually("the release reaching the server", || {
+            server.stats().faults_fired > before
+        })
+    }
+}
+
+/// While the release is held: not one of `pids` lives, and the lease is
+/// still ours (so this really is before the release).
+fn assert_all_gone_before_the_release(server: &TestApiServer, pids: &[u32], log: &str) {
+    let living: Vec<u32> = pids.iter().copied().filter(|&p| alive(p)).collect();
+    assert!(
+        living.is_empty(),
+        "{living:?} still run while the lease is being released; stderr: {log}"
+    );
+    assert_eq!(holder(server), "a", "the release has not completed yet");
+}
+
+#[test]
+fn sigterm_ends_every_process_the_command_started_before_the_release_without_kill_on_path() {
+    let server = TestApiServer::start().unwrap();
+    let work = Work::new();
+    let cmd = work.command("wait");
+    let mut a = Elect::start(&server, "a", &args(&cmd, &SLOW_RENEWS));
+    a.expect("NEW_LEADER a");
+    a.expect("LEADING a");
+    let (command, pids) = work.ready();
+    let arrived = hold_the_release(&server);
+    a.signal("-TERM");
+    a.expect("STOPPED a");
+    arrived();
+    let mut all = pids.clone();
+    all.push(command);
+    assert_all_gone_before_the_release(&server, &all, &a.log());
+    assert_eq!(a.exit_code(), Some(0), "{}", a.log());
+    assert_eq!(holder(&server), "", "released");
+}
+
+#[test]
+fn a_command_that_exits_leaves_nothing_running_when_the_lease_is_released() {
+    let server = TestApiServer::start().unwrap();
+    let work = Work::new();
+    let cmd = work.command("exit");
+    let mut a = Elect::start(&server, "a", &args(&cmd, &SLOW_RENEWS));
+    a.expect("NEW_LEADER a");
+    a.expect("LEADING a");
+    let (_, pids) = work.ready();
+    let arrived = hold_the_release(&server);
+    work.dir.write("go", "");
+    arrived();
+    assert_all_gone_before_the_release(&server, &pids, &a.log());
+    assert_eq!(a.exit_code(), Some(3), "{}", a.log());
+    assert_eq!(holder(&server), "", "released");
+}
+
+#[test]
+fn a_lost_lease_ends_every_process_the_command_started_before_lease_elect_exits() {
+    let server = TestApiServer::start().unwrap();
+    let work = Work::new();
+    let cmd = work.command("wait");
+    let mut a = Elect::start(
+        &server,
+        "a",
+        &args(
+            &cmd,
+            &[
+                "--lease-duration",
+                "2",
+                "--renew-deadline",
+                "1.5",
+                "--retry-period",
+                "0.5",
+            ],
+        ),
+    );
+    a.expect("NEW_LEADER a");
+    a.expect("LEADING a");
+    let (command, pids) = work.ready();
+    // Another holder writes the Lease: a's next renew sees it and steps down.
+    let mut lease = server.lease("procs", "lock").unwrap();
+    lease["spec"]["holderIdentity"] = json!("other");
+    server.put_lease("procs", lease);
+    a.expect_after_new_leaders("STOPPED a");
+    let code = a.exit_code();
+    let mut all = pids.clone();
+    all.push(command);
+    let living: Vec<u32> = all.iter().copied().filter(|&p| alive(p)).collect();
+    assert!(
+        living.is_empty(),
+        "{living:?} outlived lease-elect; stderr: {}",
+        a.log()
+    );
+    assert_eq!(code, Some(1), "{}", a.log());
+    assert_eq!(holder(&server), "other", "never released: it was not ours");
+}
+
+#[test]
+fn a_killed_lease_elect_takes_everything_the_command_started_with_it() {
+    let server = TestApiServer::start().unwrap();
+    let work = Work::new();
+    let cmd = work.command("wait");
+    let mut a = Elect::start(&server, "a", &args(&cmd, &SLOW_RENEWS));
+    a.expect("NEW_LEADER a");
+    a.expect("LEADING a");
+    let (command, pids) = work.ready();
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let mut all = pids.clone();
+    all.push(command);
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while all.iter().any(|&p| alive(p)) && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(10));
+    }
+    let living: Vec<u32> = all.iter().copied().filter(|&p| alive(p)).collect();
+    assert!(
+        living.is_empty(),
+        "{living:?} outlived a killed lease-elect by 500 ms"
+    );
+}
+
+#[test]
+fn a_killed_supervisor_leaves_its_processes_to_lease_elect_which_ends_them_then_releases() {
+    let server = TestApiServer::start().unwrap();
+    let work = Work::new();
+    let cmd = work.command("wait");
+    let mut a = Elect::start(&server, "a", &args(&cmd, &SLOW_RENEWS));
+    a.expect("NEW_LEADER a");
+    a.expect("LEADING a");
+    let (command, pids) = work.ready();
+    // The supervisor: lease-elect's child, COMMAND's parent.
+    let supervisor = stat_field(command, 1).unwrap();
+    assert_eq!(stat_field(supervisor, 1), Some(a.child.id()));
+    let arrived = hold_the_release(&server);
+    kill("-KILL", supervisor);
+    arrived();
+    let mut all = pids.clone();
+    all.push(command);
+    assert_all_gone_before_the_release(&server, &all, &a.log());
+    assert_eq!(a.exit_code(), Some(1), "{}", a.log());
+    assert_eq!(holder(&server), "", "released");
+}
