@@ -245,3 +245,83 @@ fn a_slow_plugin_run_is_shared_and_each_waiter_keeps_its_own_deadline() {
     assert!(long.is_not_found(), "{long}");
     assert_eq!(dir.read("runs").lines().count(), 1, "the plugin ran once");
 }
+
+/// Threads of this process whose name starts with `prefix` (`comm` holds
+/// the first 15 bytes of a thread's name).
+fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .is_ok_and(|comm| comm.trim_end().starts_with(prefix))
+        })
+        .count()
+}
+
+fn alive(pid: u32) -> bool {
+    // A zombie has ended; only its parent has not reaped it yet.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| !stat.rsplit(')').next().unwrap_or("").starts_with(" Z"))
+}
+
+/// A plugin that answers and leaves a child holding its standard output
+/// (`sleep 300 &` inherits it), with a token that has already expired, so
+/// that every request runs it again. Each run answers within its budget,
+/// and 20 runs leave no reader thread and no process behind.
+#[test]
+fn a_forking_plugin_run_twenty_times_leaves_no_thread_or_process_behind() {
+    let server = tls_server("t1");
+    server.put_lease(
+        "ns",
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "probe"}}),
+    );
+    let dir = TempDir::new();
+    dir.write("token", "t1");
+    dir.write("expiry", "2000-01-01T00:00:00Z");
+    dir.script(
+        "plugin.sh",
+        &format!("sleep 300 &\necho $! >> \"$PLUGIN_DIR/leftovers\"\n{TOKEN_PLUGIN}"),
+    );
+    let client = plugin_client(&dir, &server, Duration::from_secs(1));
+    let plugin_threads = || threads_named("lease-exec-plug");
+    let baseline = plugin_threads();
+    let mut slow = Vec::new();
+    for run in 1..=20 {
+        let began = Instant::now();
+        let got = get(&client);
+        if got.is_err() || began.elapsed() >= Duration::from_millis(900) {
+            slow.push(format!("run {run}: {got:?} after {:?}", began.elapsed()));
+        }
+    }
+    let leftovers: Vec<u32> = dir
+        .read("leftovers")
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert!(!leftovers.is_empty());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while (plugin_threads() > baseline || leftovers.iter().any(|&p| alive(p)))
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let threads_left = plugin_threads().saturating_sub(baseline);
+    let living: Vec<u32> = leftovers.iter().copied().filter(|&p| alive(p)).collect();
+    for &pid in &living {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+    assert_eq!(threads_left, 0, "plugin threads left behind");
+    assert!(living.is_empty(), "plugin children left behind: {living:?}");
+    assert!(
+        slow.is_empty(),
+        "runs waited for the plugin's child: {slow:#?}"
+    );
+    assert_eq!(
+        dir.read("runs").lines().count(),
+        20,
+        "an expired token is never reused"
+    );
+}

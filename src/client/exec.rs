@@ -9,14 +9,38 @@
 //! past the renew deadline. The plugin gets no terminal (stdin is
 //! `/dev/null`); its stderr is passed through, as kubectl does. Plugins that
 //! answer with a client certificate instead of a token are refused.
+//!
+//! # What a run leaves behind
+//!
+//! A plugin runs in a process group of its own, and its standard output is
+//! one end of a Unix socket pair that the run reads with short read
+//! time-outs: no thread ever blocks on a pipe that a plugin's child holds
+//! open. Once the plugin has exited its output is complete; the run waits
+//! at most [`WAIT_DELAY`] more for end-of-file (Go's `exec.Cmd.WaitDelay`),
+//! then uses what it read. Then what is left of the plugin goes:
+//!
+//! - with the cargo feature `process` (on with `cli`), its process group
+//!   gets SIGKILL (kill(2) through rustix, before the plugin is reaped, so
+//!   the group id cannot have been reused) and every member that became
+//!   our child is reaped by its group, never by a wait for any child;
+//! - without it (safe std cannot signal a group) only the plugin itself is
+//!   killed and reaped, our end of its output is closed, and a process it
+//!   left holding that output is reported once at warn. Such a process
+//!   lives on (with PID 1 as its parent), but nothing here waits for it.
+//!
+//! Either way a run costs no thread or process after it has returned,
+//! except, without `process`, what the plugin chose to leave running.
 
-use std::io::Read;
+use std::io::{self, Read};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::Deserialize;
 
@@ -33,6 +57,17 @@ const API_VERSIONS: [&str; 2] = [
 
 /// More output than this is not a credential.
 const MAX_OUTPUT: u64 = 1 << 20;
+
+/// How long a run waits for end-of-file on the plugin's output after the
+/// plugin has exited (Go's `exec.Cmd.WaitDelay`). A plugin's output is
+/// complete when it exits; this only covers a child that writes its last
+/// bytes or closes its copy a moment later. A quarter of the smallest
+/// per-request time-out (1 s), so that a plugin that leaves a child holding
+/// its output still answers within the request's budget.
+pub(crate) const WAIT_DELAY: Duration = Duration::from_millis(250);
+
+/// How often a run looks at the plugin while reading nothing.
+const POLL: Duration = Duration::from_millis(10);
 
 /// How to run a plugin, from a kubeconfig user's `exec` section.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,7 +106,11 @@ impl ExecPlugin {
     }
 
     fn describe(&self) -> String {
-        format!("exec plugin {}", self.command.display())
+        // The path came from a kubeconfig: data, escaped for logs.
+        format!(
+            "exec plugin {}",
+            crate::text::escape(&self.command.to_string_lossy())
+        )
     }
 
     fn error(&self, detail: impl Into<String>) -> Error {
@@ -81,8 +120,9 @@ impl ExecPlugin {
         }
     }
 
-    /// Run the plugin once, killing it after `timeout`.
-    fn run(&self, timeout: Duration) -> Result<Credential> {
+    /// Run the plugin once, killing it after `timeout`; `warned` is set
+    /// once a plugin has been reported for leaving a process behind.
+    fn run(&self, timeout: Duration, warned: &AtomicBool) -> Result<Credential> {
         let mut spec = serde_json::json!({ "interactive": false });
         if let Some(cluster) = &self.cluster {
             spec["cluster"] = cluster.clone();
@@ -92,51 +132,98 @@ impl ExecPlugin {
             "kind": "ExecCredential",
             "spec": spec,
         });
-        let mut child = Command::new(&self.command)
-            .args(&self.args)
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .env("KUBERNETES_EXEC_INFO", info.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| self.error(format!("cannot run it: {e}")))?;
-        let Some(stdout) = child.stdout.take() else {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(self.error("no standard output"));
+        let (mut ours, theirs) =
+            UnixStream::pair().map_err(|e| self.error(format!("cannot make its output: {e}")))?;
+        ours.set_read_timeout(Some(POLL))
+            .map_err(|e| self.error(format!("cannot make its output: {e}")))?;
+        let started = Instant::now();
+        let child = {
+            // Dropped with the Command: only the plugin holds `theirs`.
+            let mut command = Command::new(&self.command);
+            command
+                .args(&self.args)
+                .envs(self.env.iter().map(|(k, v)| (k, v)))
+                .env("KUBERNETES_EXEC_INFO", info.to_string())
+                .stdin(Stdio::null())
+                .stdout(Stdio::from(OwnedFd::from(theirs)))
+                .stderr(Stdio::inherit())
+                .process_group(0);
+            command
+                .spawn()
+                .map_err(|e| self.error(format!("cannot run it: {e}")))?
         };
-        let (tx, rx) = mpsc::channel();
-        let reader = thread::Builder::new()
-            .name("lease-exec-plugin".into())
-            .spawn(move || {
-                let mut out = Vec::new();
-                let read = stdout.take(MAX_OUTPUT + 1).read_to_end(&mut out);
-                let _ = tx.send(read.map(|_| out));
-            })
-            .map_err(|e| self.error(format!("cannot start its reader thread: {e}")))?;
-        let out = match rx.recv_timeout(timeout) {
-            Ok(read) => read,
-            Err(_) => {
-                // The reader is left to end on its own: a process the plugin
-                // started may hold its stdout open after the plugin is gone.
-                let _ = child.kill();
-                let _ = child.wait();
+        let mut plugin = Plugin::new(child);
+        let mut out = Vec::new();
+        let mut buf = [0u8; 8192];
+        let mut eof = false;
+        let mut exited_at: Option<Instant> = None;
+        let read_error = loop {
+            if eof {
+                thread::sleep(POLL);
+            } else {
+                match ours.read(&mut buf) {
+                    Ok(0) => eof = true,
+                    Ok(n) => {
+                        out.extend_from_slice(&buf[..n]);
+                        if out.len() as u64 > MAX_OUTPUT {
+                            let _ = plugin.end();
+                            return Err(
+                                self.error(format!("its output is larger than {MAX_OUTPUT} bytes"))
+                            );
+                        }
+                    }
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock
+                                | io::ErrorKind::TimedOut
+                                | io::ErrorKind::Interrupted
+                        ) => {}
+                    Err(e) => break Some(e),
+                }
+            }
+            if exited_at.is_none() && plugin.exited() {
+                exited_at = Some(Instant::now());
+            }
+            match exited_at {
+                Some(_) if eof => break None,
+                Some(at) if at.elapsed() >= WAIT_DELAY => {
+                    self.left_behind(warned);
+                    break None;
+                }
+                _ => {}
+            }
+            if started.elapsed() >= timeout {
+                let _ = plugin.end();
                 return Err(self.error(format!("no answer within {timeout:?}; killed it")));
             }
         };
-        let _ = reader.join();
-        let status = child
-            .wait()
+        drop(ours);
+        let status = plugin
+            .end()
             .map_err(|e| self.error(format!("waiting for it: {e}")))?;
-        let out = out.map_err(|e| self.error(format!("reading its output: {e}")))?;
+        if let Some(e) = read_error {
+            return Err(self.error(format!("reading its output: {e}")));
+        }
         if !status.success() {
             return Err(self.error(format!("it failed ({status})")));
         }
-        if out.len() as u64 > MAX_OUTPUT {
-            return Err(self.error(format!("its output is larger than {MAX_OUTPUT} bytes")));
-        }
         self.parse(&out)
+    }
+
+    /// The plugin exited but something it started still holds its output.
+    fn left_behind(&self, warned: &AtomicBool) {
+        if cfg!(feature = "process") {
+            log::debug!(
+                "{} left a process holding its output; killing its process group",
+                self.describe()
+            );
+        } else if !warned.swap(true, Ordering::Relaxed) {
+            log::warn!(
+                "{} left a process running that holds its output; it is not waited for, but it lives on: the cargo feature `process` kills a plugin's process group after each run",
+                self.describe()
+            );
+        }
     }
 
     fn parse(&self, out: &[u8]) -> Result<Credential> {
@@ -200,6 +287,101 @@ struct Credential {
     expires: Option<SystemTime>,
 }
 
+/// A running plugin, the leader of its own process group.
+struct Plugin {
+    child: Child,
+    /// Once reaped.
+    status: Option<ExitStatus>,
+}
+
+impl Plugin {
+    fn new(child: Child) -> Plugin {
+        Plugin {
+            child,
+            status: None,
+        }
+    }
+
+    /// Whether the plugin has exited. With `process` it is left a zombie,
+    /// so that its pid, and with it its group id, cannot be reused before
+    /// [`end`](Self::end) signals the group.
+    fn exited(&mut self) -> bool {
+        #[cfg(feature = "process")]
+        {
+            use rustix::process::{WaitId, WaitIdOptions};
+            let Some(pid) = group_id(&self.child) else {
+                return false;
+            };
+            let peek = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+            matches!(rustix::process::waitid(WaitId::Pid(pid), peek), Ok(Some(_)))
+        }
+        #[cfg(not(feature = "process"))]
+        {
+            if self.status.is_none() {
+                self.status = self.child.try_wait().ok().flatten();
+            }
+            self.status.is_some()
+        }
+    }
+
+    /// Kill what is left of the plugin, reap it and return its status:
+    /// with `process` its whole group, without it the plugin alone.
+    fn end(&mut self) -> io::Result<ExitStatus> {
+        if let Some(status) = self.status {
+            return Ok(status);
+        }
+        #[cfg(feature = "process")]
+        let group = group_id(&self.child);
+        #[cfg(feature = "process")]
+        if let Some(pgid) = group {
+            // ESRCH: nothing left (the plugin is a zombie, not a member).
+            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+        }
+        // The plugin itself, also if it left its group (a zombie ignores it).
+        let _ = self.child.kill();
+        let status = self.child.wait()?;
+        self.status = Some(status);
+        #[cfg(feature = "process")]
+        if let Some(pgid) = group {
+            reap_group(pgid);
+        }
+        Ok(status)
+    }
+}
+
+impl Drop for Plugin {
+    fn drop(&mut self) {
+        let _ = self.end();
+    }
+}
+
+/// The plugin's pid, which is its process group's id.
+#[cfg(feature = "process")]
+fn group_id(child: &Child) -> Option<rustix::process::Pid> {
+    i32::try_from(child.id())
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+}
+
+/// Reap the members of the killed group `pgid` that became our children
+/// (when this process is a child subreaper, or PID 1), by their group:
+/// never a status that std's `Child` owns elsewhere. Bounded by
+/// [`WAIT_DELAY`]: a member in uninterruptible sleep is left to its fate.
+#[cfg(feature = "process")]
+fn reap_group(pgid: rustix::process::Pid) {
+    use rustix::process::WaitOptions;
+    let until = Instant::now() + WAIT_DELAY;
+    loop {
+        match rustix::process::waitpgid(pgid, WaitOptions::NOHANG) {
+            Ok(Some(_)) => continue,
+            // Members that are our children are still dying.
+            Ok(None) if Instant::now() < until => thread::sleep(Duration::from_millis(1)),
+            // ECHILD: none of our children is in the group.
+            Ok(None) | Err(_) => return,
+        }
+    }
+}
+
 /// One run of the plugin, shared by every request that needs its token.
 #[derive(Default)]
 struct Flight {
@@ -226,6 +408,8 @@ pub(crate) struct ExecSource {
     state: Arc<Mutex<State>>,
     clock: Arc<dyn Clock>,
     run_timeout: Duration,
+    /// Set once a run has been reported for leaving a process behind.
+    warned: Arc<AtomicBool>,
 }
 
 impl ExecSource {
@@ -235,6 +419,7 @@ impl ExecSource {
             state: Arc::default(),
             clock,
             run_timeout,
+            warned: Arc::default(),
         }
     }
 
@@ -286,11 +471,12 @@ impl ExecSource {
 
     fn start(&self, flight: Arc<Flight>) -> Result<()> {
         let (plugin, state, timeout) = (self.plugin.clone(), self.state.clone(), self.run_timeout);
+        let warned = self.warned.clone();
         log::debug!("running {} for a token", plugin.describe());
         thread::Builder::new()
             .name("lease-exec-plugin".into())
             .spawn(move || {
-                let outcome = plugin.run(timeout);
+                let outcome = plugin.run(timeout, &warned);
                 let shared = match &outcome {
                     Ok(c) => Ok(c.token.clone()),
                     Err(Error::InvalidCredentials { what, detail }) => {
