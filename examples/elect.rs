@@ -23,6 +23,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
+use lease_elector::text::Escaped;
 use lease_elector::{Client, ClientConfig, LeaderElector, LeaderEvent, LeaseLock};
 
 #[derive(Debug, Default)]
@@ -96,7 +97,7 @@ fn main() -> ExitCode {
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("elect: {e}");
+            eprintln!("elect: {}", Escaped(&e.to_string()));
             ExitCode::FAILURE
         }
     }
@@ -185,9 +186,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let out = std::io::stdout();
     let print = |ev: &LeaderEvent| {
         let line = match ev {
-            LeaderEvent::StartedLeading { .. } => format!("LEADING {identity}"),
-            LeaderEvent::StoppedLeading { .. } => format!("STOPPED {identity}"),
-            LeaderEvent::NewLeader { identity: who, .. } => format!("NEW_LEADER {who}"),
+            LeaderEvent::StartedLeading { .. } => format!("LEADING {}", Escaped(&identity)),
+            LeaderEvent::StoppedLeading { .. } => format!("STOPPED {}", Escaped(&identity)),
+            LeaderEvent::NewLeader { identity: who, .. } => format!("NEW_LEADER {}", Escaped(who)),
         };
         let mut out = out.lock();
         // stdout closed: nothing left to tell anyone.

@@ -247,3 +247,34 @@ fn bad_arguments_exit_two_with_usage() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("--namespace is required"));
 }
+
+#[test]
+fn a_forged_holder_identity_yields_one_escaped_event_line_and_no_escape() {
+    const FORGED: &str = "x\nLEADING me\n\u{1b}[2J";
+    let server = TestApiServer::start().unwrap();
+    let now = lease_elector::lease::MicroTime::from_system_time(std::time::SystemTime::now());
+    server.put_lease(
+        "cli",
+        serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "lock"},
+            "spec": {
+                "holderIdentity": FORGED,
+                "leaseDurationSeconds": 3600,
+                "acquireTime": now.to_string(),
+                "renewTime": now.to_string(),
+                "leaseTransitions": 0,
+            },
+        }),
+    );
+    let a = Elect::start(&server, "me", &["--ignore-stdin"]);
+    a.expect(&format!(
+        "NEW_LEADER {}",
+        lease_elector::text::escape(FORGED)
+    ));
+    // Several polls of the same holder later: nothing else was printed.
+    thread::sleep(Duration::from_millis(800));
+    a.signal("-TERM");
+    assert_eq!(a.exit_code(), Some(0));
+}

@@ -776,3 +776,102 @@ fn wait_for<T>(mut f: impl FnMut() -> Option<T>) -> T {
         thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A `holderIdentity` written by anyone allowed to update the Lease.
+const FORGED: &str = "x\nLEADING me\n\u{1b}[2J";
+
+#[test]
+fn a_forged_holder_identity_yields_one_escaped_event_line_and_no_escape() {
+    let server = TestApiServer::start().unwrap();
+    let now = lease_elector::lease::MicroTime::from_system_time(std::time::SystemTime::now());
+    server.put_lease(
+        "cli",
+        serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "lock"},
+            "spec": {
+                "holderIdentity": FORGED,
+                "leaseDurationSeconds": 3600,
+                "acquireTime": now.to_string(),
+                "renewTime": now.to_string(),
+                "leaseTransitions": 0,
+            },
+        }),
+    );
+    let a = Elect::start(&server, "a", &["--ignore-stdin"]);
+    let first = a.lines.recv_timeout(WAIT).unwrap().0;
+    // A few more polls of the same holder: still nothing else.
+    thread::sleep(Duration::from_millis(1200));
+    a.signal("-TERM");
+    let mut all = vec![first.clone()];
+    all.extend(a.lines.try_iter().map(|(l, _)| l));
+    assert_eq!(a.exit_code(), Some(0), "no line after the exit either");
+    assert_eq!(
+        all,
+        [format!(
+            "NEW_LEADER {}",
+            lease_elector::text::escape(FORGED)
+        )]
+    );
+    assert!(!first.contains('\u{1b}'), "{first:?}");
+}
+
+#[test]
+fn no_credential_reaches_stderr_even_at_trace_level() {
+    // A token whose every 5 characters are unlikely anywhere else.
+    let token = "Zq8Xk3Vt9Pw2Lm7Rj4Hs6Nb1Fc5";
+    let server = TestApiServer::builder().tokens(&[token]).build().unwrap();
+    let dir = TempDir::new();
+    let file = dir.write("token", token);
+    let mut child = Command::new(BIN)
+        .args(["--server", &server.url(), "--namespace", "cli"])
+        .args(["--name", "lock", "--identity", "a", "-vvv"])
+        .args(TIMINGS)
+        .arg("--token-file")
+        .arg(&file)
+        .env("LEASE_ELECT_LOG", "trace")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(out.next().unwrap().unwrap(), "NEW_LEADER a");
+    assert_eq!(out.next().unwrap().unwrap(), "LEADING a");
+    drop(child.stdin.take());
+    let done = child.wait_with_output().unwrap();
+    assert_eq!(done.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert!(err.contains("TRACE"), "trace level is on: {err}");
+    let leaked: Vec<&str> = (0..=token.len() - 5)
+        .map(|i| &token[i..i + 5])
+        .filter(|w| err.contains(w))
+        .collect();
+    assert!(
+        leaked.is_empty(),
+        "token pieces {leaked:?} in stderr: {err}"
+    );
+}
+
+#[test]
+fn a_server_error_body_is_logged_on_escaped_lines() {
+    let server = TestApiServer::start().unwrap();
+    server.inject(
+        Fault::raw(500, "oops\nFORGED WARN  lease-elect: all is well\u{1b}[2J").times(usize::MAX),
+    );
+    let a = Elect::start(&server, "a", &["--ignore-stdin"]);
+    let deadline = Instant::now() + WAIT;
+    let mut log = String::new();
+    while !log.contains("oops") {
+        assert!(Instant::now() < deadline, "no error logged: {log}");
+        log.push_str(&a.log());
+        thread::sleep(Duration::from_millis(20));
+    }
+    a.signal("-TERM");
+    assert_eq!(a.exit_code(), Some(0));
+    for line in log.lines() {
+        assert!(!line.starts_with("FORGED"), "a forged line: {log}");
+    }
+    assert!(!log.contains('\u{1b}'), "an escape reached stderr: {log:?}");
+}

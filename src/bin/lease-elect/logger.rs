@@ -4,10 +4,20 @@
 //! The base level comes from `$LEASE_ELECT_LOG` (`off`, `error`, `warn`,
 //! `info`, `debug`, `trace`; default `warn`, so every warning and error
 //! the crate logs is seen), and each `-v` raises it one step.
+//!
+//! Two rules hold whatever the level:
+//! - the HTTP library's targets (`ureq`, `ureq_proto`) never log below
+//!   debug: at trace ureq-proto hex-dumps each request, `Authorization`
+//!   header included, and no credential may reach a log;
+//! - every record is one line with its control characters escaped
+//!   (`lease_elector::text`): a message carrying text from the server (an
+//!   identity, an error body) can neither forge a line nor drive the
+//!   terminal.
 
 use std::io::Write;
 use std::time::SystemTime;
 
+use lease_elector::text::escape;
 use log::{Level, LevelFilter, Log, Metadata, Record};
 
 /// The environment variable holding the base level.
@@ -28,9 +38,27 @@ pub static SUPERVISOR: Stderr = Stderr {
     name: "lease-elect supervisor",
 };
 
+/// The most the HTTP library may log: its trace output holds requests as
+/// sent, credentials included (its debug output redacts them).
+const HTTP_LIBRARY_MAX: LevelFilter = LevelFilter::Debug;
+
+/// ureq's and ureq-proto's log targets.
+fn is_http_library(target: &str) -> bool {
+    ["ureq", "ureq_proto"].iter().any(|lib| {
+        target
+            .strip_prefix(lib)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
+    })
+}
+
 impl Log for Stderr {
     fn enabled(&self, metadata: &Metadata) -> bool {
-        metadata.level() <= log::max_level()
+        let max = if is_http_library(metadata.target()) {
+            log::max_level().min(HTTP_LIBRARY_MAX)
+        } else {
+            log::max_level()
+        };
+        metadata.level() <= max
     }
 
     fn log(&self, record: &Record) {
@@ -38,6 +66,8 @@ impl Log for Stderr {
             return;
         }
         let now = humantime::format_rfc3339_millis(SystemTime::now());
+        let message = record.args().to_string();
+        let message = escape(&message);
         let mut err = std::io::stderr().lock();
         // Debug and trace name the module; info and above read as sentences.
         let _ = if record.level() >= Level::Debug {
@@ -47,7 +77,7 @@ impl Log for Stderr {
                 record.level(),
                 self.name,
                 record.target(),
-                record.args()
+                message
             )
         } else {
             writeln!(
@@ -55,7 +85,7 @@ impl Log for Stderr {
                 "{now} {:<5} {}: {}",
                 record.level(),
                 self.name,
-                record.args()
+                message
             )
         };
     }
@@ -97,6 +127,20 @@ pub fn init(logger: &'static Stderr, level: LevelFilter) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_http_library_never_logs_below_debug() {
+        let at = |target: &'static str, level| {
+            let meta = Metadata::builder().target(target).level(level).build();
+            ELECT.enabled(&meta)
+        };
+        log::set_max_level(LevelFilter::Trace);
+        assert!(!at("ureq_proto::client", Level::Trace));
+        assert!(!at("ureq", Level::Trace));
+        assert!(at("ureq::unversioned::transport::tcp", Level::Debug));
+        assert!(at("lease_elector::elector", Level::Trace));
+        assert!(at("ureqx", Level::Trace), "another crate");
+    }
 
     #[test]
     fn each_v_raises_the_level_one_step_up_to_trace() {

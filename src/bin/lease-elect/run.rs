@@ -31,6 +31,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use lease_elector::text::Escaped;
 use lease_elector::{
     Client, ClientConfig, ElectorHandle, LeaderElector, LeaderEvent, LeaseLock, Probe,
 };
@@ -62,8 +63,9 @@ pub fn main(args: Args) -> ExitCode {
     match run(args) {
         Ok(code) => code,
         Err(e) => {
-            // Not through the logger: visible whatever the log level.
-            eprintln!("lease-elect: {e}");
+            // Not through the logger: visible whatever the log level. The
+            // error may carry the server's words: escaped.
+            eprintln!("lease-elect: {}", Escaped(&e.to_string()));
             ExitCode::FAILURE
         }
     }
@@ -262,9 +264,11 @@ fn forward_events(
             let out = std::io::stdout();
             for ev in events {
                 let line = match &ev {
-                    LeaderEvent::StartedLeading { .. } => format!("LEADING {identity}"),
-                    LeaderEvent::StoppedLeading { .. } => format!("STOPPED {identity}"),
-                    LeaderEvent::NewLeader { identity: who, .. } => format!("NEW_LEADER {who}"),
+                    LeaderEvent::StartedLeading { .. } => format!("LEADING {}", Escaped(&identity)),
+                    LeaderEvent::StoppedLeading { .. } => format!("STOPPED {}", Escaped(&identity)),
+                    LeaderEvent::NewLeader { identity: who, .. } => {
+                        format!("NEW_LEADER {}", Escaped(who))
+                    }
                 };
                 let _ = tx.send(Msg::Event(ev));
                 let mut out = out.lock();
