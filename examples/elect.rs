@@ -23,19 +23,16 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
+use lease_elector::client::ConnectOptions;
 use lease_elector::text::Escaped;
-use lease_elector::{Client, ClientConfig, LeaderElector, LeaderEvent, LeaseLock};
+use lease_elector::{Client, LeaderElector, LeaderEvent, LeaseLock};
 
 #[derive(Debug, Default)]
 struct Args {
-    server: Option<String>,
-    kubeconfig: Option<String>,
-    context: Option<String>,
-    namespace: Option<String>,
+    /// Read as `lease-elect` reads them.
+    connect: ConnectOptions,
     name: Option<String>,
     identity: Option<String>,
-    token_file: Option<String>,
-    ca_file: Option<String>,
     lease_duration: Option<Duration>,
     renew_deadline: Option<Duration>,
     retry_period: Option<Duration>,
@@ -61,14 +58,14 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
         match flag.as_str() {
-            "--server" => a.server = Some(value()?),
-            "--kubeconfig" => a.kubeconfig = Some(value()?),
-            "--context" => a.context = Some(value()?),
-            "--namespace" => a.namespace = Some(value()?),
+            "--server" => a.connect.server = Some(value()?),
+            "--kubeconfig" => a.connect.kubeconfig = Some(value()?.into()),
+            "--context" => a.connect.context = Some(value()?),
+            "--namespace" => a.connect.namespace = Some(value()?),
             "--name" => a.name = Some(value()?),
             "--identity" => a.identity = Some(value()?),
-            "--token-file" => a.token_file = Some(value()?),
-            "--ca-file" => a.ca_file = Some(value()?),
+            "--token-file" => a.connect.token_file = Some(value()?.into()),
+            "--ca-file" => a.connect.ca_file = Some(value()?.into()),
             "--lease-duration" => a.lease_duration = Some(parse_duration(&flag, &value()?)?),
             "--renew-deadline" => a.renew_deadline = Some(parse_duration(&flag, &value()?)?),
             "--retry-period" => a.retry_period = Some(parse_duration(&flag, &value()?)?),
@@ -77,6 +74,9 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "-h" | "--help" => return Err(USAGE.to_string()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
+    }
+    if a.connect.server.is_some() && a.connect.namespace.is_none() {
+        return Err(format!("--namespace is required with --server\n{USAGE}"));
     }
     Ok(a)
 }
@@ -104,30 +104,7 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let mut config = match (&args.server, &args.kubeconfig) {
-        (Some(url), _) => {
-            let mut c = ClientConfig::new(url.clone());
-            if let Some(ca) = &args.ca_file {
-                c = c.ca_file(ca)?;
-            }
-            c
-        }
-        (None, Some(path)) => ClientConfig::from_kubeconfig(path, args.context.as_deref())?,
-        // Like kubectl: a context alone picks it from the default kubeconfig.
-        (None, None) if args.context.is_some() => ClientConfig::from_kubeconfig_files(
-            &ClientConfig::default_kubeconfig_paths()?,
-            args.context.as_deref(),
-        )?,
-        (None, None) => ClientConfig::infer()?,
-    };
-    if let Some(f) = &args.token_file {
-        config = config.token_file(f);
-    }
-    let namespace = args
-        .namespace
-        .clone()
-        .or_else(|| config.namespace().map(str::to_string))
-        .ok_or("--namespace is required outside a cluster")?;
+    let (config, namespace) = args.connect.resolve()?;
     let name = args.name.clone().ok_or("--name is required")?;
     let identity = args
         .identity

@@ -241,8 +241,8 @@ fn bad_arguments_exit_two_with_usage() {
         .unwrap();
     assert_eq!(
         out.status.code(),
-        Some(1),
-        "{}",
+        Some(2),
+        "a usage error: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("--namespace is required"));

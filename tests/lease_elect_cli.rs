@@ -371,6 +371,7 @@ fn help_documents_the_exit_statuses_and_mistakes_exit_two() {
         &["--name", "x", "--grace", "1"],
         &["--name", "x", "--restart"],
         &["--name", "x", "--"],
+        &["--server", "http://127.0.0.1:1", "--name", "x"],
     ] {
         let out = Command::new(BIN).args(bad).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
@@ -874,4 +875,52 @@ fn a_server_error_body_is_logged_on_escaped_lines() {
         assert!(!line.starts_with("FORGED"), "a forged line: {log}");
     }
     assert!(!log.contains('\u{1b}'), "an escape reached stderr: {log:?}");
+}
+
+#[test]
+fn a_kubeconfig_context_gives_the_server_the_token_and_the_namespace() {
+    let server = TestApiServer::builder()
+        .tls(true)
+        .tokens(&["kube-token"])
+        .build()
+        .unwrap();
+    let dir = TempDir::new();
+    dir.write("ca.crt", server.ca_pem());
+    let config = dir.write(
+        "config",
+        format!(
+            "apiVersion: v1
+clusters:
+- cluster: {{certificate-authority: ca.crt, server: '{}'}}
+  name: test
+contexts:
+- context: {{cluster: test, namespace: from-context, user: me}}
+  name: test
+current-context: elsewhere
+users:
+- name: me
+  user: {{token: kube-token}}
+",
+            server.url()
+        ),
+    );
+    let mut child = Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(&config)
+        .args(["--context", "test", "--name", "lock", "--identity", "k"])
+        .args(TIMINGS)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(out.next().unwrap().unwrap(), "NEW_LEADER k");
+    assert_eq!(out.next().unwrap().unwrap(), "LEADING k");
+    assert_eq!(
+        server.lease("from-context", "lock").unwrap()["spec"]["holderIdentity"],
+        "k"
+    );
+    drop(child.stdin.take());
+    assert_eq!(child.wait().unwrap().code(), Some(0));
 }

@@ -38,6 +38,7 @@ use crate::text::Escaped;
 
 mod auth;
 mod config;
+mod connect;
 pub(crate) mod exec;
 pub(crate) mod failure;
 pub mod kubeconfig;
@@ -50,6 +51,7 @@ use auth::{Auth, TokenSource};
 pub(crate) use config::namespace_from_dir;
 use config::TokenConfig;
 pub use config::{ClientConfig, SERVICE_ACCOUNT_DIR};
+pub use connect::ConnectOptions;
 use exec::ExecSource;
 use failure::{shown_url, NoAnswer};
 

@@ -3,6 +3,8 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
+use lease_elector::client::ConnectOptions;
+
 /// One line, printed after a usage error.
 pub const USAGE: &str = "usage: lease-elect [--server URL | --kubeconfig F [--context C]] [--namespace NS] --name NAME [--identity ID] \
 [--token-file F] [--ca-file F] [--lease-duration S --renew-deadline S --retry-period S] \
@@ -85,14 +87,11 @@ Exit status:
 /// What the command line asks for.
 #[derive(Debug, Default)]
 pub struct Args {
-    pub server: Option<String>,
-    pub kubeconfig: Option<String>,
-    pub context: Option<String>,
-    pub namespace: Option<String>,
+    /// `--server`, `--ca-file`, `--token-file`, `--kubeconfig`,
+    /// `--context`, `--namespace`: read as `elect` reads them.
+    pub connect: ConnectOptions,
     pub name: Option<String>,
     pub identity: Option<String>,
-    pub token_file: Option<String>,
-    pub ca_file: Option<String>,
     pub lease_duration: Option<Duration>,
     pub renew_deadline: Option<Duration>,
     pub retry_period: Option<Duration>,
@@ -165,14 +164,14 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
             }
         };
         match flag.as_str() {
-            "--server" => a.server = Some(value()?),
-            "--kubeconfig" => a.kubeconfig = Some(value()?),
-            "--context" => a.context = Some(value()?),
-            "--namespace" => a.namespace = Some(value()?),
+            "--server" => a.connect.server = Some(value()?),
+            "--kubeconfig" => a.connect.kubeconfig = Some(value()?.into()),
+            "--context" => a.connect.context = Some(value()?),
+            "--namespace" => a.connect.namespace = Some(value()?),
             "--name" => a.name = Some(value()?),
             "--identity" => a.identity = Some(value()?),
-            "--token-file" => a.token_file = Some(value()?),
-            "--ca-file" => a.ca_file = Some(value()?),
+            "--token-file" => a.connect.token_file = Some(value()?.into()),
+            "--ca-file" => a.connect.ca_file = Some(value()?.into()),
             "--lease-duration" => a.lease_duration = Some(parse_duration(&flag, &value()?)?),
             "--renew-deadline" => a.renew_deadline = Some(parse_duration(&flag, &value()?)?),
             "--retry-period" => a.retry_period = Some(parse_duration(&flag, &value()?)?),
@@ -210,6 +209,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     }
     if a.name.is_none() {
         return Err("--name is required".into());
+    }
+    if a.connect.server.is_some() && a.connect.namespace.is_none() {
+        return Err("--namespace is required with --server".into());
     }
     Ok(Parsed::Run(Box::new(a)))
 }
@@ -266,6 +268,7 @@ mod tests {
             &["--name", "x", "--watch=yes"],
             &["--name", "x", "--health-addr", "localhost"],
             &["--server", "http://127.0.0.1:1"],
+            &["--server", "http://127.0.0.1:1", "--name", "x"],
         ] {
             assert!(parse_strs(bad).is_err(), "{bad:?}");
         }

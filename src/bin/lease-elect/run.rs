@@ -32,9 +32,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use lease_elector::text::Escaped;
-use lease_elector::{
-    Client, ClientConfig, ElectorHandle, LeaderElector, LeaderEvent, LeaseLock, Probe,
-};
+use lease_elector::{Client, ElectorHandle, LeaderElector, LeaderEvent, LeaseLock, Probe};
 use log::LevelFilter;
 use signal_hook::consts::{SIGCHLD, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -198,32 +196,9 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
     }
 }
 
-/// Connect as the `elect` example does, and start electing.
+/// Connect as the `elect` example does (`ConnectOptions`), and start electing.
 fn spawn_elector(args: &Args) -> Result<(ElectorHandle, Receiver<LeaderEvent>, String), BoxError> {
-    let mut config = match (&args.server, &args.kubeconfig) {
-        (Some(url), _) => {
-            let mut c = ClientConfig::new(url.clone());
-            if let Some(ca) = &args.ca_file {
-                c = c.ca_file(ca)?;
-            }
-            c
-        }
-        (None, Some(path)) => ClientConfig::from_kubeconfig(path, args.context.as_deref())?,
-        // Like kubectl: a context alone picks it from the default kubeconfig.
-        (None, None) if args.context.is_some() => ClientConfig::from_kubeconfig_files(
-            &ClientConfig::default_kubeconfig_paths()?,
-            args.context.as_deref(),
-        )?,
-        (None, None) => ClientConfig::infer()?,
-    };
-    if let Some(f) = &args.token_file {
-        config = config.token_file(f);
-    }
-    let namespace = args
-        .namespace
-        .clone()
-        .or_else(|| config.namespace().map(str::to_string))
-        .ok_or("--namespace is required outside a cluster")?;
+    let (config, namespace) = args.connect.resolve()?;
     let name = args.name.clone().ok_or("--name is required")?;
     let identity = args
         .identity
