@@ -2,28 +2,38 @@
 //! `LEADING <id>`, `STOPPED <id>`, `NEW_LEADER <id>`.
 //!
 //! ```text
-//! elect --server URL --namespace NS --name NAME --identity ID
-//!       [--token-file F] [--ca-file F]
+//! elect [--server URL --namespace NS | --kubeconfig F [--context C]] --name NAME
+//!       [--identity ID] [--token-file F] [--ca-file F]
 //!       [--lease-duration S --renew-deadline S --retry-period S]
-//!       [--release-on-cancel] [--ignore-stdin]
+//!       [--release-on-cancel] [--ignore-stdin] [--no-events]
+//! elect --help | --version
 //! ```
 //!
-//! Without `--server` it uses `--kubeconfig F` (YAML or JSON) if given,
+//! The flags that name the API server are read by
+//! `lease_elector::client::ConnectOptions`, as `lease-elect` reads them:
+//! without `--server` it uses `--kubeconfig F` (YAML or JSON) if given,
 //! else in-cluster config in a pod and `$KUBECONFIG` or `~/.kube/config`
 //! outside one; `--context C` picks a kubeconfig context as kubectl's
-//! does. The namespace defaults to the kubeconfig context's or the pod's.
-//! Durations are seconds or Go duration strings (`15`, `15s`, `1m30s`). It keeps competing after losing the
-//! lease, and exits 0 on SIGTERM/SIGINT or when stdin closes (releasing
-//! the lease first with `--release-on-cancel`); pass `--ignore-stdin` in a
-//! container whose stdin is `/dev/null`.
+//! does. The namespace defaults to the kubeconfig context's or the pod's;
+//! with `--server` it must be given. An `https://` `--server` needs
+//! `--ca-file`. Durations are seconds or Go duration strings (`15`, `1.5`,
+//! `15s`, `1m30s`).
+//!
+//! It records Kubernetes Events for transitions, as library-go does
+//! (`--no-events` turns that off). It keeps competing after losing the
+//! lease, and exits 0 on SIGTERM/SIGINT or when stdin closes, if stdin is
+//! a pipe or a socket (a terminal or `/dev/null` is never read, so it runs
+//! as a background job or in a container until signalled), releasing the
+//! lease first with `--release-on-cancel`. Usage errors exit 2.
 
 use std::io::{Read, Write};
 use std::process::ExitCode;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
 use lease_elector::client::ConnectOptions;
+use lease_elector::events::EventRecorder;
 use lease_elector::text::Escaped;
 use lease_elector::{Client, LeaderElector, LeaderEvent, LeaseLock};
 
@@ -38,11 +48,45 @@ struct Args {
     retry_period: Option<Duration>,
     release_on_cancel: bool,
     ignore_stdin: bool,
+    no_events: bool,
 }
 
-const USAGE: &str = "usage: elect [--server URL | --kubeconfig F [--context C]] [--namespace NS] --name NAME [--identity ID] \
+const USAGE: &str = "usage: elect [--server URL --namespace NS | --kubeconfig F [--context C]] --name NAME [--identity ID] \
 [--token-file F] [--ca-file F] [--lease-duration S --renew-deadline S --retry-period S] \
-[--release-on-cancel] [--ignore-stdin]";
+[--release-on-cancel] [--ignore-stdin] [--no-events] | --help | --version";
+
+const HELP: &str = "\
+elect: Kubernetes leader election on a coordination.k8s.io/v1 Lease; one line per event on
+stdout: LEADING <identity>, STOPPED <identity>, NEW_LEADER <identity>.
+
+  --server URL            the API server's URL; --namespace is then required
+  --ca-file F             the CA bundle to verify the server with: needed for an https:// --server
+  --token-file F          bearer token, re-read as it rotates
+  --kubeconfig F          a kubeconfig file (default: in-cluster in a pod, else $KUBECONFIG or
+                          ~/.kube/config)
+  --context C             a kubeconfig context, as kubectl's --context
+  --namespace NS          default: the kubeconfig context's or the pod's namespace
+  --name NAME             the Lease's name (required)
+  --identity ID           this candidate's identity (default <hostname>_<uuid>)
+  --lease-duration S      default 15s; seconds or Go durations (15, 1.5, 1m30s)
+  --renew-deadline S      default 10s
+  --retry-period S        default 2s
+  --release-on-cancel     release the lease on exit so another candidate takes over at once
+  --ignore-stdin          do not stop when stdin closes (only a pipe or a socket is read)
+  --no-events             do not record Kubernetes Events for transitions
+  -h, --help              this text
+  -V, --version           the version
+
+Exits 0 on SIGTERM/SIGINT or when stdin (a pipe or a socket) closes, 1 on an error, 2 on a
+usage error.
+";
+
+/// What the command line asks for.
+enum Parsed {
+    Run(Box<Args>),
+    Help,
+    Version,
+}
 
 fn parse_duration(flag: &str, v: &str) -> Result<Duration, String> {
     if let Ok(secs) = v.parse::<f64>() {
@@ -50,10 +94,11 @@ fn parse_duration(flag: &str, v: &str) -> Result<Duration, String> {
             return Ok(Duration::from_secs_f64(secs));
         }
     }
-    lease_elector::duration::parse_go_duration(v).map_err(|e| format!("{flag}: {e}"))
+    lease_elector::duration::parse_go_duration(v)
+        .map_err(|e| format!("{flag} {e}: give seconds (15, 1.5) or a Go duration (1m30s, 500ms)"))
 }
 
-fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
+fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Parsed, String> {
     let mut a = Args::default();
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -71,14 +116,19 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--retry-period" => a.retry_period = Some(parse_duration(&flag, &value()?)?),
             "--release-on-cancel" => a.release_on_cancel = true,
             "--ignore-stdin" => a.ignore_stdin = true,
-            "-h" | "--help" => return Err(USAGE.to_string()),
-            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
+            "--no-events" => a.no_events = true,
+            "-h" | "--help" => return Ok(Parsed::Help),
+            "-V" | "--version" => return Ok(Parsed::Version),
+            other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    if a.connect.server.is_some() && a.connect.namespace.is_none() {
-        return Err(format!("--namespace is required with --server\n{USAGE}"));
+    if a.name.is_none() {
+        return Err("--name is required".into());
     }
-    Ok(a)
+    if a.connect.server.is_some() && a.connect.namespace.is_none() {
+        return Err("--namespace is required with --server".into());
+    }
+    Ok(Parsed::Run(Box::new(a)))
 }
 
 enum Msg {
@@ -88,13 +138,21 @@ enum Msg {
 
 fn main() -> ExitCode {
     let args = match parse_args(std::env::args().skip(1)) {
-        Ok(a) => a,
+        Ok(Parsed::Run(a)) => a,
+        Ok(Parsed::Help) => {
+            print!("{HELP}");
+            return ExitCode::SUCCESS;
+        }
+        Ok(Parsed::Version) => {
+            println!("elect {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("elect: {e}\n{USAGE}");
             return ExitCode::from(2);
         }
     };
-    match run(args) {
+    match run(*args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("elect: {}", Escaped(&e.to_string()));
@@ -103,15 +161,33 @@ fn main() -> ExitCode {
     }
 }
 
+/// Whether stdin is a pipe or a socket, whose end-of-file means "stop". A
+/// terminal is never read (a background job reading it is stopped by
+/// SIGTTIN), nor `/dev/null` (end-of-file at once).
+fn stdin_is_a_pipe() -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(fd) = std::io::stdin().as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    std::fs::File::from(fd)
+        .metadata()
+        .is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_socket())
+}
+
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let (config, namespace) = args.connect.resolve()?;
-    let name = args.name.clone().ok_or("--name is required")?;
+    let name = args.name.clone().unwrap_or_default();
     let identity = args
         .identity
         .clone()
         .unwrap_or_else(lease_elector::identity);
     let client = Client::new(config)?;
-    let lock = LeaseLock::new(client, namespace, name, identity.clone());
+    let mut lock = LeaseLock::new(client.clone(), namespace, name, identity.clone());
+    if !args.no_events {
+        let recorder = EventRecorder::new(client, "elect").with_instance(identity.clone());
+        lock = lock.with_event_sink(Arc::new(recorder));
+    }
     let mut builder = LeaderElector::builder(lock)
         .release_on_cancel(args.release_on_cancel)
         .rejoin(true);
@@ -149,7 +225,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             }
         });
     }
-    if !args.ignore_stdin {
+    if !args.ignore_stdin && stdin_is_a_pipe() {
         let tx = tx.clone();
         thread::spawn(move || {
             let mut sink = [0u8; 256];

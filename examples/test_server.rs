@@ -7,9 +7,11 @@
 //! ```
 //!
 //! Serves Leases (get, list, watch, create, replace, delete) and Events
-//! (create, list) until stdin closes or SIGTERM/SIGINT arrives. With
-//! `--token`, requests must carry it (kubectl sends it only over TLS, so
-//! pair it with `--tls`).
+//! (create, list) until SIGTERM/SIGINT arrives, or stdin closes when it is
+//! a pipe or a socket: a terminal or `/dev/null` is never read, so it
+//! serves as a background job of an interactive shell (`&`) or from a
+//! script until signalled. With `--token`, requests must carry it (kubectl
+//! sends it only over TLS, so pair it with `--tls`).
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -46,7 +48,10 @@ fn parse_args() -> Result<Args, String> {
             "--kubeconfig" => args.kubeconfig = Some(value("--kubeconfig")?.into()),
             "--token" => args.token = Some(value("--token")?),
             "--tls" => args.tls = true,
-            "-h" | "--help" => return Err(USAGE.to_string()),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
     }
@@ -71,6 +76,20 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Whether stdin is a pipe or a socket, whose end-of-file means "stop". A
+/// terminal is never read (a background job reading it is stopped by
+/// SIGTTIN), nor `/dev/null` (end-of-file at once).
+fn stdin_is_a_pipe() -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(fd) = std::io::stdin().as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    std::fs::File::from(fd)
+        .metadata()
+        .is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_socket())
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
@@ -98,12 +117,14 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             }
         });
     }
-    thread::spawn(move || {
-        let mut sink = [0u8; 256];
-        let mut stdin = std::io::stdin();
-        while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
-        let _ = tx.send("stdin closed");
-    });
+    if stdin_is_a_pipe() {
+        thread::spawn(move || {
+            let mut sink = [0u8; 256];
+            let mut stdin = std::io::stdin();
+            while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+            let _ = tx.send("stdin closed");
+        });
+    }
 
     {
         let mut out = std::io::stdout().lock();

@@ -278,3 +278,102 @@ fn a_forged_holder_identity_yields_one_escaped_event_line_and_no_escape() {
     a.signal("-TERM");
     assert_eq!(a.exit_code(), Some(0));
 }
+
+#[test]
+fn version_and_help_go_to_stdout_and_exit_zero() {
+    for flag in ["--version", "-V"] {
+        let out = Command::new(elect_binary()).arg(flag).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{flag}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            format!("elect {}", env!("CARGO_PKG_VERSION"))
+        );
+    }
+    for flag in ["--help", "-h"] {
+        let out = Command::new(elect_binary()).arg(flag).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{flag}");
+        assert!(out.stderr.is_empty(), "{flag}");
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(help.contains("needed for an https:// --server"), "{help}");
+    }
+}
+
+#[test]
+fn every_usage_error_exits_two() {
+    for bad in [
+        &["--bogus"][..],
+        &["--server", "http://127.0.0.1:1", "--namespace", "ns"],
+        &["--name", "x", "--lease-duration", "abc"],
+        &["--name"],
+    ] {
+        let out = Command::new(elect_binary()).args(bad).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("usage: elect"), "{bad:?}: {err}");
+    }
+    let out = Command::new(elect_binary())
+        .args(["--name", "x", "--retry-period", "abc"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("15, 1.5") && err.contains("1m30s"), "{err}");
+}
+
+#[test]
+fn a_token_file_that_cannot_be_read_at_start_is_an_error_naming_it() {
+    let server = TestApiServer::start().unwrap();
+    let mut child = Command::new(elect_binary())
+        .args([
+            "--server",
+            &server.url(),
+            "--namespace",
+            "cli",
+            "--name",
+            "x",
+        ])
+        .args(["--token-file", "/nonexistent/token", "--ignore-stdin"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            panic!("still retrying after {WAIT:?}");
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/token"));
+    assert_eq!(server.stats().requests, 0, "it never tried");
+}
+
+#[test]
+fn transitions_are_recorded_as_events_unless_no_events() {
+    let server = TestApiServer::start().unwrap();
+    let a = Elect::start(&server, "cli-ev", &["--ignore-stdin"]);
+    a.expect("NEW_LEADER cli-ev");
+    a.expect("LEADING cli-ev");
+    let deadline = std::time::Instant::now() + WAIT;
+    while server.events().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no event recorded");
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(server.events()[0]["reason"], "LeaderElection");
+    a.signal("-TERM");
+    a.expect("STOPPED cli-ev");
+    assert_eq!(a.exit_code(), Some(0));
+
+    let server = TestApiServer::start().unwrap();
+    let b = Elect::start(&server, "cli-ne", &["--ignore-stdin", "--no-events"]);
+    b.expect("NEW_LEADER cli-ne");
+    b.expect("LEADING cli-ne");
+    thread::sleep(Duration::from_millis(300));
+    b.signal("-TERM");
+    b.expect("STOPPED cli-ne");
+    assert_eq!(b.exit_code(), Some(0));
+    assert!(server.events().is_empty());
+}

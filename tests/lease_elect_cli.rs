@@ -159,6 +159,26 @@ impl Elect {
         self.exit().0
     }
 
+    /// Its exit code, once it exits, and all it wrote on stderr.
+    fn exit_with_log(self) -> (Option<i32>, String) {
+        let deadline = Instant::now() + WAIT;
+        let mut log = String::new();
+        let mut this = self;
+        let code = loop {
+            log.push_str(&this.log());
+            log.push('\n');
+            if let Some(status) = this.child.try_wait().unwrap() {
+                break status.code();
+            }
+            assert!(Instant::now() < deadline, "lease-elect did not exit: {log}");
+            thread::sleep(Duration::from_millis(10));
+        };
+        // The reader thread has what was written before the exit.
+        thread::sleep(Duration::from_millis(50));
+        log.push_str(&this.log());
+        (code, log)
+    }
+
     /// Its exit code and when it exited (to 10 ms).
     fn exit(mut self) -> (Option<i32>, Instant) {
         let deadline = Instant::now() + WAIT;
@@ -923,4 +943,208 @@ users:
     );
     drop(child.stdin.take());
     assert_eq!(child.wait().unwrap().code(), Some(0));
+}
+
+#[test]
+fn version_and_help_go_to_stdout_and_exit_zero() {
+    for flag in ["--version", "-V"] {
+        let out = Command::new(BIN).arg(flag).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{flag}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            format!("lease-elect {}", env!("CARGO_PKG_VERSION"))
+        );
+    }
+    let out = Command::new(BIN).arg("-h").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stderr.is_empty());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "needed for an\n                          https:// --server",
+        "--version",
+        "--no-events",
+        ":PORT",
+    ] {
+        assert!(help.contains(needle), "{needle:?} missing from --help");
+    }
+}
+
+#[test]
+fn a_bad_duration_shows_seconds_and_go_durations_as_examples() {
+    let out = Command::new(BIN)
+        .args(["--name", "x", "--grace", "abc", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--grace") && err.contains("15, 1.5") && err.contains("1m30s"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_health_address_may_be_a_port_alone_as_in_go() {
+    let server = TestApiServer::start().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let a = Elect::start(
+        &server,
+        "a",
+        &["--ignore-stdin", "--health-addr", &format!(":{port}")],
+    );
+    a.expect("NEW_LEADER a");
+    a.expect("LEADING a");
+    let answer = http_get(&format!("127.0.0.1:{port}"), "/healthz");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    a.signal("-TERM");
+    a.expect("STOPPED a");
+    assert_eq!(a.exit_code(), Some(0));
+}
+
+#[test]
+fn a_command_that_exits_by_itself_is_told_on_stderr_once_with_its_status() {
+    let server = TestApiServer::start().unwrap();
+    let out = Command::new(BIN)
+        .args(["--server", &server.url(), "--namespace", "cli"])
+        .args(["--name", "lock", "--identity", "a"])
+        .args(TIMINGS)
+        .args(["--", "sh", "-c", "exit 3"])
+        .env_remove("LEASE_ELECT_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains("WARN") && lines[0].contains("status 3"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_lost_lease_is_warned_with_its_reason_on_the_same_line() {
+    let server = TestApiServer::start().unwrap();
+    let runs = Runs::new();
+    let cmd = runs.command("a", "");
+    let a = Elect::start(&server, "a", &args(&cmd, &[]));
+    a.expect("NEW_LEADER a");
+    a.expect("LEADING a");
+    runs.wait_running("a");
+    server.set_outage(true);
+    a.expect("STOPPED a");
+    let (code, log) = a.exit_with_log();
+    assert_eq!(code, Some(1));
+    let line = log
+        .lines()
+        .find(|l| l.contains("leadership lost"))
+        .unwrap_or_else(|| panic!("no lost-lease line: {log}"));
+    assert!(line.contains("WARN"), "{line}");
+    assert!(
+        line.contains("renew") || line.contains("API server"),
+        "no reason on the line: {line}"
+    );
+}
+
+#[test]
+fn transitions_are_recorded_as_events_unless_no_events() {
+    let server = TestApiServer::start().unwrap();
+    let a = Elect::start(&server, "a", &["--release-on-cancel"]);
+    a.expect("NEW_LEADER a");
+    a.expect("LEADING a");
+    wait_for(|| {
+        server
+            .events()
+            .iter()
+            .any(|e| e["message"].as_str().is_some_and(|m| m.contains('a')))
+            .then_some(())
+    });
+    let event = server.events().pop().unwrap();
+    assert_eq!(event["reason"], "LeaderElection");
+    assert_eq!(event["involvedObject"]["name"], "lock");
+    a.signal("-TERM");
+    a.expect("STOPPED a");
+    assert_eq!(a.exit_code(), Some(0));
+
+    let server = TestApiServer::start().unwrap();
+    let b = Elect::start(&server, "b", &["--no-events", "--ignore-stdin"]);
+    b.expect("NEW_LEADER b");
+    b.expect("LEADING b");
+    thread::sleep(Duration::from_millis(300));
+    b.signal("-TERM");
+    b.expect("STOPPED b");
+    assert_eq!(b.exit_code(), Some(0));
+    assert!(server.events().is_empty(), "{:?}", server.events());
+}
+
+#[test]
+fn events_that_are_forbidden_never_affect_the_election() {
+    let server = TestApiServer::start().unwrap();
+    server.inject(
+        Fault::status(403)
+            .method("POST")
+            .path_contains("/events")
+            .times(usize::MAX),
+    );
+    let a = Elect::start(&server, "a", &["--ignore-stdin"]);
+    a.expect("NEW_LEADER a");
+    a.expect("LEADING a");
+    // Several renews later it still leads.
+    let renewed = |s: &TestApiServer| s.lease("cli", "lock").unwrap()["spec"]["renewTime"].clone();
+    let first = renewed(&server);
+    wait_for(|| (renewed(&server) != first).then_some(()));
+    assert_eq!(holder(&server), "a");
+    a.signal("-TERM");
+    a.expect("STOPPED a");
+    let (code, log) = a.exit_with_log();
+    assert_eq!(code, Some(0));
+    assert!(log.contains("event"), "the refusal is warned about: {log}");
+}
+
+#[test]
+fn a_token_file_that_cannot_be_read_at_start_is_an_error_naming_it() {
+    let server = TestApiServer::start().unwrap();
+    let child = Command::new(BIN)
+        .args([
+            "--server",
+            &server.url(),
+            "--namespace",
+            "cli",
+            "--name",
+            "x",
+        ])
+        .args(["--token-file", "/nonexistent/token", "--ignore-stdin"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_output(child);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/token"), "{err}");
+    assert_eq!(server.stats().requests, 0, "it never tried");
+}
+
+/// `child`'s output once it exits; killed (and the test failed) if it
+/// is still running after [`WAIT`].
+fn wait_output(mut child: Child) -> std::process::Output {
+    let deadline = Instant::now() + WAIT;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "still running after {WAIT:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().unwrap()
 }

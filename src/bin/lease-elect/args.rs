@@ -8,8 +8,8 @@ use lease_elector::client::ConnectOptions;
 /// One line, printed after a usage error.
 pub const USAGE: &str = "usage: lease-elect [--server URL | --kubeconfig F [--context C]] [--namespace NS] --name NAME [--identity ID] \
 [--token-file F] [--ca-file F] [--lease-duration S --renew-deadline S --retry-period S] \
-[--release-on-cancel] [--ignore-stdin] [--watch] [--health-addr ADDR [--health-tolerance S]] [-v]... \
-[--grace S] [--restart] [-- COMMAND [ARGS...]]";
+[--release-on-cancel] [--watch] [--no-events] [--health-addr ADDR [--health-tolerance S]] [-v]... \
+[--grace S] [--restart] [-- COMMAND [ARGS...]] | --help | --version";
 
 /// `--help`.
 pub const HELP: &str = "\
@@ -20,9 +20,10 @@ this candidate leads.
 usage: lease-elect [OPTIONS] --name NAME [-- COMMAND [ARGS...]]
 
 API server (default: in-cluster config in a pod, else $KUBECONFIG or ~/.kube/config):
-  --server URL            the API server's URL
-  --ca-file F             CA bundle for --server
-  --token-file F          bearer token, re-read as it rotates
+  --server URL            the API server's URL; --namespace is then required
+  --ca-file F             the CA bundle to verify the server with (alone): needed for an
+                          https:// --server, whose certificate is otherwise refused
+  --token-file F          bearer token, re-read as it rotates; unreadable at start is an error
   --kubeconfig F          a kubeconfig file (YAML or JSON)
   --context C             a kubeconfig context, as kubectl's --context
 
@@ -37,9 +38,13 @@ Lease:
                           (always done with COMMAND, once COMMAND has ended)
   --watch                 watch the Lease to act on a release or expiry within a round trip
                           (needs `list` and `watch` on leases)
+  --no-events             do not record Kubernetes Events for transitions (recorded by default,
+                          as library-go does: needs `create` on events; a refusal is warned
+                          about and never affects the election)
 
 Without COMMAND:
-  --ignore-stdin          do not stop when stdin closes (a container whose stdin is /dev/null)
+  --ignore-stdin          do not stop when stdin closes. Only a pipe or a socket on stdin is
+                          read (its end-of-file means stop); a terminal or /dev/null never is
 
 With COMMAND:
   --grace S               time COMMAND gets between SIGTERM and SIGKILL (default 10s); when
@@ -50,19 +55,21 @@ With COMMAND:
 
 Diagnostics:
   --health-addr ADDR      serve /healthz, /readyz, /leader and /metrics on ADDR (HOST:PORT,
-                          e.g. 0.0.0.0:8080)
+                          e.g. 127.0.0.1:8080, or :PORT for every interface, as in Go)
   --health-tolerance S    /healthz fails once leading without a renew for lease duration + S,
                           or S after losing the lease (default 20s)
   -v, --verbose           more detail on stderr (-v info, -vv debug, -vvv trace); the base level
                           is $LEASE_ELECT_LOG (off, error, warn, info, debug, trace), default warn
   -h, --help              this text
+  -V, --version           the version
 
 Output: one line per event on stdout: `LEADING <identity>`, `STOPPED <identity>` (printed as
 the elector reports it, before the lease is released), `NEW_LEADER <identity>`. COMMAND
 inherits stdout and stderr; its stdin is /dev/null.
 
 Without COMMAND it keeps competing after losing the lease, and stops on SIGTERM/SIGINT or
-when stdin closes. With COMMAND: COMMAND starts when this candidate becomes leader, in a
+when stdin (a pipe or a socket) closes. Stderr tells what happened at the default level: a lost
+lease and why, COMMAND's own exit and its status. With COMMAND: COMMAND starts when this candidate becomes leader, in a
 process group of its own. On SIGTERM/SIGINT (passed on as received) or a lost lease
 (SIGTERM), COMMAND's process group gets the signal, then SIGKILL after --grace, or sooner
 after a loss, so that it has ended before the lease can expire for anyone else; a second
@@ -98,6 +105,7 @@ pub struct Args {
     pub release_on_cancel: bool,
     pub ignore_stdin: bool,
     pub watch: bool,
+    pub no_events: bool,
     pub health_addr: Option<String>,
     pub health_tolerance: Duration,
     /// How many `-v`.
@@ -113,6 +121,7 @@ pub struct Args {
 pub enum Parsed {
     Run(Box<Args>),
     Help,
+    Version,
 }
 
 const DEFAULT_GRACE: Duration = Duration::from_secs(10);
@@ -125,7 +134,8 @@ fn parse_duration(flag: &str, v: &str) -> Result<Duration, String> {
             return Ok(Duration::from_secs_f64(secs));
         }
     }
-    lease_elector::duration::parse_go_duration(v).map_err(|e| format!("{flag}: {e}"))
+    lease_elector::duration::parse_go_duration(v)
+        .map_err(|e| format!("{flag} {e}: give seconds (15, 1.5) or a Go duration (1m30s, 500ms)"))
 }
 
 /// Parse everything after the program name. `--flag value` and
@@ -182,12 +192,21 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
             "--health-addr" => {
                 let v = value()?;
                 if !v.contains(':') {
-                    return Err(format!("--health-addr {v:?}: want HOST:PORT"));
+                    return Err(format!("--health-addr {v:?}: want HOST:PORT or :PORT"));
+                }
+                if let Some(port) = v.strip_prefix(':') {
+                    port.parse::<u16>()
+                        .map_err(|_| format!("--health-addr {v:?}: {port:?} is not a port"))?;
                 }
                 a.health_addr = Some(v);
             }
             "--health-tolerance" => a.health_tolerance = parse_duration(&flag, &value()?)?,
-            "--release-on-cancel" | "--ignore-stdin" | "--watch" | "--restart" | "--verbose"
+            "--release-on-cancel"
+            | "--ignore-stdin"
+            | "--watch"
+            | "--no-events"
+            | "--restart"
+            | "--verbose"
                 if inline.is_some() =>
             {
                 return Err(format!("{flag} takes no value"));
@@ -195,9 +214,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
             "--release-on-cancel" => a.release_on_cancel = true,
             "--ignore-stdin" => a.ignore_stdin = true,
             "--watch" => a.watch = true,
+            "--no-events" => a.no_events = true,
             "--restart" => a.restart = true,
             "--verbose" => a.verbose = a.verbose.saturating_add(1),
             "-h" | "--help" => return Ok(Parsed::Help),
+            "-V" | "--version" => return Ok(Parsed::Version),
             v if v.len() > 1 && v.starts_with('-') && v[1..].bytes().all(|b| b == b'v') => {
                 a.verbose = a.verbose.saturating_add((v.len() - 1) as u8);
             }

@@ -27,6 +27,10 @@ fn main() -> ExitCode {
             print!("{}", args::HELP);
             return ExitCode::SUCCESS;
         }
+        Ok(args::Parsed::Version) => {
+            println!("lease-elect {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
         Err(e) => {
             eprintln!("lease-elect: {e}\n{}", args::USAGE);
             return ExitCode::from(2);

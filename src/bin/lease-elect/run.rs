@@ -26,11 +26,14 @@
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
+use std::net::SocketAddr;
 use std::process::{ExitCode, ExitStatus};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use lease_elector::events::EventRecorder;
 use lease_elector::text::Escaped;
 use lease_elector::{Client, ElectorHandle, LeaderElector, LeaderEvent, LeaseLock, Probe};
 use log::LevelFilter;
@@ -111,7 +114,7 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
     let _health = match &args.health_addr {
         Some(addr) => {
             let server = lease_elector::health::HealthServer::start(
-                addr.as_str(),
+                health_addrs(addr)?.as_slice(),
                 vec![probe.clone()],
                 args.health_tolerance,
             )
@@ -123,7 +126,7 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
     };
 
     let forward = forward_events(events, identity, tx.clone())?;
-    if args.command.is_empty() && !args.ignore_stdin {
+    if args.command.is_empty() && !args.ignore_stdin && stdin_is_a_pipe() {
         let tx = tx.clone();
         // Blocked in read(2) until stdin closes; not joined.
         thread::Builder::new()
@@ -205,7 +208,13 @@ fn spawn_elector(args: &Args) -> Result<(ElectorHandle, Receiver<LeaderEvent>, S
         .clone()
         .unwrap_or_else(lease_elector::identity);
     let client = Client::new(config)?;
-    let lock = LeaseLock::new(client, namespace, name, identity.clone());
+    let mut lock = LeaseLock::new(client.clone(), namespace, name, identity.clone());
+    if !args.no_events {
+        // As library-go records them; a refused Event never affects the
+        // election (events.rs).
+        let recorder = EventRecorder::new(client, "lease-elect").with_instance(identity.clone());
+        lock = lock.with_event_sink(Arc::new(recorder));
+    }
     let with_command = !args.command.is_empty();
     let mut builder = LeaderElector::builder(lock)
         // With COMMAND the release comes after COMMAND has ended: always safe.
@@ -223,6 +232,57 @@ fn spawn_elector(args: &Args) -> Result<(ElectorHandle, Receiver<LeaderEvent>, S
     }
     let (handle, events) = builder.build()?.spawn()?;
     Ok((handle, events, identity))
+}
+
+/// Where `--health-addr` listens: `HOST:PORT` as given; `:PORT` (Go's
+/// form) on every interface, IPv6 and IPv4 where the host has IPv6, else
+/// IPv4.
+fn health_addrs(addr: &str) -> Result<Vec<SocketAddr>, BoxError> {
+    use std::net::{Ipv4Addr, Ipv6Addr, ToSocketAddrs};
+    match addr.strip_prefix(':') {
+        Some(port) => {
+            let port: u16 = port
+                .parse()
+                .map_err(|_| format!("--health-addr {addr}: not a port"))?;
+            Ok(vec![
+                SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)),
+                SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)),
+            ])
+        }
+        None => Ok(addr
+            .to_socket_addrs()
+            .map_err(|e| format!("--health-addr {addr}: {e}"))?
+            .collect()),
+    }
+}
+
+/// Whether stdin is a pipe or a socket, whose end-of-file means that the
+/// parent wants us to stop. A terminal is never read (a background job
+/// reading it would be stopped by SIGTTIN), nor `/dev/null` (it reads
+/// end-of-file at once: every pod's stdin).
+fn stdin_is_a_pipe() -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(fd) = std::io::stdin().as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    std::fs::File::from(fd)
+        .metadata()
+        .is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_socket())
+}
+
+/// Why the lease was lost, for the WARN line that says so: the elector's
+/// own reason, else the last failed request, else the deadline.
+fn loss_reason(probe: &Probe) -> String {
+    let status = probe.status();
+    match (status.last_loss, status.last_error) {
+        (Some(why), _) => why,
+        (None, Some(e)) => format!(
+            "no renew within the renew deadline; last error: {}",
+            e.message
+        ),
+        (None, None) => "no renew within the renew deadline".to_string(),
+    }
 }
 
 /// Pass events to the main loop, then print them: printing never delays
@@ -368,7 +428,10 @@ impl Session {
             let status = match self.watch(rx, &mut child) {
                 Watch::Exited(status) => status,
                 Watch::Lost => {
-                    log::warn!("leadership lost: stopping COMMAND");
+                    log::warn!(
+                        "leadership lost ({}): stopping COMMAND",
+                        loss_reason(&self.probe)
+                    );
                     return self.terminate(rx, &mut child, Signal::Term, End::Lost);
                 }
                 Watch::Signal(sig) => {
@@ -380,7 +443,7 @@ impl Session {
                 return End::SupervisorKilled;
             };
             if !self.restart {
-                log::info!("COMMAND exited with status {code}; releasing the lease");
+                log::warn!("COMMAND exited with status {code}; releasing the lease");
                 return End::CommandExited(code);
             }
             pause = if started.elapsed() >= RESTART_RESET {
