@@ -383,6 +383,9 @@ fn help_documents_the_exit_statuses_and_mistakes_exit_two() {
         "Exit status:",
         "-- COMMAND",
         "--grace S",
+        "--acquire-timeout S",
+        "75 ",
+        "LEASE_ELECT_TERM",
     ] {
         assert!(help.contains(needle), "{needle:?} missing from --help");
     }

@@ -9,7 +9,7 @@ use lease_elector::client::ConnectOptions;
 pub const USAGE: &str = "usage: lease-elect [--server URL | --kubeconfig F [--context C]] [--namespace NS] --name NAME [--identity ID] \
 [--token-file F] [--ca-file F] [--lease-duration S --renew-deadline S --retry-period S] \
 [--release-on-cancel] [--watch] [--no-events] [--health-addr ADDR [--health-tolerance S]] [-v]... \
-[--grace S] [--restart] [-- COMMAND [ARGS...]] | --help | --version";
+[--grace S] [--restart] [--acquire-timeout S] [-- COMMAND [ARGS...]] | --help | --version";
 
 /// `--help`.
 pub const HELP: &str = "\
@@ -52,6 +52,16 @@ With COMMAND:
                           whatever --grace says
   --restart               start COMMAND again when it exits on its own while still leading
                           (1s after it ended, doubling up to 30s while it keeps exiting within 10s)
+  --acquire-timeout S     give up, exiting 75, if not leading within S (0: after one attempt);
+                          giving up writes nothing to the Lease. For jobs that must not run twice
+                          at once (cron): COMMAND runs once, then the lease is released
+
+COMMAND's environment holds its term: LEASE_ELECT_TERM (the fencing token: the Lease's
+leaseTransitions when this term began, greater than every earlier term's; send it with each
+write to a store that refuses a token lower than one it has seen), LEASE_ELECT_IDENTITY and
+LEASE_ELECT_LEASE (namespace/name). A term ends when its renew deadline passes without a
+renew, also while lease-elect was not running (SIGSTOP, a paused VM): COMMAND is then
+stopped the moment lease-elect runs again.
 
 Diagnostics:
   --health-addr ADDR      serve /healthz, /readyz, /leader and /metrics on ADDR (HOST:PORT,
@@ -88,6 +98,8 @@ Exit status:
            server, the configuration, a failed release, or COMMAND's supervisor killed
            (what COMMAND started is killed first, then the lease released)
   2        usage error
+  75       --acquire-timeout passed without leading (EX_TEMPFAIL; COMMAND never ran, the
+           Lease was not written)
   126, 127 COMMAND cannot be run, or is not found (checked at start)
 ";
 
@@ -112,6 +124,7 @@ pub struct Args {
     pub verbose: u8,
     pub grace: Duration,
     pub restart: bool,
+    pub acquire_timeout: Option<Duration>,
     /// Empty without `--`.
     pub command: Vec<OsString>,
 }
@@ -185,6 +198,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
             "--lease-duration" => a.lease_duration = Some(parse_duration(&flag, &value()?)?),
             "--renew-deadline" => a.renew_deadline = Some(parse_duration(&flag, &value()?)?),
             "--retry-period" => a.retry_period = Some(parse_duration(&flag, &value()?)?),
+            "--acquire-timeout" => {
+                a.acquire_timeout = Some(parse_duration(&flag, &value()?)?);
+            }
             "--grace" => {
                 a.grace = parse_duration(&flag, &value()?)?;
                 grace_given = true;
@@ -225,8 +241,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    if a.command.is_empty() && (grace_given || a.restart) {
-        return Err("--grace and --restart need a COMMAND (after `--`)".into());
+    if a.command.is_empty() && (grace_given || a.restart || a.acquire_timeout.is_some()) {
+        return Err("--grace, --restart and --acquire-timeout need a COMMAND (after `--`)".into());
     }
     if a.name.is_none() {
         return Err("--name is required".into());
@@ -285,6 +301,7 @@ mod tests {
             &["--name"],
             &["--grace", "1", "--name", "x"],
             &["--name", "x", "--restart"],
+            &["--name", "x", "--acquire-timeout", "1"],
             &["--name", "x", "--"],
             &["--name", "x", "--watch=yes"],
             &["--name", "x", "--health-addr", "localhost"],

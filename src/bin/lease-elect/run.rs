@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use lease_elector::events::EventRecorder;
 use lease_elector::text::Escaped;
-use lease_elector::{Client, ElectorHandle, LeaderElector, LeaderEvent, LeaseLock, Probe};
+use lease_elector::{Client, ElectorHandle, LeaderElector, LeaderEvent, LeaseLock, Probe, Term};
 use log::LevelFilter;
 use signal_hook::consts::{SIGCHLD, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -140,6 +140,7 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
     }
     drop(tx);
 
+    let acquire_timeout = args.acquire_timeout.unwrap_or_default();
     let end = if args.command.is_empty() {
         follow(&rx)
     } else {
@@ -195,6 +196,16 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
         End::SupervisorKilled => {
             stopped?;
             Ok(ExitCode::FAILURE)
+        }
+        End::GaveUp => {
+            if let Err(e) = stopped {
+                log::error!("stopping the elector: {e}");
+            }
+            log::warn!(
+                "not leading within --acquire-timeout {}: giving up (exit {EXIT_GAVE_UP})",
+                humantime::format_duration(acquire_timeout)
+            );
+            Ok(ExitCode::from(EXIT_GAVE_UP))
         }
     }
 }
@@ -272,14 +283,22 @@ fn stdin_is_a_pipe() -> bool {
 }
 
 /// Why the lease was lost, for the WARN line that says so: the elector's
-/// own reason, else the last failed request, else the deadline.
-fn loss_reason(probe: &Probe) -> String {
+/// own reason, else the last failed request, else the deadline of `term`.
+fn loss_reason(probe: &Probe, term: &Term) -> String {
     let status = probe.status();
+    let late = Instant::now().saturating_duration_since(term.valid_until());
     match (status.last_loss, status.last_error) {
         (Some(why), _) => why,
         (None, Some(e)) => format!(
             "no renew within the renew deadline; last error: {}",
             e.message
+        ),
+        // Nothing failed: this process did not run (frozen, suspended).
+        (None, None) if late > Duration::from_millis(100) => format!(
+            "no renew within the renew deadline: this process did not run until {} past it",
+            humantime::format_duration(Duration::from_millis(
+                u64::try_from(late.as_millis()).unwrap_or(u64::MAX)
+            ))
         ),
         (None, None) => "no renew within the renew deadline".to_string(),
     }
@@ -326,6 +345,8 @@ enum End {
     Failed(BoxError),
     /// The supervisor died of a signal: COMMAND may still run.
     SupervisorKilled,
+    /// `--acquire-timeout` passed without leading.
+    GaveUp,
 }
 
 /// Without COMMAND: print (the forwarder does) until told to stop.
@@ -353,6 +374,23 @@ const RESTART_FIRST: Duration = Duration::from_secs(1);
 const RESTART_MAX: Duration = Duration::from_secs(30);
 const RESTART_RESET: Duration = Duration::from_secs(10);
 
+/// How often the wait for leadership looks again once `--acquire-timeout`
+/// has passed, until the attempt in flight has decided.
+const ACQUIRE_POLL: Duration = Duration::from_millis(10);
+
+/// The exit status when `--acquire-timeout` passes without leading:
+/// `EX_TEMPFAIL` (sysexits.h), "try again later".
+const EXIT_GAVE_UP: u8 = 75;
+
+/// COMMAND's environment for `term`: its fencing token, identity and Lease.
+fn term_env(term: &Term) -> [(&'static str, String); 3] {
+    [
+        ("LEASE_ELECT_TERM", term.token().to_string()),
+        ("LEASE_ELECT_IDENTITY", term.identity().to_string()),
+        ("LEASE_ELECT_LEASE", term.lease().to_string()),
+    ]
+}
+
 /// How long before the lease could expire for others COMMAND gets SIGKILL
 /// at the latest: 1 s, or half of `leaseDuration - renewDeadline` if less.
 /// It covers delivering SIGKILL and the supervisor reaping COMMAND.
@@ -365,6 +403,7 @@ struct Session {
     command: Vec<OsString>,
     grace: Duration,
     restart: bool,
+    acquire_timeout: Option<Duration>,
     level: LevelFilter,
     probe: Probe,
     lease_duration: Duration,
@@ -380,6 +419,7 @@ impl Session {
             command: args.command.clone(),
             grace: args.grace,
             restart: args.restart,
+            acquire_timeout: args.acquire_timeout,
             level: log::max_level(),
             probe,
             lease_duration,
@@ -406,31 +446,54 @@ impl Session {
     }
 
     fn run(&self, rx: &Receiver<Msg>) -> End {
-        loop {
-            match rx.recv() {
-                Ok(Msg::Event(LeaderEvent::StartedLeading { .. })) => break,
+        let give_up_at = self.acquire_timeout.map(|t| Instant::now() + t);
+        let mut term = loop {
+            let wait = match give_up_at {
+                None => Duration::MAX,
+                Some(at) => {
+                    let left = at.saturating_duration_since(Instant::now());
+                    if left.is_zero() && self.gave_up() {
+                        return End::GaveUp;
+                    }
+                    // Past the time-out, look again soon: the attempt in
+                    // flight decides.
+                    left.max(ACQUIRE_POLL)
+                }
+            };
+            match rx.recv_timeout(wait) {
+                Ok(Msg::Event(LeaderEvent::StartedLeading { term, .. })) => break term,
                 Ok(Msg::Signal(sig)) => return End::Stopped(sig.to_string()),
-                Ok(Msg::ElectorEnded) | Err(_) => return End::ElectorEnded,
-                Ok(_) => {}
+                Ok(Msg::ElectorEnded) | Err(RecvTimeoutError::Disconnected) => {
+                    return End::ElectorEnded
+                }
+                Ok(_) | Err(RecvTimeoutError::Timeout) => {}
             }
-        }
+        };
         let mut pause = RESTART_FIRST;
         loop {
-            if !self.probe.is_leader() {
+            // With --restart, the term in progress (the same one while it lasts).
+            if let Some(current) = self.probe.term() {
+                term = current;
+            }
+            if !self.probe.is_leader() || !term.is_current() {
                 return End::Lost;
             }
-            let mut child = match Supervised::start(&self.command, self.level) {
+            let mut child = match Supervised::start(&self.command, self.level, &term_env(&term)) {
                 Ok(child) => child,
                 Err(e) => return End::Failed(format!("cannot start COMMAND: {e}").into()),
             };
             let started = Instant::now();
-            log::info!("leading: started {}", supervise::show(&self.command));
-            let status = match self.watch(rx, &mut child) {
+            log::info!(
+                "leading (term {}): started {}",
+                term.token(),
+                supervise::show(&self.command)
+            );
+            let status = match self.watch(rx, &mut child, &term) {
                 Watch::Exited(status) => status,
                 Watch::Lost => {
                     log::warn!(
                         "leadership lost ({}): stopping COMMAND",
-                        loss_reason(&self.probe)
+                        loss_reason(&self.probe, &term)
                     );
                     return self.terminate(rx, &mut child, Signal::Term, End::Lost);
                 }
@@ -455,7 +518,7 @@ impl Session {
                 "COMMAND exited with status {code}; starting it again in {}",
                 humantime::format_duration(pause)
             );
-            if let Some(end) = self.pause(rx, pause) {
+            if let Some(end) = self.pause(rx, pause, &term) {
                 return match end {
                     Watch::Signal(sig) => End::Stopped(sig.to_string()),
                     _ => End::Lost,
@@ -465,18 +528,37 @@ impl Session {
         }
     }
 
+    /// `--acquire-timeout` has passed: give up once an attempt has been
+    /// made and did not win (one that won is about to say so).
+    fn gave_up(&self) -> bool {
+        let status = self.probe.status();
+        status.attempts > 0 && status.renews == 0 && !self.probe.is_leader()
+    }
+
+    /// How long to wait for the next message while COMMAND runs under
+    /// `term`: a tick, and never past the end of the term, so that a wait
+    /// begun before a freeze (SIGSTOP, a paused VM) ends the moment the
+    /// process runs again if the term ended meanwhile. `Instant` counts a
+    /// freeze, and a sleep's deadline is absolute: the kernel wakes the
+    /// thread at once on thawing when that deadline has passed.
+    fn wait_in(&self, term: &Term) -> Duration {
+        term.valid_until()
+            .saturating_duration_since(Instant::now())
+            .min(self.tick())
+    }
+
     /// Until COMMAND exits, leadership ends or a signal comes.
-    fn watch(&self, rx: &Receiver<Msg>, child: &mut Supervised) -> Watch {
+    fn watch(&self, rx: &Receiver<Msg>, child: &mut Supervised, term: &Term) -> Watch {
         loop {
             match child.try_wait() {
                 Ok(Some(status)) => return Watch::Exited(status),
                 Ok(None) => {}
                 Err(e) => log::error!("waiting for COMMAND's supervisor: {e}"),
             }
-            if !self.probe.is_leader() {
+            if !term.is_current() || !self.probe.is_leader() {
                 return Watch::Lost;
             }
-            match rx.recv_timeout(self.tick()) {
+            match rx.recv_timeout(self.wait_in(term)) {
                 Ok(Msg::Event(LeaderEvent::StoppedLeading { .. }) | Msg::ElectorEnded) => {
                     return Watch::Lost
                 }
@@ -488,17 +570,17 @@ impl Session {
     }
 
     /// `d` between runs of COMMAND; `Some` if leadership ended or a signal came.
-    fn pause(&self, rx: &Receiver<Msg>, d: Duration) -> Option<Watch> {
+    fn pause(&self, rx: &Receiver<Msg>, d: Duration, term: &Term) -> Option<Watch> {
         let until = Instant::now() + d;
         loop {
-            if !self.probe.is_leader() {
+            if !term.is_current() || !self.probe.is_leader() {
                 return Some(Watch::Lost);
             }
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return None;
             }
-            match rx.recv_timeout(left.min(self.tick())) {
+            match rx.recv_timeout(left.min(self.wait_in(term))) {
                 Ok(Msg::Event(LeaderEvent::StoppedLeading { .. }) | Msg::ElectorEnded)
                 | Err(RecvTimeoutError::Disconnected) => return Some(Watch::Lost),
                 Ok(Msg::Signal(sig)) => return Some(Watch::Signal(sig)),

@@ -132,9 +132,15 @@ pub struct Supervised {
 }
 
 impl Supervised {
-    /// Start COMMAND under a supervisor that logs at `level`.
-    pub fn start(command: &[OsString], level: LevelFilter) -> io::Result<Supervised> {
+    /// Start COMMAND under a supervisor that logs at `level`, with `env`
+    /// added to the environment it passes on.
+    pub fn start(
+        command: &[OsString],
+        level: LevelFilter,
+        env: &[(&str, String)],
+    ) -> io::Result<Supervised> {
         let mut process = Command::new(own_executable()?)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .arg0("lease-elect")
             .arg(FLAG)
             .arg(level.as_str())

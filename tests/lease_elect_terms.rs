@@ -1,0 +1,492 @@
+//! `lease-elect` and terms: COMMAND gets its term's fencing token, a frozen
+//! leader's COMMAND is stopped the moment it thaws and its writes are
+//! refused by a fenced store, and `--acquire-timeout` gives up without
+//! touching the Lease.
+//!
+//! The fenced store lives in the test: COMMAND drops each write as a file
+//! `req-WHO-N` (holding `WHO TOKEN N`) into a spool folder, and a thread of
+//! the test takes them in order of arrival, accepting a token no lower than
+//! the highest it has seen. Nothing the frozen writer holds can block it.
+
+#![cfg(feature = "cli")]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use lease_elector::testing::TestApiServer;
+use serde_json::json;
+
+mod common;
+use common::tempdir::TempDir;
+use common::{eventually, WAIT};
+
+const BIN: &str = env!("CARGO_BIN_EXE_lease-elect");
+
+const TIMINGS: [&str; 6] = [
+    "--lease-duration",
+    "2",
+    "--renew-deadline",
+    "1.5",
+    "--retry-period",
+    "0.3",
+];
+
+/// COMMAND: `$1` the spool folder, `$2` its name. It records its
+/// environment, then writes through the store every 50 ms.
+const WRITER: &str = r#"
+spool=$1; who=$2
+echo "$LEASE_ELECT_TERM $LEASE_ELECT_IDENTITY $LEASE_ELECT_LEASE" > "$spool/../env-$who"
+echo $$ > "$spool/../pid-$who"
+n=0
+while :; do
+  n=$((n + 1))
+  echo "$who $LEASE_ELECT_TERM $n" > "$spool/.tmp-$who-$n"
+  mv "$spool/.tmp-$who-$n" "$spool/req-$who-$n"
+  sleep 0.05
+done
+"#;
+
+/// One write as the store judged it.
+#[derive(Debug, Clone)]
+struct Judged {
+    who: String,
+    token: String,
+    n: u64,
+    accepted: bool,
+    at: Instant,
+}
+
+/// The fenced store: takes a write only with a token no lower than the
+/// highest it has seen.
+struct Store {
+    judged: Arc<Mutex<Vec<Judged>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Store {
+    fn start(spool: PathBuf) -> Store {
+        let judged = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (judged, stop) = (judged.clone(), stop.clone());
+            thread::spawn(move || {
+                let mut highest: Option<u64> = None;
+                while !stop.load(Ordering::Relaxed) {
+                    let mut requests: Vec<(std::time::SystemTime, PathBuf)> =
+                        std::fs::read_dir(&spool)
+                            .unwrap()
+                            .flatten()
+                            .filter(|e| e.file_name().to_string_lossy().starts_with("req-"))
+                            .map(|e| (e.metadata().unwrap().modified().unwrap(), e.path()))
+                            .collect();
+                    requests.sort();
+                    for (_, path) in requests {
+                        let text = std::fs::read_to_string(&path).unwrap();
+                        std::fs::remove_file(&path).unwrap();
+                        let words: Vec<&str> = text.split_whitespace().collect();
+                        let (who, token, n) = match words[..] {
+                            [who, token, n] => (who, token, n),
+                            [who, n] => (who, "", n),
+                            _ => panic!("bad request {text:?}"),
+                        };
+                        let accepted = match token.parse::<u64>() {
+                            Ok(t) if highest.is_none_or(|h| t >= h) => {
+                                highest = Some(t);
+                                true
+                            }
+                            _ => false,
+                        };
+                        judged.lock().unwrap().push(Judged {
+                            who: who.to_string(),
+                            token: token.to_string(),
+                            n: n.parse().unwrap(),
+                            accepted,
+                            at: Instant::now(),
+                        });
+                    }
+                    thread::sleep(Duration::from_millis(2));
+                }
+            })
+        };
+        Store {
+            judged,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn judged(&self) -> Vec<Judged> {
+        self.judged.lock().unwrap().clone()
+    }
+
+    fn accepted_from(&self, who: &str) -> usize {
+        self.judged()
+            .iter()
+            .filter(|j| j.who == who && j.accepted)
+            .count()
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+struct Elect {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Elect {
+    fn start(server: &TestApiServer, identity: &str, extra: &[&str]) -> Elect {
+        let mut child = Command::new(BIN)
+            .args(["--server", &server.url(), "--namespace", "terms"])
+            .args(["--name", "lock", "--identity", identity])
+            .args(extra)
+            .env_remove("LEASE_ELECT_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = mpsc::channel();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let log = stderr.clone();
+        let err = BufReader::new(child.stderr.take().unwrap());
+        thread::spawn(move || {
+            for line in err.lines().map_while(Result::ok) {
+                let mut log = log.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        Elect {
+            child,
+            lines,
+            stderr,
+        }
+    }
+
+    fn log(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Skip `NEW_LEADER` lines up to `line`.
+    fn expect(&self, line: &str) {
+        loop {
+            let got = self
+                .lines
+                .recv_timeout(WAIT)
+                .unwrap_or_else(|e| panic!("waiting for {line:?}: {e}; stderr: {}", self.log()));
+            if got == line {
+                return;
+            }
+            assert!(got.starts_with("NEW_LEADER "), "{got:?} before {line:?}");
+        }
+    }
+
+    fn exit_code(&mut self) -> Option<i32> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "lease-elect did not exit; stderr: {}",
+                self.log()
+            );
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Elect {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-CONT", &self.child.id().to_string()])
+                .status();
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Field `n` after the command name in `/proc/PID/stat` (1: ppid, 2: pgrp).
+fn stat_field(pid: u32, n: usize) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .nth(n)?
+        .parse()
+        .ok()
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| !stat.rsplit(')').next().unwrap_or("").starts_with(" Z"))
+}
+
+fn kill(args: &[String]) {
+    let status = Command::new("kill").args(args).status().unwrap();
+    assert!(status.success(), "kill {args:?}");
+}
+
+#[test]
+fn a_frozen_leader_is_stopped_on_thawing_and_its_stale_writes_are_refused() {
+    let server = TestApiServer::start().unwrap();
+    let dir = TempDir::new();
+    let writer = dir.script("writer.sh", WRITER).display().to_string();
+    let spool = dir.0.join("spool");
+    std::fs::create_dir_all(&spool).unwrap();
+    let store = Store::start(spool.clone());
+    let command = |who: &str| {
+        vec![
+            "--".to_string(),
+            "/bin/sh".into(),
+            writer.clone(),
+            spool.display().to_string(),
+            who.into(),
+        ]
+    };
+    let args = |who: &str| -> Vec<String> {
+        TIMINGS
+            .iter()
+            .map(|s| s.to_string())
+            .chain(command(who))
+            .collect()
+    };
+    let a_args = args("a");
+    let mut a = Elect::start(
+        &server,
+        "a",
+        &a_args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    a.expect("LEADING a");
+    eventually("a's first accepted write", || store.accepted_from("a") > 0);
+    let b_args = args("b");
+    let mut b = Elect::start(
+        &server,
+        "b",
+        &b_args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    b.expect("NEW_LEADER a");
+
+    // Freeze a whole: lease-elect, its supervisor and COMMAND's group.
+    let writer_pid: u32 = dir.read("pid-a").trim().parse().unwrap();
+    let supervisor = stat_field(writer_pid, 1).unwrap();
+    assert_eq!(stat_field(supervisor, 1), Some(a.child.id()));
+    let group = stat_field(writer_pid, 2).unwrap();
+    let frozen = [
+        a.child.id().to_string(),
+        supervisor.to_string(),
+        format!("-{group}"),
+    ];
+    let mut stop = vec!["-STOP".to_string(), "--".into()];
+    stop.extend(frozen.iter().cloned());
+    kill(&stop);
+
+    // b takes over once the lease has expired, and writes.
+    b.expect("LEADING b");
+    eventually("b's first accepted write", || store.accepted_from("b") > 0);
+
+    // Thaw, COMMAND first (it runs ahead of its elector).
+    let mut thaw = vec!["-CONT".to_string(), "--".into()];
+    thaw.extend(frozen.iter().rev().cloned());
+    kill(&thaw);
+    let thawed = Instant::now();
+    while alive(writer_pid) && thawed.elapsed() < WAIT {
+        thread::sleep(Duration::from_millis(2));
+    }
+    let took = thawed.elapsed();
+    assert!(
+        took < Duration::from_secs(1),
+        "a's COMMAND ran {took:?} after thawing; stderr: {}",
+        a.log()
+    );
+    assert_eq!(a.exit_code(), Some(1), "{}", a.log());
+    let log = a.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("WARN") && l.contains("leadership lost (")),
+        "{log}"
+    );
+
+    // The terms: b's token is greater, and each COMMAND knew its own.
+    let env = |who: &str| -> Vec<String> {
+        dir.read(&format!("env-{who}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    let (env_a, env_b) = (env("a"), env("b"));
+    assert_eq!(
+        env_a.len(),
+        3,
+        "LEASE_ELECT_TERM, _IDENTITY, _LEASE: {env_a:?}"
+    );
+    assert_eq!(env_a[1..], ["a", "terms/lock"]);
+    assert_eq!(env_b[1..], ["b", "terms/lock"]);
+    let (token_a, token_b): (u64, u64) = (env_a[0].parse().unwrap(), env_b[0].parse().unwrap());
+    assert!(token_b > token_a, "{token_b} > {token_a}");
+    assert_eq!(
+        server.lease("terms", "lock").unwrap()["spec"]["leaseTransitions"],
+        json!(token_b)
+    );
+
+    // Every write a made after thawing was refused.
+    thread::sleep(Duration::from_millis(50));
+    let judged = store.judged();
+    let stale: Vec<&Judged> = judged
+        .iter()
+        .filter(|j| j.who == "a" && j.at >= thawed)
+        .collect();
+    assert!(
+        stale
+            .iter()
+            .all(|j| !j.accepted && j.token == token_a.to_string()),
+        "{stale:#?}"
+    );
+    let by_who: BTreeMap<&str, usize> = judged.iter().fold(BTreeMap::new(), |mut m, j| {
+        *m.entry(j.who.as_str()).or_default() += usize::from(j.accepted);
+        m
+    });
+    eprintln!(
+        "a's COMMAND ended {took:?} after thawing; accepted {by_who:?}; a's writes after thawing, all refused: {:?}",
+        stale.iter().map(|j| j.n).collect::<Vec<_>>()
+    );
+
+    kill(&["-TERM".to_string(), b.child.id().to_string()]);
+    b.expect("STOPPED b");
+    assert_eq!(b.exit_code(), Some(0));
+}
+
+fn held_by_other(server: &TestApiServer) {
+    let now = lease_elector::MicroTime::from_system_time(std::time::SystemTime::now());
+    server.put_lease(
+        "terms",
+        json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "lock"},
+            "spec": {
+                "holderIdentity": "other",
+                "leaseDurationSeconds": 3600,
+                "acquireTime": now.to_string(),
+                "renewTime": now.to_string(),
+                "leaseTransitions": 4,
+            },
+        }),
+    );
+}
+
+/// Requests that wrote to a Lease.
+fn lease_writes(server: &TestApiServer) -> Vec<String> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.contains("/leases") && r.method != "GET")
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect()
+}
+
+#[test]
+fn acquire_timeout_zero_gives_up_at_once_with_75_when_another_holds_the_lease() {
+    let server = TestApiServer::start().unwrap();
+    held_by_other(&server);
+    let began = Instant::now();
+    let mut a = Elect::start(
+        &server,
+        "a",
+        &["--acquire-timeout", "0", "--", "/bin/sh", "-c", "echo ran"],
+    );
+    let code = a.exit_code();
+    let took = began.elapsed();
+    assert_eq!(code, Some(75), "{}", a.log());
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    let out: Vec<String> = a.lines.try_iter().collect();
+    assert!(
+        !out.iter().any(|l| l == "ran" || l.starts_with("LEADING")),
+        "{out:?}"
+    );
+    assert_eq!(lease_writes(&server), Vec::<String>::new());
+    assert_eq!(
+        server.lease("terms", "lock").unwrap()["spec"]["holderIdentity"],
+        "other"
+    );
+}
+
+#[test]
+fn acquire_timeout_waits_that_long_for_a_held_lease_then_gives_up_with_75() {
+    let server = TestApiServer::start().unwrap();
+    held_by_other(&server);
+    let began = Instant::now();
+    let mut a = Elect::start(
+        &server,
+        "a",
+        &[
+            "--acquire-timeout",
+            "1",
+            "--retry-period",
+            "0.2",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(a.exit_code(), Some(75), "{}", a.log());
+    let took = began.elapsed();
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+    assert_eq!(lease_writes(&server), Vec::<String>::new());
+}
+
+#[test]
+fn acquire_timeout_on_a_free_lease_runs_the_command_with_its_term_and_passes_its_status_on() {
+    let server = TestApiServer::start().unwrap();
+    let mut a = Elect::start(
+        &server,
+        "a",
+        &[
+            "--acquire-timeout",
+            "2",
+            "--",
+            "/bin/sh",
+            "-c",
+            "echo \"term $LEASE_ELECT_TERM\"; exit 4",
+        ],
+    );
+    a.expect("LEADING a");
+    assert_eq!(a.exit_code(), Some(4), "{}", a.log());
+    let out: Vec<String> = a.lines.try_iter().collect();
+    assert!(out.iter().any(|l| l == "term 0"), "{out:?}");
+    assert_eq!(
+        server.lease("terms", "lock").unwrap()["spec"]["holderIdentity"],
+        "",
+        "released"
+    );
+}
