@@ -88,13 +88,16 @@ enum Parsed {
     Version,
 }
 
+/// Seconds (`15`, `1.5`) or a Go duration (`1m30s`). Plain seconds are
+/// read as the Go duration `15s`: no float parsing is linked in for them.
 fn parse_duration(flag: &str, v: &str) -> Result<Duration, String> {
-    if let Ok(secs) = v.parse::<f64>() {
-        if secs.is_finite() && secs >= 0.0 {
-            return Ok(Duration::from_secs_f64(secs));
-        }
-    }
-    lease_elector::duration::parse_go_duration(v)
+    let plain = !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+    let go = if plain {
+        format!("{v}s")
+    } else {
+        v.to_string()
+    };
+    lease_elector::duration::parse_go_duration(&go)
         .map_err(|e| format!("{flag} {e}: give seconds (15, 1.5) or a Go duration (1m30s, 500ms)"))
 }
 

@@ -141,13 +141,16 @@ const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 /// client-go's usual `HealthzAdaptor` timeout (kube-controller-manager's).
 const DEFAULT_HEALTH_TOLERANCE: Duration = Duration::from_secs(20);
 
+/// Seconds (`15`, `1.5`) or a Go duration (`1m30s`). Plain seconds are
+/// read as the Go duration `15s`: no float parsing is linked in for them.
 fn parse_duration(flag: &str, v: &str) -> Result<Duration, String> {
-    if let Ok(secs) = v.parse::<f64>() {
-        if secs.is_finite() && secs >= 0.0 {
-            return Ok(Duration::from_secs_f64(secs));
-        }
-    }
-    lease_elector::duration::parse_go_duration(v)
+    let plain = !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+    let go = if plain {
+        format!("{v}s")
+    } else {
+        v.to_string()
+    };
+    lease_elector::duration::parse_go_duration(&go)
         .map_err(|e| format!("{flag} {e}: give seconds (15, 1.5) or a Go duration (1m30s, 500ms)"))
 }
 
@@ -292,6 +295,22 @@ mod tests {
         assert_eq!(a.renew_deadline, Some(Duration::from_millis(1500)));
         assert_eq!(a.verbose, 3);
         assert!(a.health_addr.is_some());
+    }
+
+    #[test]
+    fn durations_are_plain_seconds_or_go_durations() {
+        let d = |v| parse_duration("--grace", v);
+        assert_eq!(d("15"), Ok(Duration::from_secs(15)));
+        assert_eq!(d("1.5"), Ok(Duration::from_millis(1500)));
+        assert_eq!(d(".5"), Ok(Duration::from_millis(500)));
+        assert_eq!(d("1m30s"), Ok(Duration::from_secs(90)));
+        for bad in ["", "abc", "-1", "1.2.3", "15x"] {
+            let e = d(bad).unwrap_err();
+            assert!(
+                e.contains("--grace") && e.contains("1.5") && e.contains("1m30s"),
+                "{e}"
+            );
+        }
     }
 
     #[test]
