@@ -112,6 +112,16 @@ impl Elect {
     }
 }
 
+impl Drop for Elect {
+    /// A failed test leaves no candidate behind.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 #[test]
 fn sigterm_releases_and_exits_zero() {
     let server = TestApiServer::start().unwrap();
