@@ -34,6 +34,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::deadline::Deadline;
 use crate::lease::{Lease, MicroTime, LEASE_API_VERSION};
 use crate::lock::EventSink;
+use crate::status::FailureKind;
 use crate::text::Escaped;
 
 /// Events waiting to be sent before new ones are dropped.
@@ -304,6 +305,9 @@ impl Drop for EventRecorder {
 /// The sender thread: POST each queued event until the queue is closed.
 fn send_all(client: &Client, rx: &Receiver<Queued>, counters: &Counters, timeout: Duration) {
     let mut abandoned = 0u64;
+    // Each kind of failure is warned once (a missing RBAC grant would
+    // otherwise warn on every transition), again only after a success.
+    let mut warned: Vec<FailureKind> = Vec::new();
     for item in rx {
         // Real time on purpose: this bounds network waits at shutdown, it
         // takes no part in the election's timing.
@@ -322,11 +326,27 @@ fn send_all(client: &Client, rx: &Receiver<Queued>, counters: &Counters, timeout
         match client.create_event(&item.namespace, &item.event, &Deadline::from_now(budget)) {
             Ok(()) => {
                 counters.sent.fetch_add(1, Ordering::Relaxed);
+                warned.clear();
                 log::debug!("recorded event \"{message}\" on lease {lease}");
             }
             Err(e) => {
                 counters.failed.fetch_add(1, Ordering::Relaxed);
-                log::warn!("could not record event \"{message}\" on lease {lease}: {e}");
+                let kind = FailureKind::of(&e);
+                if warned.contains(&kind) {
+                    log::debug!("could not record event \"{message}\" on lease {lease}: {e}");
+                } else {
+                    warned.push(kind);
+                    let hint = match kind {
+                        FailureKind::Forbidden => format!(
+                            "grant create on events in namespace {}",
+                            Escaped(&item.namespace)
+                        ),
+                        _ => FailureKind::hint_for(&e, &item.namespace),
+                    };
+                    log::warn!(
+                        "could not record event \"{message}\" on lease {lease}: {e} ({hint}; the election is not affected; further failures like this one are logged at debug)"
+                    );
+                }
             }
         }
     }
@@ -388,6 +408,7 @@ mod tests {
     enum Reply {
         Created,
         Fail500,
+        Forbidden,
         Hang,
     }
 
@@ -418,6 +439,10 @@ mod tests {
                     Reply::Fail500 => (
                         "500 Internal Server Error",
                         r#"{"kind":"Status","reason":"InternalError","message":"etcd is down"}"#,
+                    ),
+                    Reply::Forbidden => (
+                        "403 Forbidden",
+                        r#"{"kind":"Status","reason":"Forbidden","message":"events is forbidden: cannot create resource \"events\""}"#,
                     ),
                     Reply::Hang => {
                         hung.push(conn);
@@ -542,6 +567,24 @@ mod tests {
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(warnings[0].contains("500"), "{warnings:?}");
         assert!(warnings[0].contains("team-a/my-lock"), "{warnings:?}");
+    }
+
+    #[test]
+    fn a_forbidden_recorder_warns_once_with_the_grant_to_add() {
+        logs();
+        let (url, seen) = stub(Reply::Forbidden);
+        let rec = recorder(&url, "forbidden");
+        for who in ["a", "b", "c"] {
+            rec.record(&lease(), &format!("{who} became leader"));
+        }
+        drop(rec);
+        assert_eq!(seen.lock().unwrap().len(), 3, "every event is tried");
+        let warnings = warnings_from("lease-events/forbidden");
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains("403") && warnings[0].contains("grant create on events"),
+            "{warnings:?}"
+        );
     }
 
     #[test]
