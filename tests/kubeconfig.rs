@@ -364,9 +364,9 @@ fn unsupported_and_broken_kubeconfigs_are_clear_errors() {
         "base64",
     );
     check("truncated", "{\"clusters\": [".into(), None, "kubeconfig");
-    let huge = dir.write("huge", vec![b' '; (16 << 20) + 1]);
+    let huge = dir.write("huge", vec![b' '; (8 << 20) + 1]);
     let err = ClientConfig::from_kubeconfig(&huge, None).unwrap_err();
-    assert!(err.to_string().contains("larger than 16 MiB"), "{err}");
+    assert!(err.to_string().contains("larger than 8 MiB"), "{err}");
     let missing = ClientConfig::from_kubeconfig(dir.0.join("absent.json"), None).unwrap_err();
     assert!(matches!(missing, Error::ReadFile { .. }), "{missing}");
 }

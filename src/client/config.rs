@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::exec::ExecPlugin;
+use super::file::{read_capped, read_text, MAX_NAMESPACE, MAX_PEM, MAX_TOKEN};
 use super::proxy::ProxyChoice;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
@@ -153,6 +154,11 @@ impl ClientConfig {
     }
 
     /// Read the bearer token from this file, again every minute and after a 401.
+    ///
+    /// [`Client::new`](super::Client::new) reads it first and fails with an
+    /// error naming the file when it cannot (as client-go's in-cluster
+    /// config does); a later re-read that fails keeps the last token and
+    /// warns. The file must be a regular file of at most 64 KiB.
     pub fn token_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.token = TokenConfig::File(path.into());
         self
@@ -164,9 +170,10 @@ impl ClientConfig {
         self
     }
 
-    /// Trust exactly the certificates in this PEM file.
+    /// Trust exactly the certificates in this PEM file (a regular file of at
+    /// most 1 MiB).
     pub fn ca_file(self, path: impl AsRef<Path>) -> Result<Self> {
-        let pem = read_file("CA bundle", path.as_ref())?;
+        let pem = read_capped("CA bundle", path.as_ref(), MAX_PEM)?;
         Ok(self.ca_pem(pem))
     }
 
@@ -281,27 +288,26 @@ impl ClientConfig {
 
 /// The trimmed content of `dir/namespace`, or `None` when missing, unreadable or empty.
 pub(crate) fn namespace_from_dir(dir: &Path) -> Option<String> {
-    let ns = std::fs::read_to_string(dir.join("namespace")).ok()?;
+    let ns = read_text(
+        "service-account namespace",
+        &dir.join("namespace"),
+        MAX_NAMESPACE,
+    )
+    .ok()?;
     let ns = ns.trim();
     (!ns.is_empty()).then(|| ns.to_string())
 }
 
-fn read_file(what: &'static str, path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|source| Error::ReadFile {
-        what,
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
+/// A bearer token file: trimmed, and an error when empty.
 pub(super) fn read_token(path: &Path) -> Result<String> {
-    let raw = read_file("bearer token", path)?;
-    let token = String::from_utf8_lossy(&raw).trim().to_string();
+    let token = read_text("bearer token", path, MAX_TOKEN)?;
+    let token = token.trim();
     if token.is_empty() {
-        return Err(Error::InvalidCredentials {
-            what: format!("bearer token in {}", path.display()),
-            detail: "the file is empty".into(),
+        return Err(Error::ReadFile {
+            what: "bearer token",
+            path: path.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, "the file is empty"),
         });
     }
-    Ok(token)
+    Ok(token.to_string())
 }

@@ -27,7 +27,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::client::config::read_token;
 use crate::client::exec::ExecPlugin;
+use crate::client::file::{read_capped, MAX_KUBECONFIG, MAX_PEM};
 use crate::client::ClientConfig;
 use crate::error::{Error, Result};
 
@@ -115,9 +117,6 @@ struct Context {
     namespace: Option<String>,
 }
 
-/// Real kubeconfigs are kilobytes; anything past this is not one.
-const MAX_KUBECONFIG: u64 = 16 << 20;
-
 fn bad(path: &Path, detail: impl Into<String>) -> Error {
     Error::InvalidConfig(format!("kubeconfig {}: {}", path.display(), detail.into()))
 }
@@ -126,22 +125,7 @@ impl KubeConfig {
     /// Read one file; relative paths in it are made relative to its folder
     /// and every entry remembers the file.
     fn load(path: &Path) -> Result<KubeConfig> {
-        use std::io::Read;
-        let read_error = |source| Error::ReadFile {
-            what: "kubeconfig",
-            path: path.to_path_buf(),
-            source,
-        };
-        let mut text = Vec::new();
-        std::fs::File::open(path)
-            .and_then(|f| f.take(MAX_KUBECONFIG + 1).read_to_end(&mut text))
-            .map_err(read_error)?;
-        if text.len() as u64 > MAX_KUBECONFIG {
-            return Err(bad(
-                path,
-                format!("larger than {} MiB", MAX_KUBECONFIG >> 20),
-            ));
-        }
+        let text = read_capped("kubeconfig", path, MAX_KUBECONFIG)?;
         let mut kc = read(&text).map_err(|e| bad(path, e))?;
         let base = path.parent().unwrap_or(Path::new("."));
         let resolve = |p: &mut Option<PathBuf>| {
@@ -423,6 +407,8 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
     if let Some(token) = &user.token {
         cfg = cfg.token(token.clone());
     } else if let Some(file) = &user.token_file {
+        // As clientcmd: read now, so an unreadable file fails here.
+        read_token(file)?;
         cfg = cfg.token_file(file);
     } else if let Some(exec) = &user.exec {
         let plugin = ExecPlugin {
@@ -451,12 +437,14 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
     let cert = pem_source(
         user_file,
         "client-certificate",
+        "client certificate",
         &user.client_certificate_data,
         &user.client_certificate,
     )?;
     let key = pem_source(
         user_file,
         "client-key",
+        "client key",
         &user.client_key_data,
         &user.client_key,
     )?;
@@ -520,6 +508,7 @@ fn bool_or_string<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result
 fn pem_source(
     path: &Path,
     field: &str,
+    what: &'static str,
     data: &Option<String>,
     file: &Option<PathBuf>,
 ) -> Result<Option<Vec<u8>>> {
@@ -529,13 +518,7 @@ fn pem_source(
             .map_err(|e| bad(path, format!("{field}-data: {e}")));
     }
     match file {
-        Some(f) => std::fs::read(f)
-            .map(Some)
-            .map_err(|source| Error::ReadFile {
-                what: "kubeconfig client credential",
-                path: f.clone(),
-                source,
-            }),
+        Some(f) => read_capped(what, f, MAX_PEM).map(Some),
         None => Ok(None),
     }
 }
@@ -668,6 +651,69 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("must not be empty"), "{err}");
+    }
+
+    /// The process's resident set now and at its peak since the last reset (KiB).
+    fn rss_kib() -> (u64, u64) {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let field = |name: &str| -> u64 {
+            let line = status.lines().find(|l| l.starts_with(name)).unwrap();
+            line.split_whitespace().nth(1).unwrap().parse().unwrap()
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+
+    /// A kubeconfig as cloud CLIs write them, `entries` clusters, users and
+    /// contexts, each cluster with 1.1 KiB of CA data: ~2.4 KiB an entry.
+    pub(crate) fn realistic_kubeconfig(entries: usize) -> String {
+        let ca = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t".repeat(32);
+        let mut out = String::from("apiVersion: v1\nclusters:\n");
+        for i in 0..entries {
+            out += &format!(
+                "- cluster:\n    certificate-authority-data: {ca}\n    server: https://10.{}.{}.1:6443\n  name: cluster-{i}\n",
+                i / 250, i % 250
+            );
+        }
+        out += "contexts:\n";
+        for i in 0..entries {
+            out += &format!(
+                "- context:\n    cluster: cluster-{i}\n    namespace: team-{i}\n    user: user-{i}\n  name: context-{i}\n"
+            );
+        }
+        out += "current-context: context-0\nkind: Config\npreferences: {}\nusers:\n";
+        for i in 0..entries {
+            out += &format!(
+                "- name: user-{i}\n  user:\n    token: eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.{}.sig-{i}\n",
+                "eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6ZGVmYXVsdDpkZWZhdWx0In0".repeat(4)
+            );
+        }
+        out
+    }
+
+    /// Peak memory of reading a kubeconfig, beyond the file's own bytes:
+    /// `cargo test --release --lib peak_memory -- --ignored --nocapture
+    /// --test-threads=1` prints the figures (Linux: VmHWM, reset through
+    /// /proc/self/clear_refs).
+    #[test]
+    #[ignore = "a measurement: run alone, it prints figures"]
+    fn peak_memory_of_reading_a_kubeconfig() {
+        let comments = "#\n".repeat(8 << 20);
+        let realistic = realistic_kubeconfig(2500);
+        for (name, text) in [("16 MiB of `#` lines", comments), ("realistic", realistic)] {
+            std::fs::write("/proc/self/clear_refs", "5").unwrap();
+            let (before, _) = rss_kib();
+            let result = read(text.as_bytes()).map(|kc| kc.clusters.len());
+            let (_, peak) = rss_kib();
+            let size = text.len() as f64 / 1024.0;
+            let extra = peak.saturating_sub(before) as f64;
+            eprintln!(
+                "{name}: {:.1} MiB file, {} clusters read, peak {:.1} MiB beyond the file: {:.2} x the file size",
+                size / 1024.0,
+                result.as_ref().map_or_else(|e| e.to_string(), |n| n.to_string()),
+                extra / 1024.0,
+                extra / size
+            );
+        }
     }
 
     #[test]
