@@ -538,7 +538,7 @@ mod tests {
                 r#"disable: expected true or false, got "yes""#,
             ),
             ("name: [a]\n", "name: expected a string"),
-            ("name: &a x\n", "line 1: anchors"),
+            ("name: *a\n", "line 1: the alias *a has no anchor"),
             ("- a\n", "expected a mapping"),
         ] {
             let err = LeaderElection::from_yaml(yaml).unwrap_err();

@@ -242,11 +242,11 @@ fn unsupported_and_broken_kubeconfigs_are_clear_errors() {
         "yaml-anchor",
         yaml_kubeconfig(
             "https://h:1",
-            "    certificate-authority: &ca ca.pem",
+            "    certificate-authority: *ca",
             "    token: t",
         ),
         None,
-        "line 5: anchors",
+        "line 5: the alias *ca has no anchor &ca before it",
     );
     check(
         "yaml-password",
