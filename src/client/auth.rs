@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::config::{read_token, TokenConfig};
 use super::exec::ExecSource;
+use super::oidc::OidcSource;
 use crate::clock::Clock;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
@@ -89,6 +90,7 @@ pub(super) enum Auth {
     Static(String),
     File(TokenSource),
     Exec(ExecSource),
+    Oidc(OidcSource),
 }
 
 impl Auth {
@@ -103,6 +105,7 @@ impl Auth {
             TokenConfig::Static(t) => Auth::Static(t),
             TokenConfig::File(path) => Auth::File(TokenSource::new(path, clock)?),
             TokenConfig::Exec(plugin) => Auth::Exec(ExecSource::new(plugin, clock, timeout)),
+            TokenConfig::Oidc(oidc) => Auth::Oidc(OidcSource::new(oidc, clock)),
         })
     }
 
@@ -117,6 +120,7 @@ impl Auth {
             Auth::Static(t) => Some(format!("Bearer {t}")),
             Auth::File(src) => Some(format!("Bearer {}", src.current(force_refresh))),
             Auth::Exec(src) => Some(format!("Bearer {}", src.current(force_refresh, deadline)?)),
+            Auth::Oidc(src) => Some(format!("Bearer {}", src.token(deadline)?)),
         })
     }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::exec::ExecPlugin;
 use super::file::{read_capped, read_text, MAX_NAMESPACE, MAX_PEM, MAX_TOKEN};
+use super::oidc::OidcConfig;
 use super::proxy::ProxyChoice;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
@@ -25,6 +26,7 @@ pub(super) enum TokenConfig {
     Static(String),
     File(PathBuf),
     Exec(ExecPlugin),
+    Oidc(OidcConfig),
 }
 
 /// How to reach and authenticate to the API server.
@@ -49,6 +51,8 @@ pub struct ClientConfig {
     pub(super) impersonate: Option<Impersonation>,
     pub(super) tls_server_name: Option<String>,
     pub(super) token_over_http: bool,
+    /// A kubeconfig's `insecure-skip-tls-verify: true` (see `tls.rs`).
+    pub(super) insecure: bool,
 }
 
 /// Who requests act as (kubectl's `--as`, `--as-group`, `--as-uid`, and
@@ -68,6 +72,7 @@ impl fmt::Debug for ClientConfig {
             TokenConfig::Static(_) => "static (redacted)".to_string(),
             TokenConfig::File(p) => format!("file {}", p.display()),
             TokenConfig::Exec(e) => format!("exec plugin {}", e.command.display()),
+            TokenConfig::Oidc(o) => format!("{o:?}"),
         };
         f.debug_struct("ClientConfig")
             .field("base_url", &self.base_url)
@@ -80,6 +85,7 @@ impl fmt::Debug for ClientConfig {
             .field("impersonate", &self.impersonate)
             .field("tls_server_name", &self.tls_server_name)
             .field("token_over_http", &self.token_over_http)
+            .field("insecure_skip_tls_verify", &self.insecure)
             .finish()
     }
 }
@@ -100,6 +106,7 @@ impl ClientConfig {
             impersonate: None,
             tls_server_name: None,
             token_over_http: false,
+            insecure: false,
         }
     }
 
@@ -150,6 +157,13 @@ impl ClientConfig {
     /// Get the bearer token from a kubeconfig exec plugin.
     pub(crate) fn exec_plugin(mut self, plugin: ExecPlugin) -> Self {
         self.token = TokenConfig::Exec(plugin);
+        self
+    }
+
+    /// Send the id-token of a kubeconfig's oidc auth-provider, refreshed
+    /// when it expires.
+    pub(crate) fn oidc(mut self, oidc: OidcConfig) -> Self {
+        self.token = TokenConfig::Oidc(oidc);
         self
     }
 
@@ -280,7 +294,10 @@ impl ClientConfig {
         self
     }
 
-    /// The default namespace: the pod's (in-cluster) or the kubeconfig context's.
+    /// The default namespace: in a pod, the service account's (`None` when
+    /// its `namespace` file is missing or empty); from a kubeconfig, the
+    /// context's, `default` when the context names none (as kubectl);
+    /// `None` for an explicit config.
     pub fn namespace(&self) -> Option<&str> {
         self.namespace.as_deref()
     }

@@ -33,6 +33,7 @@ use serde::Deserialize;
 use crate::client::config::read_token;
 use crate::client::exec::ExecPlugin;
 use crate::client::file::{read_capped, MAX_KUBECONFIG, MAX_PEM};
+use crate::client::oidc::{check_url, OidcConfig};
 use crate::client::ClientConfig;
 use crate::error::{Error, Result};
 
@@ -79,6 +80,8 @@ struct User {
     client_key: Option<PathBuf>,
     client_key_data: Option<String>,
     exec: Option<Exec>,
+    /// `{name, config: {...}}`: read as a value, the static binary's
+    /// cheapest way.
     auth_provider: Option<serde_json::Value>,
     username: Option<String>,
     password: Option<String>,
@@ -145,6 +148,16 @@ impl KubeConfig {
             resolve(&mut u.value.token_file);
             resolve(&mut u.value.client_certificate);
             resolve(&mut u.value.client_key);
+            let idp_ca = u
+                .value
+                .auth_provider
+                .as_mut()
+                .and_then(|p| p.get_mut("config")?.get_mut("idp-certificate-authority"));
+            if let Some(serde_json::Value::String(ca)) = idp_ca {
+                if Path::new(ca.as_str()).is_relative() {
+                    *ca = base.join(&*ca).to_string_lossy().into_owned();
+                }
+            }
             // Like kubectl: a command with a path separator is a path,
             // relative to the kubeconfig; a bare name is looked up in PATH.
             if let Some(exec) = u.value.exec.as_mut() {
@@ -318,6 +331,15 @@ fn missing_file(e: &Error) -> Option<&Path> {
     }
 }
 
+/// The context's namespace, `default` when it names none (clientcmd's
+/// rule, so that kubectl and the crate act in the same namespace).
+fn context_namespace(ctx: &Context) -> String {
+    match ctx.namespace.as_deref() {
+        None | Some("") => "default".to_string(),
+        Some(ns) => ns.to_string(),
+    }
+}
+
 /// The client config of one context of a (merged) kubeconfig.
 fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientConfig> {
     let context_name = context.unwrap_or(&kc.current_context);
@@ -333,15 +355,21 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
     let (cluster, user) = (&cluster.value, &user.value);
     let (cluster_name, user_name) = (&ctx.value.cluster, &ctx.value.user);
 
-    if cluster.insecure_skip_tls_verify {
+    if cluster.insecure_skip_tls_verify
+        && (cluster.certificate_authority.is_some() || cluster.certificate_authority_data.is_some())
+    {
         return Err(bad(cluster_file, format!(
-            "cluster {cluster_name:?} sets insecure-skip-tls-verify; TLS is always verified here, give its CA instead"
+            "cluster {cluster_name:?} sets both insecure-skip-tls-verify and a certificate authority: specifying a root certificates file with the insecure flag is not allowed (kubectl refuses it too)"
         )));
     }
-    if user.auth_provider.is_some() {
-        return Err(bad(user_file, format!(
-            "user {user_name:?} uses an auth-provider plugin, which kubectl removed: use an exec plugin, a token or a client certificate"
-        )));
+    if let Some(provider) = &user.auth_provider {
+        let name = provider.get("name").and_then(serde_json::Value::as_str);
+        if name != Some("oidc") {
+            return Err(bad(
+                user_file,
+                removed_auth_provider(user_name, name.unwrap_or_default()),
+            ));
+        }
     }
     if user.username.is_some() || user.password.is_some() {
         return Err(bad(
@@ -388,6 +416,7 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
         let has_credentials = user.token.is_some()
             || user.token_file.is_some()
             || user.exec.is_some()
+            || user.auth_provider.is_some()
             || user.client_certificate.is_some()
             || user.client_certificate_data.is_some();
         if has_credentials {
@@ -397,7 +426,16 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
                 cluster.server
             );
         }
-        return Ok(cfg.with_namespace(ctx.value.namespace.clone().filter(|n| !n.is_empty())));
+        return Ok(cfg.with_namespace(Some(context_namespace(&ctx.value))));
+    }
+    if cluster.insecure_skip_tls_verify {
+        // As kubectl: the certificate chain and name are not checked.
+        log::warn!(
+            "kubeconfig {}: cluster {cluster_name:?} sets insecure-skip-tls-verify: the certificate of {} is not verified, so anyone on the network path can pose as the API server and take the credentials; give the cluster's certificate-authority instead",
+            cluster_file.display(),
+            cluster.server
+        );
+        cfg.insecure = true;
     }
     if let Some(data) = &cluster.certificate_authority_data {
         cfg = cfg.ca_pem(
@@ -429,6 +467,9 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
                 if let Some(data) = &cluster.certificate_authority_data {
                     c["certificate-authority-data"] = data.clone().into();
                 }
+                if cluster.insecure_skip_tls_verify {
+                    c["insecure-skip-tls-verify"] = true.into();
+                }
                 c
             }),
         };
@@ -436,6 +477,8 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
             .validate(exec.interactive_mode.as_deref())
             .map_err(|e| bad(user_file, format!("user {user_name:?}: {e}")))?;
         cfg = cfg.exec_plugin(plugin);
+    } else if let Some(provider) = &user.auth_provider {
+        cfg = cfg.oidc(oidc_config(provider, user_name, user_file)?);
     }
     let cert = pem_source(
         user_file,
@@ -461,26 +504,80 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
             ))
         }
     }
-    Ok(cfg.with_namespace(ctx.value.namespace.clone().filter(|n| !n.is_empty())))
+    Ok(cfg.with_namespace(Some(context_namespace(&ctx.value))))
 }
 
-/// The document, read as YAML as kubectl reads it (JSON is YAML). JSON
-/// the YAML reader does not take (tab-indented, say) is read as JSON.
+/// Why a kubeconfig's `auth-provider` other than `oidc` is refused.
+fn removed_auth_provider(user: &str, name: &str) -> String {
+    match name {
+        "gcp" => format!(
+            "user {user:?} uses the gcp auth-provider, which kubectl removed in 1.26: use the exec plugin gke-gcloud-auth-plugin (install it; `gcloud container clusters get-credentials` then writes the user in its exec form)"
+        ),
+        "azure" => format!(
+            "user {user:?} uses the azure auth-provider, which kubectl removed in 1.26: use the exec plugin kubelogin (`kubelogin convert-kubeconfig` rewrites the user in its exec form)"
+        ),
+        other => format!(
+            "user {user:?} uses the auth-provider {other:?}, which kubectl does not have either (oidc is its only one): use an exec plugin, a token or a client certificate"
+        ),
+    }
+}
+
+/// A user's oidc `auth-provider`, with what client-go requires of it.
+fn oidc_config(provider: &serde_json::Value, user: &str, file: &Path) -> Result<OidcConfig> {
+    let get = |key: &str| {
+        let value = provider.get("config")?.get(key)?.as_str()?;
+        (!value.is_empty()).then(|| value.to_string())
+    };
+    let need = |key: &str| {
+        get(key).ok_or_else(|| {
+            bad(
+                file,
+                format!("user {user:?}: the oidc auth-provider needs {key}"),
+            )
+        })
+    };
+    let issuer = need("idp-issuer-url")?;
+    check_url("idp-issuer-url", &issuer).map_err(|e| bad(file, format!("user {user:?}: {e}")))?;
+    let idp_ca = match (
+        get("idp-certificate-authority-data"),
+        get("idp-certificate-authority"),
+    ) {
+        (Some(data), _) => Some(decode_base64(&data).map_err(|e| {
+            bad(
+                file,
+                format!("user {user:?}: idp-certificate-authority-data: {e}"),
+            )
+        })?),
+        (None, Some(path)) => Some(read_capped(
+            "oidc issuer CA bundle",
+            Path::new(&path),
+            MAX_PEM,
+        )?),
+        (None, None) => None,
+    };
+    Ok(OidcConfig {
+        user: format!("{user:?} ({})", file.display()),
+        issuer,
+        client_id: need("client-id")?,
+        client_secret: get("client-secret").unwrap_or_default(),
+        id_token: get("id-token").unwrap_or_default(),
+        refresh_token: get("refresh-token").unwrap_or_default(),
+        idp_ca,
+    })
+}
+
+/// The document, read as YAML as kubectl reads it (JSON is YAML).
 fn read(text: &[u8]) -> std::result::Result<KubeConfig, String> {
     use crate::client::yaml::{self, Node};
     let text = std::str::from_utf8(text).map_err(|e| format!("not UTF-8: {e}"))?;
-    let doc = match yaml::parse_node(text) {
-        Ok(doc) => doc,
-        Err(e) if text.trim_start().starts_with('{') => {
-            match serde_json::from_str::<serde_json::Value>(text) {
-                Ok(json) => Node::from(json),
-                Err(_) => return Err(e.to_string()),
-            }
+    match yaml::parse_node(text).map_err(|e| e.to_string())? {
+        // Through JSON text: the one deserializer the crate has anyway
+        // keeps the static binary smaller than a deserializer of nodes.
+        doc @ Node::Map(_) => {
+            let mut json = Vec::with_capacity(text.len());
+            yaml::to_json(doc, &mut json);
+            serde_json::from_slice(&json).map_err(|e| e.to_string())
         }
-        Err(e) => return Err(e.to_string()),
-    };
-    match doc {
-        Node::Map(_) => KubeConfig::deserialize(doc).map_err(|e| e.to_string()),
         Node::Null => Err("empty document".into()),
         _ => Err("not a kubeconfig: the document is not a mapping".into()),
     }
@@ -517,7 +614,7 @@ fn pem_source(
 }
 
 /// Standard base64 with optional padding; whitespace ignored.
-fn decode_base64(s: &str) -> std::result::Result<Vec<u8>, String> {
+pub(super) fn decode_base64(s: &str) -> std::result::Result<Vec<u8>, String> {
     let mut out = Vec::with_capacity(s.len() * 3 / 4);
     let mut acc = 0u32;
     let mut bits = 0;

@@ -43,6 +43,7 @@ pub(crate) mod exec;
 pub(crate) mod failure;
 pub(crate) mod file;
 pub mod kubeconfig;
+mod oidc;
 mod proxy;
 mod stream;
 mod tls;

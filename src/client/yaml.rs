@@ -1,5 +1,5 @@
 //! The YAML that kubeconfig files are written in, read into a [`Node`]
-//! that types deserialize from (or a [`serde_json::Value`]).
+//! (and then JSON text for serde) or a [`serde_json::Value`].
 //!
 //! Not a general YAML parser, and no dependency: it reads what kubectl
 //! (go-yaml v2) reads in the files kubectl, kind, minikube and cloud CLIs
@@ -23,11 +23,9 @@
 //! YAML-to-JSON step does with its Go structs (a namespace `0123` stays a
 //! string).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::de::value::{MapDeserializer, SeqDeserializer};
-use serde::de::{IntoDeserializer, Visitor};
 use serde_json::Value;
 
 /// A YAML document this reader does not accept, and where.
@@ -55,7 +53,8 @@ const MIN_ALIAS_BUDGET: usize = 1 << 20;
 /// A parsed document: like [`serde_json::Value`] with every scalar a
 /// string, but a mapping is a vector of its entries (a `BTreeMap` costs
 /// ~600 bytes however few its keys, and kubeconfigs are made of small
-/// mappings: reading one into `Value`s took 4 times its size).
+/// mappings: reading one into `Value`s took 4 times its size). Typed
+/// readers go through [`to_json`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Node {
     Null,
@@ -68,10 +67,11 @@ pub(crate) enum Node {
 /// A mapping whose later entries win over earlier ones with the same key
 /// (a key given twice, or set by a `<<` merge and then again).
 fn finish_map(mut entries: Vec<(String, Node)>) -> Node {
-    let mut seen = std::collections::HashSet::with_capacity(entries.len());
+    // Map of the same type as the anchors': the static binary gets one.
+    let mut seen = BTreeMap::new();
     let mut keep = vec![false; entries.len()];
     for (i, (k, _)) in entries.iter().enumerate().rev() {
-        keep[i] = seen.insert(k.as_str());
+        keep[i] = seen.insert(k.as_str(), i).is_none();
     }
     if keep.iter().any(|k| !k) {
         let mut keep = keep.into_iter();
@@ -97,73 +97,43 @@ impl From<Node> for Value {
     }
 }
 
-/// JSON read by `serde_json` (what this reader does not take, such as
-/// tab-indented JSON) in this reader's terms: every scalar a string.
-impl From<Value> for Node {
-    fn from(value: Value) -> Node {
-        match value {
-            Value::Null => Node::Null,
-            Value::Bool(b) => Node::Str(b.to_string()),
-            Value::Number(n) => Node::Str(n.to_string()),
-            Value::String(s) => Node::Str(s),
-            Value::Array(items) => Node::Seq(items.into_iter().map(Node::from).collect()),
-            Value::Object(map) => Node::Map(map.into_iter().map(|(k, v)| (k, v.into())).collect()),
+/// `node` as JSON text into `out` (every scalar a string), leaving out
+/// the `null` entries of mappings: Go's decoder leaves such a field at its
+/// zero value, and serde then takes the field's default. Consumes the
+/// node, so its memory is freed as the text grows.
+pub(crate) fn to_json(node: Node, out: &mut Vec<u8>) {
+    match node {
+        Node::Null => out.extend_from_slice(b"null"),
+        Node::Str(s) => write_str(&s, out),
+        Node::Seq(items) => {
+            out.push(b'[');
+            for (i, item) in items.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                to_json(item, out);
+            }
+            out.push(b']');
+        }
+        Node::Map(entries) => {
+            out.push(b'{');
+            let present = entries.into_iter().filter(|(_, v)| *v != Node::Null);
+            for (i, (k, v)) in present.enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_str(&k, out);
+                out.push(b':');
+                to_json(v, out);
+            }
+            out.push(b'}');
         }
     }
 }
 
-/// Types deserialize from a node as from JSON whose scalars are all
-/// strings; a `null` entry of a mapping counts as absent, as Go's decoder
-/// leaves a field at its zero value.
-impl<'de> serde::Deserializer<'de> for Node {
-    type Error = serde::de::value::Error;
-
-    fn deserialize_any<V: Visitor<'de>>(
-        self,
-        visitor: V,
-    ) -> std::result::Result<V::Value, Self::Error> {
-        match self {
-            Node::Null => visitor.visit_unit(),
-            Node::Str(s) => visitor.visit_string(s),
-            Node::Seq(items) => {
-                let mut seq = SeqDeserializer::new(items.into_iter());
-                let value = visitor.visit_seq(&mut seq)?;
-                seq.end()?;
-                Ok(value)
-            }
-            Node::Map(entries) => {
-                let present = entries.into_iter().filter(|(_, v)| *v != Node::Null);
-                let mut map = MapDeserializer::new(present);
-                let value = visitor.visit_map(&mut map)?;
-                map.end()?;
-                Ok(value)
-            }
-        }
-    }
-
-    fn deserialize_option<V: Visitor<'de>>(
-        self,
-        visitor: V,
-    ) -> std::result::Result<V::Value, Self::Error> {
-        match self {
-            Node::Null => visitor.visit_none(),
-            node => visitor.visit_some(node),
-        }
-    }
-
-    serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf unit unit_struct newtype_struct seq tuple tuple_struct
-        map struct enum identifier ignored_any
-    }
-}
-
-impl IntoDeserializer<'_, serde::de::value::Error> for Node {
-    type Deserializer = Node;
-
-    fn into_deserializer(self) -> Node {
-        self
-    }
+fn write_str(s: &str, out: &mut Vec<u8>) {
+    // Writing into a Vec cannot fail, and a str always serializes.
+    let _ = serde_json::to_writer(&mut *out, s);
 }
 
 /// Parse one YAML document.
@@ -412,8 +382,10 @@ fn property_name(s: &str) -> std::result::Result<(&str, &str), String> {
 /// Anchored nodes for the aliases that follow, and what copying may still
 /// cost. An alias is a copy: without a bound, a few lines of nested
 /// aliases ("billion laughs") would expand to gigabytes.
-struct Anchors {
-    nodes: HashMap<String, Anchored>,
+struct Anchors<'a> {
+    /// Each anchor's latest node in `nodes`.
+    names: BTreeMap<&'a str, usize>,
+    nodes: Vec<Anchored>,
     /// Estimated heap bytes that anchors and aliases may still copy.
     budget: usize,
     limit: usize,
@@ -442,11 +414,12 @@ fn measure(v: &Node) -> (usize, usize) {
     }
 }
 
-impl Anchors {
+impl<'a> Anchors<'a> {
     fn new(text_len: usize) -> Self {
         let limit = text_len.saturating_mul(2).max(MIN_ALIAS_BUDGET);
         Anchors {
-            nodes: HashMap::new(),
+            names: BTreeMap::new(),
+            nodes: Vec::new(),
             budget: limit,
             limit,
         }
@@ -462,21 +435,21 @@ impl Anchors {
         Ok(())
     }
 
-    fn define(&mut self, name: &str, value: &Node) -> std::result::Result<(), String> {
+    fn define(&mut self, name: &'a str, value: &Node) -> std::result::Result<(), String> {
         let (weight, height) = measure(value);
         Self::charge(&mut self.budget, self.limit, weight)?;
-        let node = Anchored {
+        self.names.insert(name, self.nodes.len());
+        self.nodes.push(Anchored {
             value: value.clone(),
             weight,
             height,
-        };
-        self.nodes.insert(name.to_owned(), node);
+        });
         Ok(())
     }
 
     /// A copy of the node anchored as `name`, to sit `depth` levels deep.
     fn alias(&mut self, name: &str, depth: usize) -> std::result::Result<Node, String> {
-        let Some(node) = self.nodes.get(name) else {
+        let Some(node) = self.names.get(name).and_then(|&i| self.nodes.get(i)) else {
             return Err(format!("the alias *{name} has no anchor &{name} before it"));
         };
         if depth + node.height > MAX_DEPTH {
@@ -523,7 +496,7 @@ struct Parser<'a> {
     /// [`Parser::sequence`]).
     blanked: Option<String>,
     depth: usize,
-    anchors: Anchors,
+    anchors: Anchors<'a>,
     /// An anchor ended its line: the node on the next lines is its.
     anchor_pending: bool,
 }
@@ -1103,7 +1076,7 @@ struct Flow<'a, 'b> {
     /// Continuation lines are indented more than this (`None`: the
     /// collection is the document).
     parent: Option<usize>,
-    anchors: &'b mut Anchors,
+    anchors: &'b mut Anchors<'a>,
 }
 
 impl<'a> Flow<'a, '_> {
@@ -1134,19 +1107,16 @@ impl<'a> Flow<'a, '_> {
         }
     }
 
-    /// Check the line just entered: indented more than the parent block,
-    /// with spaces, and not a document marker.
+    /// Check the line just entered: indented more than the parent block
+    /// (in spaces; tabs may follow, as in tab-indented JSON), and not a
+    /// document marker.
     fn new_line(&mut self) -> std::result::Result<(), String> {
         self.lines += 1;
         let rest = &self.s[self.i..];
         let line = &rest[..rest.find('\n').unwrap_or(rest.len())];
         let ind = indent_of(line);
-        let content = line[ind..].trim_end_matches('\r');
-        if content.is_empty() {
+        if line[ind..].trim().is_empty() {
             return Ok(());
-        }
-        if content.starts_with('\t') {
-            return Err("tabs are not allowed in indentation".into());
         }
         if ind == 0 && doc_marker(line).is_some() {
             return Err(format!(
@@ -1544,6 +1514,7 @@ strip: >-
             ("a: [1,\n2]\n", 2, "indented more than 0 spaces"),
             ("a:\n  b: [1,\n  2]\n", 3, "indented more than 2 spaces"),
             ("a: [1,\n---\n]\n", 2, "document marker"),
+            ("a: [1,\n\t2]\n", 2, "indented more than 0 spaces"),
             ("a: [\"x\n  y\"]\n", 1, "must end on its line"),
             (
                 "a: [x\n  y]\n",
@@ -1592,6 +1563,9 @@ strip: >-
             })
         );
         assert_eq!(ok(&text.replace('\n', "\r\n")), ok(text));
+        // JSON is YAML, also indented with tabs (kubectl reads it).
+        let json = "{\n\t\"a\": [\n\t\t\"b\", true, 1.5, null\n\t],\n\t\"c\": {}\n}\n";
+        assert_eq!(ok(json), json!({"a": ["b", "true", "1.5", null], "c": {}}));
         // Inside a block: continuation lines deeper than the key.
         assert_eq!(
             ok("a:\n  b: [x,\n    y]  # c\n  c: {d:\n      e}\nf: g\n"),
