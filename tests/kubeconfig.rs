@@ -478,3 +478,61 @@ fn kubeconfig_lists_merge_as_kubectl_merges_them() {
         "{none}"
     );
 }
+
+/// Every log record of this test binary: (level, message).
+fn logs() -> &'static std::sync::Mutex<Vec<(log::Level, String)>> {
+    use std::sync::{Mutex, OnceLock};
+    static LOGS: OnceLock<Mutex<Vec<(log::Level, String)>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        struct Capture;
+        impl log::Log for Capture {
+            fn enabled(&self, _: &log::Metadata) -> bool {
+                true
+            }
+            fn log(&self, r: &log::Record) {
+                logs()
+                    .lock()
+                    .unwrap()
+                    .push((r.level(), r.args().to_string()));
+            }
+            fn flush(&self) {}
+        }
+        static CAPTURE: Capture = Capture;
+        let _ = log::set_logger(&CAPTURE);
+        log::set_max_level(log::LevelFilter::Debug);
+        Mutex::new(Vec::new())
+    })
+}
+
+#[test]
+fn insecure_skip_tls_verify_is_honoured_with_a_warning_naming_the_cluster_each_load() {
+    logs();
+    let (server, dir) = token_server("lab-token");
+    let path = dir.write(
+        "insecure-config",
+        yaml_kubeconfig(
+            &server.url(),
+            "    insecure-skip-tls-verify: true",
+            "    token: lab-token",
+        ),
+    );
+    let warned = || {
+        logs()
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(level, m)| {
+                *level == log::Level::Warn
+                    && m.contains("cluster \"test\"")
+                    && m.contains("insecure-skip-tls-verify")
+                    && m.contains(&path.display().to_string())
+            })
+            .count()
+    };
+    for load in 1..=2 {
+        let cfg = ClientConfig::from_kubeconfig(&path, None).unwrap();
+        assert_eq!(warned(), load);
+        // No CA given, and the server's certificate is not checked.
+        reaches(cfg, &server);
+    }
+}

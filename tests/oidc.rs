@@ -335,3 +335,84 @@ fn a_hung_issuer_costs_a_request_no_more_than_its_budget() {
     assert!(took < Duration::from_millis(2500), "took {took:?}: {err}");
     assert!(err.contains("could not be refreshed"), "{err}");
 }
+
+/// kubectl as the reference: with an expired id-token it refreshes at the
+/// same fake issuer and sends the new one (and writes it into its
+/// kubeconfig, which the crate never does); the crate sends the same.
+#[test]
+fn an_expired_id_token_is_refreshed_and_sent_as_kubectl_does() {
+    use common::recorder::{Recorder, CA};
+    let Some(kubectl) = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join("kubectl"))
+        .find(|p| p.is_file())
+    else {
+        eprintln!("skipped: kubectl is not installed");
+        return;
+    };
+    let fresh = jwt("dev", 3600);
+    let server = Recorder::start("127.0.0.1", true);
+    let dir = TempDir::new();
+    let mut seen = Vec::new();
+    for who in ["kubectl", "crate"] {
+        let issuer = Issuer::start(TokenAnswer::Tokens {
+            id_token: fresh.clone(),
+            refresh_token: "refresh-2".into(),
+            basic: true,
+        });
+        let config = dir.write(
+            &format!("{who}-config"),
+            json!({
+                "apiVersion": "v1", "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": server.url,
+                    "certificate-authority-data": base64(CA, false)}}],
+                "users": [{"name": "dev", "user": {"auth-provider": {"name": "oidc", "config": {
+                    "idp-issuer-url": issuer.url, "client-id": "kube", "client-secret": "s3cret",
+                    "id-token": jwt("dev", -60), "refresh-token": "refresh-1"}}}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "dev", "namespace": "ns"}}],
+                "current-context": "x"
+            })
+            .to_string(),
+        );
+        server.clear();
+        if who == "kubectl" {
+            std::process::Command::new(&kubectl)
+                .arg("--kubeconfig")
+                .arg(&config)
+                .args([
+                    "--request-timeout=5s",
+                    "get",
+                    "--raw",
+                    "/apis/coordination.k8s.io/v1/namespaces/ns/leases/probe",
+                ])
+                .env("HOME", &dir.0)
+                .output()
+                .unwrap();
+            assert!(
+                std::fs::read_to_string(&config).unwrap().contains(&fresh),
+                "kubectl persists"
+            );
+        } else {
+            let client =
+                Client::new(ClientConfig::from_kubeconfig(&config, None).unwrap()).unwrap();
+            let _ = get(&client, Duration::from_secs(5));
+            assert!(!std::fs::read_to_string(&config).unwrap().contains(&fresh));
+        }
+        let request = server
+            .requests()
+            .into_iter()
+            .find(|r| r.target.contains("/leases/probe"))
+            .unwrap_or_else(|| panic!("{who} sent no request"));
+        let token_requests: Vec<_> = issuer
+            .seen()
+            .into_iter()
+            .filter(|s| s.line.starts_with("POST"))
+            .map(|s| (s.authorization, s.body))
+            .collect();
+        seen.push((request.identity_headers(), token_requests));
+    }
+    assert_eq!(
+        seen[0].0,
+        vec![("authorization".to_string(), format!("Bearer {fresh}"))]
+    );
+    assert_eq!(seen[1], seen[0], "kubectl, then the crate");
+}
