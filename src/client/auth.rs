@@ -1,5 +1,6 @@
 //! Credentials on each request: a static token, a token file re-read as
-//! it rotates, or a kubeconfig exec plugin ([`super::exec`]).
+//! it rotates, a kubeconfig exec plugin ([`super::exec`]) or oidc
+//! auth-provider ([`super::oidc`]).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};

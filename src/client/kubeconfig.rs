@@ -11,18 +11,22 @@
 //!
 //! Read as kubectl (client-go's `clientcmd`) reads them. Supported:
 //! `server`, `certificate-authority(-data)`, `tls-server-name`,
-//! `proxy-url` (`http`, `https`), `token`, `tokenFile`,
-//! `client-certificate(-data)`/`client-key(-data)`, `exec` credential
-//! plugins that answer with a token (EKS, GKE, kubelogin; see `exec.rs`),
-//! impersonation (`as`, `as-uid`, `as-groups`, `as-user-extra`), and the
-//! context's namespace. As clientcmd, a user's credentials (not its
-//! impersonation) are used only over TLS: for an `http://` server they are
-//! not sent (a warning names the
-//! user and the server) and an exec plugin is not run. Refused with a clear
-//! error: `insecure-skip-tls-verify` (TLS is always verified),
-//! `auth-provider` plugins (removed from kubectl), basic auth, SOCKS
-//! proxies, and exec plugins that need a terminal (`interactiveMode:
-//! Always`). `disable-compression` and `extensions` are ignored.
+//! `insecure-skip-tls-verify` (warned about at every load; see `tls.rs`),
+//! `proxy-url` (`http`, `https`), `token`, `tokenFile` (read at load, as
+//! clientcmd), `client-certificate(-data)`/`client-key(-data)`, `exec`
+//! credential plugins that answer with a token (EKS, GKE, kubelogin; see
+//! `exec.rs`), the `oidc` auth-provider (see `oidc.rs`), impersonation
+//! (`as`, `as-uid`, `as-groups`, `as-user-extra`), and the context's
+//! namespace (`default` when it names none). As clientcmd, a user's
+//! credentials (not its impersonation) are used only over TLS: for an
+//! `http://` server they are not sent (a warning names the user and the
+//! server) and an exec plugin is not run. Refused with a clear error:
+//! `insecure-skip-tls-verify` with a CA (as kubectl refuses it), the `gcp`
+//! and `azure` auth-providers (removed in kubectl 1.26; the error names the
+//! exec plugin that replaces each), basic auth (removed from Kubernetes in
+//! 1.19), SOCKS proxies, and exec plugins that need a terminal
+//! (`interactiveMode: Always`). `disable-compression` and `extensions` are
+//! ignored.
 //! The files of a `$KUBECONFIG` list are merged as kubectl merges them.
 
 use std::ffi::OsString;
