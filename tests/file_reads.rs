@@ -330,3 +330,43 @@ fn a_token_file_that_later_fails_to_read_keeps_the_last_token_and_warns_once_per
         .iter()
         .any(|w| w.contains("readable again")));
 }
+
+/// In a pod: the token, CA and namespace files of the service-account
+/// folder, and an OpenShift config file, are read the same way.
+#[test]
+fn the_service_account_folder_and_openshift_config_files_are_read_the_same_way() {
+    let dir = TempDir::new();
+    let sa = dir.0.join("sa");
+    dir.write("sa/token", "t\n");
+    dir.write(
+        "sa/ca.crt",
+        std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/tls/ca.pem")).unwrap(),
+    );
+    // A namespace file that is a FIFO is no namespace, at once.
+    mkfifo(&sa.join("namespace"));
+    let folder = sa.clone();
+    let cfg = within_budget(move || ClientConfig::in_cluster_from("10.0.0.1", "443", &folder))
+        .unwrap()
+        .unwrap();
+    assert_eq!(cfg.namespace(), None);
+    // A token that is a FIFO is an error naming it.
+    std::fs::remove_file(sa.join("token")).unwrap();
+    mkfifo(&sa.join("token"));
+    let folder = sa.clone();
+    let err =
+        within_budget(move || ClientConfig::in_cluster_from("10.0.0.1", "443", &folder).map(drop))
+            .unwrap()
+            .unwrap_err()
+            .to_string();
+    assert_clear(&err, "bearer token", &sa.join("token"), "a FIFO");
+
+    let config = dir.0.join("leader-election.yaml");
+    mkfifo(&config);
+    let path = config.clone();
+    let err =
+        within_budget(move || lease_elector::openshift::LeaderElection::from_file(path).map(drop))
+            .unwrap()
+            .unwrap_err()
+            .to_string();
+    assert_clear(&err, "leader election config", &config, "a FIFO");
+}

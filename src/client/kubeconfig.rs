@@ -427,7 +427,7 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
             log::warn!(
                 "kubeconfig {}: user {user_name:?} has credentials but cluster {cluster_name:?} is plain http ({}): they are not sent, as kubectl does not send them",
                 user_file.display(),
-                cluster.server
+                crate::text::Escaped(&cluster.server)
             );
         }
         return Ok(cfg.with_namespace(Some(context_namespace(&ctx.value))));
@@ -437,7 +437,7 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
         log::warn!(
             "kubeconfig {}: cluster {cluster_name:?} sets insecure-skip-tls-verify: the certificate of {} is not verified, so anyone on the network path can pose as the API server and take the credentials; give the cluster's certificate-authority instead",
             cluster_file.display(),
-            cluster.server
+            crate::text::Escaped(&cluster.server)
         );
         cfg.insecure = true;
     }

@@ -29,6 +29,7 @@ use super::{segment, tls, MAX_BODY};
 use crate::clock::Clock;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
+use crate::text::Escaped;
 
 /// An id-token this close to its `exp` counts as expired (client-go's
 /// `expiryDelta`).
@@ -157,7 +158,7 @@ impl OidcSource {
                 log::info!(
                     "refreshed the oidc id-token of kubeconfig user {} at {}",
                     self.config.user,
-                    self.config.issuer
+                    Escaped(&self.config.issuer)
                 );
                 tokens.id_token = fresh.id_token.clone();
                 if let Some(rt) = fresh.refresh_token.filter(|t| !t.is_empty()) {
@@ -167,7 +168,7 @@ impl OidcSource {
             }
             Err(why) => Err(self.error(format!(
                 "the id-token has expired and could not be refreshed at {}: {why}; {RUN_KUBECTL}",
-                self.config.issuer
+                Escaped(&self.config.issuer)
             ))),
         };
         drop(tokens);
@@ -190,11 +191,16 @@ impl OidcSource {
         let (code, body) = send(&agent, http::Method::GET, &discovery, None, None, deadline)?;
         if code != 200 {
             return Err(format!(
-                "its discovery document {discovery} answered {code}"
+                "its discovery document {} answered {code}",
+                Escaped(&discovery)
             ));
         }
-        let endpoint = json_field(&body, "token_endpoint")
-            .ok_or_else(|| format!("its discovery document {discovery} names no token_endpoint"))?;
+        let endpoint = json_field(&body, "token_endpoint").ok_or_else(|| {
+            format!(
+                "its discovery document {} names no token_endpoint",
+                Escaped(&discovery)
+            )
+        })?;
         check_url("token endpoint", &endpoint)?;
         let form = format!(
             "grant_type=refresh_token&refresh_token={}",
@@ -236,8 +242,9 @@ impl OidcSource {
                 .or_else(|| json_field(&body, "error"))
                 .unwrap_or_default();
             return Err(format!(
-                "the token endpoint {endpoint} answered {code} {}",
-                crate::text::escape(&why)
+                "the token endpoint {} answered {code} {}",
+                Escaped(&endpoint),
+                Escaped(&why)
             ));
         }
         match json_field(&body, "id_token").filter(|t| !t.is_empty()) {
@@ -269,7 +276,8 @@ pub(crate) fn check_url(what: &str, url: &str) -> std::result::Result<(), String
     match host {
         Some(h) if super::is_loopback(&h) => Ok(()),
         _ => Err(format!(
-            "{what} {url:?} is not an https URL (plain http only to loopback: the refresh token would cross the network in clear text)"
+            "{what} {} is not an https URL (plain http only to loopback: the refresh token would cross the network in clear text)",
+            Escaped(url)
         )),
     }
 }
@@ -339,24 +347,25 @@ fn send(
     }
     let req = req
         .body(form.unwrap_or_default())
-        .map_err(|e| format!("{url}: {e}"))?;
+        .map_err(|e| format!("{}: {e}", Escaped(url)))?;
     let mut resp = req
         .with_agent(agent)
         .configure()
         .timeout_global(Some(super::socket_budget(left)))
         .build()
         .run()
-        .map_err(|e| format!("no answer from {url}: {e}"))?;
+        .map_err(|e| format!("no answer from {}: {e}", Escaped(url)))?;
     let code = resp.status().as_u16();
     let mut body = Vec::new();
     resp.body_mut()
         .as_reader()
         .take(MAX_BODY + 1)
         .read_to_end(&mut body)
-        .map_err(|e| format!("reading the answer of {url}: {e}"))?;
+        .map_err(|e| format!("reading the answer of {}: {e}", Escaped(url)))?;
     if body.len() as u64 > MAX_BODY {
         return Err(format!(
-            "the answer of {url} is larger than {MAX_BODY} bytes"
+            "the answer of {} is larger than {MAX_BODY} bytes",
+            Escaped(url)
         ));
     }
     Ok((code, body))
