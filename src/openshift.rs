@@ -179,10 +179,15 @@ impl LeaderElection {
     /// Read the stanza from a file: JSON when it starts with `{`, else YAML.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| Error::ReadFile {
+        let text = crate::client::file::read_capped(
+            "leader election config",
+            path,
+            crate::client::file::MAX_CONFIG,
+        )?;
+        let text = String::from_utf8(text).map_err(|e| Error::ReadFile {
             what: "leader election config",
             path: path.to_path_buf(),
-            source,
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
         })?;
         let parsed = if text.trim_start().starts_with('{') {
             Self::from_json(&text)
@@ -533,7 +538,7 @@ mod tests {
                 r#"disable: expected true or false, got "yes""#,
             ),
             ("name: [a]\n", "name: expected a string"),
-            ("name: &a x\n", "line 1: anchors"),
+            ("name: *a\n", "line 1: the alias *a has no anchor"),
             ("- a\n", "expected a mapping"),
         ] {
             let err = LeaderElection::from_yaml(yaml).unwrap_err();

@@ -190,7 +190,8 @@ users:
     );
     let path = dir.write("kubeconfig.yaml", text);
     let cfg = ClientConfig::from_kubeconfig(&path, Some("mine")).unwrap();
-    assert_eq!(cfg.namespace(), None);
+    // The context names no namespace: `default`, as kubectl uses.
+    assert_eq!(cfg.namespace(), Some("default"));
     reaches(cfg, &server);
 }
 
@@ -242,11 +243,11 @@ fn unsupported_and_broken_kubeconfigs_are_clear_errors() {
         "yaml-anchor",
         yaml_kubeconfig(
             "https://h:1",
-            "    certificate-authority: &ca ca.pem",
+            "    certificate-authority: *ca",
             "    token: t",
         ),
         None,
-        "line 5: anchors",
+        "line 5: the alias *ca has no anchor &ca before it",
     );
     check(
         "yaml-password",
@@ -269,14 +270,14 @@ fn unsupported_and_broken_kubeconfigs_are_clear_errors() {
         "without as",
     );
     check(
-        "yaml-insecure",
+        "yaml-insecure-with-ca",
         yaml_kubeconfig(
             "https://h:1",
-            "    insecure-skip-tls-verify: true",
+            "    insecure-skip-tls-verify: true\n    certificate-authority-data: eA==",
             "    token: t",
         ),
         None,
-        "insecure-skip-tls-verify",
+        "specifying a root certificates file with the insecure flag is not allowed",
     );
     check(
         "yaml-exec",
@@ -299,7 +300,41 @@ fn unsupported_and_broken_kubeconfigs_are_clear_errors() {
         )
         .to_string(),
         None,
-        "auth-provider plugin, which kubectl removed",
+        "gcp auth-provider, which kubectl removed in 1.26: use the exec plugin gke-gcloud-auth-plugin",
+    );
+    check(
+        "azure",
+        kubeconfig(
+            "https://h:1",
+            json!({}),
+            json!({"auth-provider": {"name": "azure", "config": {"tenant-id": "x"}}}),
+        )
+        .to_string(),
+        None,
+        "azure auth-provider, which kubectl removed in 1.26: use the exec plugin kubelogin",
+    );
+    check(
+        "oidc-without-issuer",
+        kubeconfig(
+            "https://h:1",
+            json!({"certificate-authority-data": base64(b"x")}),
+            json!({"auth-provider": {"name": "oidc", "config": {"client-id": "c", "id-token": "t"}}}),
+        )
+        .to_string(),
+        None,
+        "the oidc auth-provider needs idp-issuer-url",
+    );
+    check(
+        "oidc-over-http",
+        kubeconfig(
+            "https://h:1",
+            json!({"certificate-authority-data": base64(b"x")}),
+            json!({"auth-provider": {"name": "oidc", "config": {
+                "client-id": "c", "idp-issuer-url": "http://idp.example.com"}}}),
+        )
+        .to_string(),
+        None,
+        "not an https URL",
     );
     check("yaml-list", "- a\n- b\n".into(), None, "not a mapping");
     check("yaml-empty", "# nothing\n".into(), None, "empty document");
@@ -317,12 +352,12 @@ fn unsupported_and_broken_kubeconfigs_are_clear_errors() {
         "insecure",
         kubeconfig(
             "https://h:1",
-            json!({"insecure-skip-tls-verify": true}),
+            json!({"insecure-skip-tls-verify": true, "certificate-authority": "ca.pem"}),
             json!({}),
         )
         .to_string(),
         None,
-        "insecure-skip-tls-verify",
+        "with the insecure flag is not allowed",
     );
     check(
         "exec",
@@ -364,9 +399,9 @@ fn unsupported_and_broken_kubeconfigs_are_clear_errors() {
         "base64",
     );
     check("truncated", "{\"clusters\": [".into(), None, "kubeconfig");
-    let huge = dir.write("huge", vec![b' '; (16 << 20) + 1]);
+    let huge = dir.write("huge", vec![b' '; (8 << 20) + 1]);
     let err = ClientConfig::from_kubeconfig(&huge, None).unwrap_err();
-    assert!(err.to_string().contains("larger than 16 MiB"), "{err}");
+    assert!(err.to_string().contains("larger than 8192 KiB"), "{err}");
     let missing = ClientConfig::from_kubeconfig(dir.0.join("absent.json"), None).unwrap_err();
     assert!(matches!(missing, Error::ReadFile { .. }), "{missing}");
 }
@@ -442,4 +477,62 @@ fn kubeconfig_lists_merge_as_kubectl_merges_them() {
         matches!(&none, Error::ReadFile { path, .. } if *path == missing),
         "{none}"
     );
+}
+
+/// Every log record of this test binary: (level, message).
+fn logs() -> &'static std::sync::Mutex<Vec<(log::Level, String)>> {
+    use std::sync::{Mutex, OnceLock};
+    static LOGS: OnceLock<Mutex<Vec<(log::Level, String)>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        struct Capture;
+        impl log::Log for Capture {
+            fn enabled(&self, _: &log::Metadata) -> bool {
+                true
+            }
+            fn log(&self, r: &log::Record) {
+                logs()
+                    .lock()
+                    .unwrap()
+                    .push((r.level(), r.args().to_string()));
+            }
+            fn flush(&self) {}
+        }
+        static CAPTURE: Capture = Capture;
+        let _ = log::set_logger(&CAPTURE);
+        log::set_max_level(log::LevelFilter::Debug);
+        Mutex::new(Vec::new())
+    })
+}
+
+#[test]
+fn insecure_skip_tls_verify_is_honoured_with_a_warning_naming_the_cluster_each_load() {
+    logs();
+    let (server, dir) = token_server("lab-token");
+    let path = dir.write(
+        "insecure-config",
+        yaml_kubeconfig(
+            &server.url(),
+            "    insecure-skip-tls-verify: true",
+            "    token: lab-token",
+        ),
+    );
+    let warned = || {
+        logs()
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(level, m)| {
+                *level == log::Level::Warn
+                    && m.contains("cluster \"test\"")
+                    && m.contains("insecure-skip-tls-verify")
+                    && m.contains(&path.display().to_string())
+            })
+            .count()
+    };
+    for load in 1..=2 {
+        let cfg = ClientConfig::from_kubeconfig(&path, None).unwrap();
+        assert_eq!(warned(), load);
+        // No CA given, and the server's certificate is not checked.
+        reaches(cfg, &server);
+    }
 }

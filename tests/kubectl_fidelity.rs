@@ -258,3 +258,495 @@ fn an_explicit_config_never_sends_a_token_in_clear_text_across_a_network() {
         .unwrap_err();
     assert!(err.to_string().contains("SOCKS"), "{err}");
 }
+
+/// What kubectl and the crate make of a kubeconfig of the corpus.
+#[derive(Clone, Copy, Debug)]
+enum Outcome {
+    /// The same view and the same first request.
+    Same,
+    /// Both refuse it; the crate's error says this.
+    BothRefuse(&'static str),
+    /// kubectl takes it, the crate refuses it with this reason (only
+    /// basic auth, which the API server removed).
+    CrateRefuses(&'static str),
+}
+
+/// `fixtures/kubeconfigs/`: the shapes real tools and people write.
+const CORPUS: &[(&str, Outcome)] = &[
+    ("kind.yaml", Outcome::Same),
+    ("k3s.yaml", Outcome::Same),
+    ("minikube/config", Outcome::Same),
+    ("gke-exec.yaml", Outcome::Same),
+    ("aks-kubelogin.yaml", Outcome::Same),
+    ("eks.yaml", Outcome::Same),
+    ("oc-login.yaml", Outcome::Same),
+    ("rancher-prefix.yaml", Outcome::Same),
+    ("kubectl-json.json", Outcome::Same),
+    ("no-namespace.yaml", Outcome::Same),
+    ("flow-multiline.yaml", Outcome::Same),
+    ("anchors.yaml", Outcome::Same),
+    ("impersonation.yaml", Outcome::Same),
+    ("insecure.yaml", Outcome::Same),
+    ("oidc.yaml", Outcome::Same),
+    (
+        "insecure-with-ca.yaml",
+        Outcome::BothRefuse(
+            "specifying a root certificates file with the insecure flag is not allowed",
+        ),
+    ),
+    (
+        "gcp-auth-provider.yaml",
+        Outcome::BothRefuse("removed in 1.26: use the exec plugin gke-gcloud-auth-plugin"),
+    ),
+    (
+        "azure-auth-provider.yaml",
+        Outcome::BothRefuse("removed in 1.26: use the exec plugin kubelogin"),
+    ),
+    ("billion-laughs.yaml", Outcome::BothRefuse("billion laughs")),
+    (
+        "basic-auth.yaml",
+        Outcome::CrateRefuses("basic auth, which Kubernetes removed"),
+    ),
+];
+
+/// A copy of corpus file `name` (and the files next to it) in `dir`,
+/// pointed at `server` (host:port), with each exec plugin replaced by a
+/// script of the same name that answers `exec-<name>`.
+fn corpus_copy(dir: &TempDir, name: &str, server: &str) -> PathBuf {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/kubeconfigs");
+    let source = corpus.join(name);
+    for entry in std::fs::read_dir(source.parent().unwrap()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() && path != source {
+            dir.write(
+                &path.file_name().unwrap().to_string_lossy(),
+                std::fs::read(&path).unwrap(),
+            );
+        }
+    }
+    let mut text = std::fs::read_to_string(&source)
+        .unwrap()
+        .replace("127.0.0.1:6443", server);
+    for plugin in ["gke-gcloud-auth-plugin", "kubelogin", "aws"] {
+        let script = dir.script(
+            plugin,
+            "v=$(printf '%s' \"$KUBERNETES_EXEC_INFO\" | sed -n 's/.*\"apiVersion\":\"\\([^\"]*\\)\".*/\\1/p')\n\
+             printf '{\"apiVersion\":\"%s\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"exec-%s\"}}' \"$v\" \"$(basename \"$0\")\"",
+        );
+        text = text.replace(
+            &format!("command: {plugin}\n"),
+            &format!("command: {}\n", script.display()),
+        );
+    }
+    dir.write("config", text)
+}
+
+/// `kubectl config view --raw --minify -o json` of `config`, or its error.
+fn kubectl_view(kubectl: &Path, config: &Path, home: &Path) -> Result<serde_json::Value, String> {
+    let out = Command::new(kubectl)
+        .args([
+            "config",
+            "view",
+            "--raw",
+            "--minify",
+            "-o",
+            "json",
+            "--kubeconfig",
+        ])
+        .arg(config)
+        .env("HOME", home)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("kubectl runs");
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // Some kubectl builds print a plugin's complaints before the JSON.
+    let json = &stdout[stdout.find('{').ok_or_else(|| stdout.to_string())?..];
+    serde_json::from_str(json).map_err(|e| format!("{e}: {stdout}"))
+}
+
+/// The crate's view of the config against kubectl's: server, namespace
+/// (clientcmd's `default` when the context names none), kind of
+/// credentials, impersonation, TLS settings.
+fn compare_views(name: &str, view: &serde_json::Value, cfg: &ClientConfig) {
+    let cluster = &view["clusters"][0]["cluster"];
+    let user = &view["users"][0]["user"];
+    let context = &view["contexts"][0]["context"];
+    let ours = format!("{cfg:?}");
+    assert_eq!(
+        cfg.base_url(),
+        cluster["server"].as_str().unwrap().trim_end_matches('/'),
+        "{name}: server"
+    );
+    assert_eq!(
+        cfg.namespace(),
+        Some(context["namespace"].as_str().unwrap_or("default")),
+        "{name}: namespace"
+    );
+    let credentials = if user.get("token").is_some() {
+        "token: \"static (redacted)\"".to_string()
+    } else if let Some(exec) = user.get("exec") {
+        format!("token: \"exec plugin {}", exec["command"].as_str().unwrap())
+    } else if let Some(provider) = user.get("auth-provider") {
+        format!(
+            "token: \"{} auth-provider",
+            provider["name"].as_str().unwrap()
+        )
+    } else {
+        "token: \"none\"".to_string()
+    };
+    assert!(
+        ours.contains(&credentials),
+        "{name}: {credentials} in {ours}"
+    );
+    let has_cert =
+        user.get("client-certificate-data").is_some() || user.get("client-certificate").is_some();
+    assert!(
+        ours.contains(&format!("client_identity: {has_cert}")),
+        "{name}: client certificate in {ours}"
+    );
+    if let Some(who) = user.get("as").and_then(|a| a.as_str()) {
+        assert!(
+            ours.contains(&format!("user: \"{who}\"")),
+            "{name}: as in {ours}"
+        );
+    }
+    let has_ca = cluster.get("certificate-authority-data").is_some()
+        || cluster.get("certificate-authority").is_some();
+    assert_eq!(
+        ours.contains("ca_pem: Some("),
+        has_ca,
+        "{name}: CA in {ours}"
+    );
+    let insecure = cluster["insecure-skip-tls-verify"]
+        .as_bool()
+        .unwrap_or(false);
+    assert!(
+        ours.contains(&format!("insecure_skip_tls_verify: {insecure}")),
+        "{name}: insecure in {ours}"
+    );
+    if let Some(sni) = cluster.get("tls-server-name").and_then(|s| s.as_str()) {
+        assert!(
+            ours.contains(&format!("tls_server_name: Some(\"{sni}\")")),
+            "{name}: {ours}"
+        );
+    }
+}
+
+/// A request's server path prefix and namespace: what comes before and
+/// after `/api/v1/namespaces/` or `/apis/coordination.k8s.io/v1/namespaces/`.
+fn prefix_and_namespace(target: &str) -> Option<(String, String)> {
+    let path = target.split('?').next()?;
+    [
+        "/api/v1/namespaces/",
+        "/apis/coordination.k8s.io/v1/namespaces/",
+    ]
+    .iter()
+    .find_map(|marker| {
+        let (prefix, rest) = path.split_once(marker)?;
+        Some((prefix.to_string(), rest.split('/').next()?.to_string()))
+    })
+}
+
+/// kubectl's request in its namespace (`create configmap --dry-run=server`
+/// posts to `<prefix>/api/v1/namespaces/<ns>/configmaps`), or its error.
+fn kubectl_request(
+    kubectl: &Path,
+    config: &Path,
+    home: &Path,
+    server: &Recorder,
+) -> Result<Recorded, String> {
+    server.clear();
+    let out = Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(config)
+        .args([
+            "--request-timeout=5s",
+            "create",
+            "configmap",
+            "probe",
+            "--dry-run=server",
+            "-o",
+            "name",
+        ])
+        .env("HOME", home)
+        .env_remove("KUBECONFIG")
+        .env_remove("HTTPS_PROXY")
+        .env_remove("https_proxy")
+        .output()
+        .expect("kubectl runs");
+    server
+        .requests()
+        .into_iter()
+        .find(|r| r.method == "POST" && r.target.contains("/configmaps"))
+        .ok_or_else(|| String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// The crate's first request for the Lease in the config's namespace.
+fn crate_request(cfg: ClientConfig, server: &Recorder) -> Result<Recorded, Error> {
+    server.clear();
+    let ns = cfg.namespace().unwrap_or("").to_string();
+    let client = Client::new(cfg)?;
+    match client.get_lease(&ns, "probe", &Deadline::from_now(Duration::from_secs(5))) {
+        Err(e) if !e.is_not_found() => return Err(e),
+        _ => {}
+    }
+    Ok(server
+        .requests()
+        .into_iter()
+        .find(|r| r.target.contains("/leases/probe"))
+        .expect("the crate's request"))
+}
+
+/// Every kubeconfig of the corpus, read by kubectl and by the crate: the
+/// same view (`kubectl config view --raw --minify -o json`) and the same
+/// first request (server path prefix, namespace, `Authorization`,
+/// `Impersonate-*`, SNI, client certificate), or both refuse it.
+#[test]
+fn every_kubeconfig_of_the_corpus_reads_as_kubectl_reads_it() {
+    let Some(kubectl) = kubectl() else { return };
+    let server = Recorder::start("127.0.0.1", true);
+    let addr = server.url.trim_start_matches("https://").to_string();
+    for &(name, outcome) in CORPUS {
+        let dir = TempDir::new();
+        let config = corpus_copy(&dir, name, &addr);
+        let view = kubectl_view(&kubectl, &config, &dir.0);
+        let ours = ClientConfig::from_kubeconfig(&config, None);
+        let theirs = kubectl_request(&kubectl, &config, &dir.0, &server);
+        match outcome {
+            Outcome::Same => {
+                let view = view.unwrap_or_else(|e| panic!("{name}: kubectl view: {e}"));
+                let ours = ours.unwrap_or_else(|e| panic!("{name}: the crate: {e}"));
+                compare_views(name, &view, &ours);
+                let theirs = theirs.unwrap_or_else(|e| panic!("{name}: kubectl's request: {e}"));
+                let mine = crate_request(ours, &server)
+                    .unwrap_or_else(|e| panic!("{name}: the crate's request: {e}"));
+                assert_eq!(
+                    prefix_and_namespace(&mine.target),
+                    prefix_and_namespace(&theirs.target),
+                    "{name}: path prefix and namespace"
+                );
+                assert_eq!(mine.identity_headers(), theirs.identity_headers(), "{name}");
+                assert_eq!(mine.sni, theirs.sni, "{name}: SNI");
+                assert_eq!(
+                    mine.client_cert, theirs.client_cert,
+                    "{name}: client certificate"
+                );
+            }
+            Outcome::BothRefuse(reason) => {
+                assert!(theirs.is_err(), "{name}: kubectl sent {theirs:?}");
+                let err = ours
+                    .and_then(|cfg| crate_request(cfg, &server))
+                    .expect_err(name)
+                    .to_string();
+                assert!(err.contains(reason), "{name}: {err}");
+            }
+            Outcome::CrateRefuses(reason) => {
+                assert!(theirs.is_ok(), "{name}: kubectl: {theirs:?}");
+                let err = ours.expect_err(name).to_string();
+                assert!(err.contains(reason), "{name}: {err}");
+            }
+        }
+        eprintln!("{name}: {outcome:?} as expected");
+    }
+}
+
+/// kubectl and both command-line tools act in `default` when the
+/// context names no namespace.
+#[test]
+fn a_context_without_a_namespace_means_default_for_kubectl_and_both_tools() {
+    let Some(kubectl) = kubectl() else { return };
+    let server = lease_elector::testing::TestApiServer::start().unwrap();
+    let dir = TempDir::new();
+    let config = dir.write(
+        "config",
+        format!(
+            "clusters:\n- name: c\n  cluster: {{server: '{}'}}\nusers:\n- name: u\n  user: {{}}\n\
+             contexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n",
+            server.url()
+        ),
+    );
+    Command::new(&kubectl)
+        .arg("--kubeconfig")
+        .arg(&config)
+        .args([
+            "--request-timeout=5s",
+            "create",
+            "configmap",
+            "probe",
+            "--dry-run=server",
+        ])
+        .env("HOME", &dir.0)
+        .output()
+        .unwrap();
+    let posted: Vec<String> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .map(|r| r.path)
+        .collect();
+    assert!(
+        posted
+            .iter()
+            .any(|p| p.starts_with("/api/v1/namespaces/default/configmaps")),
+        "kubectl: {posted:?}"
+    );
+    let profile = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    for (bin, lock) in [
+        (
+            PathBuf::from(env!("CARGO_BIN_EXE_lease-elect")),
+            "by-lease-elect",
+        ),
+        (profile.join("examples").join("elect"), "by-elect"),
+    ] {
+        assert!(
+            bin.exists(),
+            "{} missing: run via `cargo test`",
+            bin.display()
+        );
+        let mut child = Command::new(&bin)
+            .arg("--kubeconfig")
+            .arg(&config)
+            .args(["--name", lock, "--identity", "me", "--ignore-stdin"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while server.lease("default", lock).is_none() && std::time::Instant::now() < deadline {
+            if let Some(status) = child.try_wait().unwrap() {
+                let mut err = String::new();
+                std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+                panic!("{} exited {status}: {err}", bin.display());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            server.lease("default", lock).is_some(),
+            "{}: no lease in namespace default",
+            bin.display()
+        );
+    }
+}
+
+/// `insecure-skip-tls-verify: true`: kubectl connects to a server whose
+/// certificate does not name the address it is reached at; so does the
+/// crate, and sends the same request.
+#[test]
+fn insecure_skip_tls_verify_connects_as_kubectl_does() {
+    let Some(kubectl) = kubectl() else { return };
+    let dir = TempDir::new();
+    // The certificate names 127.0.0.1, ::1 and localhost, not 127.0.0.2.
+    let server = Recorder::start("127.0.0.2", true);
+    let config = dir.write(
+        "config",
+        format!(
+            "clusters:\n- name: lab\n  cluster: {{server: '{}', insecure-skip-tls-verify: true}}\n\
+             users:\n- name: u\n  user: {{token: lab-token}}\n\
+             contexts:\n- name: x\n  context: {{cluster: lab, user: u, namespace: ns}}\n\
+             current-context: x\n",
+            server.url
+        ),
+    );
+    let (theirs, ours) = compare(&server, &config, &dir.0, &kubectl);
+    assert!(theirs
+        .identity_headers()
+        .contains(&("authorization".into(), "Bearer lab-token".into())));
+    assert_eq!(ours.identity_headers(), theirs.identity_headers());
+    assert_eq!(ours.sni, theirs.sni);
+}
+
+/// A TLS server that presents the test server certificate but signs the
+/// handshake with another key: it cannot prove it holds the certificate's
+/// key. Returns its URL and how many request bytes it ever received.
+fn imposter() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    #[derive(Debug)]
+    struct Fixed(Arc<rustls::sign::CertifiedKey>);
+    impl rustls::server::ResolvesServerCert for Fixed {
+        fn resolve(
+            &self,
+            _: rustls::server::ClientHello<'_>,
+        ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+            Some(self.0.clone())
+        }
+    }
+    let certs = CertificateDer::pem_slice_iter(include_bytes!("../fixtures/tls/server.pem"))
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let wrong_key =
+        PrivateKeyDer::from_pem_slice(include_bytes!("../fixtures/tls/ca-key.pem")).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let signer = provider.key_provider.load_private_key(wrong_key).unwrap();
+    let resolver = Fixed(Arc::new(rustls::sign::CertifiedKey::new(certs, signer)));
+    let config = Arc::new(
+        rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(resolver)),
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    let received = Arc::new(AtomicUsize::new(0));
+    let counter = received.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let (config, counter) = (config.clone(), counter.clone());
+            std::thread::spawn(move || {
+                let Ok(session) = rustls::ServerConnection::new(config) else {
+                    return;
+                };
+                let mut stream = rustls::StreamOwned::new(session, conn);
+                let mut buf = [0u8; 1024];
+                if let Ok(n) = std::io::Read::read(&mut stream, &mut buf) {
+                    counter.fetch_add(n, Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    (url, received)
+}
+
+/// Go's `InsecureSkipVerify` skips the certificate's chain and name, not
+/// the handshake: a server that cannot sign with its certificate's key is
+/// refused by kubectl and by the crate, and gets no request (and so no
+/// token).
+#[test]
+fn insecure_skip_tls_verify_still_checks_the_handshake_as_kubectl_does() {
+    use std::sync::atomic::Ordering;
+    let Some(kubectl) = kubectl() else { return };
+    let dir = TempDir::new();
+    let (url, received) = imposter();
+    let config = dir.write(
+        "config",
+        format!(
+            "clusters:\n- name: lab\n  cluster: {{server: '{url}', insecure-skip-tls-verify: true}}\n\
+             users:\n- name: u\n  user: {{token: lab-token}}\n\
+             contexts:\n- name: x\n  context: {{cluster: lab, user: u, namespace: ns}}\n\
+             current-context: x\n"
+        ),
+    );
+    assert!(!run_kubectl(&kubectl, &config, &dir.0), "kubectl connected");
+    let err = run_crate(&config).expect_err("the crate connected");
+    assert!(err.is_transport(), "{err}");
+    assert_eq!(
+        received.load(Ordering::SeqCst),
+        0,
+        "a request reached the imposter"
+    );
+}

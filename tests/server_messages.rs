@@ -153,8 +153,8 @@ fn a_tls_failure_names_the_server_and_keeps_the_ca_hint() {
 fn an_unreadable_token_file_hint_names_the_file() {
     let server = TestApiServer::start().unwrap();
     let missing = std::env::temp_dir().join(format!("no-such-token-{}", std::process::id()));
-    let client = Client::new(ClientConfig::new(server.url()).token_file(&missing)).unwrap();
-    let err = get(&client);
+    // Client::new reads the token file first: the error comes from there.
+    let err = Client::new(ClientConfig::new(server.url()).token_file(&missing)).unwrap_err();
     let hint = FailureKind::hint_for(&err, NS);
     assert!(
         hint.contains(&missing.display().to_string()) && hint.contains("exists and is readable"),

@@ -1,50 +1,88 @@
 //! Credentials on each request: a static token, a token file re-read as
-//! it rotates, or a kubeconfig exec plugin ([`super::exec`]).
+//! it rotates, a kubeconfig exec plugin ([`super::exec`]) or oidc
+//! auth-provider ([`super::oidc`]).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::config::read_token;
+use super::config::{read_token, TokenConfig};
 use super::exec::ExecSource;
+use super::oidc::OidcSource;
 use crate::clock::Clock;
 use crate::deadline::Deadline;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// How often a token file is re-read even without a 401 (as client-go does).
 pub(crate) const TOKEN_REFRESH: Duration = Duration::from_secs(60);
 
 /// Bearer token, cached and re-read from its file at most every [`TOKEN_REFRESH`].
+///
+/// The file is read once when the client is built: a token file that
+/// cannot be read then is an error naming it, as client-go's in-cluster
+/// config and kubectl's `tokenFile` fail. A re-read that fails later (a
+/// rotation in progress can leave the file briefly missing) keeps the last
+/// token and warns once per kind of failure until a read succeeds again.
 pub(super) struct TokenSource {
-    pub(super) path: PathBuf,
-    pub(super) cached: Mutex<Option<(String, Instant)>>,
-    pub(super) clock: Arc<dyn Clock>,
+    path: PathBuf,
+    state: Mutex<FileState>,
+    clock: Arc<dyn Clock>,
+}
+
+struct FileState {
+    token: String,
+    read_at: Instant,
+    /// The kinds of failure warned about since the last good read.
+    warned: Vec<std::io::ErrorKind>,
 }
 
 impl TokenSource {
-    fn current(&self, force: bool) -> Result<String> {
-        let mut cached = self.cached.lock().unwrap_or_else(PoisonError::into_inner);
+    /// Read the file now; an error when it cannot be.
+    pub(super) fn new(path: PathBuf, clock: Arc<dyn Clock>) -> Result<Self> {
+        let token = read_token(&path)?;
+        let state = Mutex::new(FileState {
+            token,
+            read_at: clock.now(),
+            warned: Vec::new(),
+        });
+        Ok(TokenSource { path, state, clock })
+    }
+
+    fn current(&self, force: bool) -> String {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let now = self.clock.now();
-        if let Some((token, read_at)) = cached.as_ref() {
-            if !force && now.saturating_duration_since(*read_at) < TOKEN_REFRESH {
-                return Ok(token.clone());
-            }
+        if !force && now.saturating_duration_since(st.read_at) < TOKEN_REFRESH {
+            return st.token.clone();
         }
         match read_token(&self.path) {
             Ok(token) => {
-                *cached = Some((token.clone(), now));
-                Ok(token)
-            }
-            // A rotation in progress can leave the file briefly missing: keep
-            // using the last good token rather than failing the renew.
-            Err(e) => match cached.as_ref() {
-                Some((token, _)) => {
-                    log::warn!("{e}; keeping the previous token");
-                    Ok(token.clone())
+                if !st.warned.is_empty() {
+                    log::warn!(
+                        "bearer token file {} is readable again",
+                        self.path.display()
+                    );
                 }
-                None => Err(e),
-            },
+                *st = FileState {
+                    token,
+                    read_at: now,
+                    warned: Vec::new(),
+                };
+            }
+            Err(e) => {
+                // Try again at the next request rather than in a minute.
+                let kind = match &e {
+                    Error::ReadFile { source, .. } => source.kind(),
+                    _ => std::io::ErrorKind::Other,
+                };
+                if st.warned.contains(&kind) {
+                    log::debug!("{e}; keeping the previous token");
+                } else {
+                    st.warned.push(kind);
+                    log::warn!("{e}; keeping the previous token");
+                }
+            }
         }
+        st.token.clone()
     }
 }
 
@@ -53,9 +91,25 @@ pub(super) enum Auth {
     Static(String),
     File(TokenSource),
     Exec(ExecSource),
+    Oidc(OidcSource),
 }
 
 impl Auth {
+    /// The credentials `token` configures; a token file is read now.
+    pub(super) fn new(
+        token: TokenConfig,
+        clock: Arc<dyn Clock>,
+        timeout: Duration,
+    ) -> Result<Auth> {
+        Ok(match token {
+            TokenConfig::None => Auth::None,
+            TokenConfig::Static(t) => Auth::Static(t),
+            TokenConfig::File(path) => Auth::File(TokenSource::new(path, clock)?),
+            TokenConfig::Exec(plugin) => Auth::Exec(ExecSource::new(plugin, clock, timeout)),
+            TokenConfig::Oidc(oidc) => Auth::Oidc(OidcSource::new(oidc, clock)),
+        })
+    }
+
     /// The header value; waiting for a plugin run ends at `deadline`.
     pub(super) fn header(
         &self,
@@ -65,8 +119,9 @@ impl Auth {
         Ok(match self {
             Auth::None => None,
             Auth::Static(t) => Some(format!("Bearer {t}")),
-            Auth::File(src) => Some(format!("Bearer {}", src.current(force_refresh)?)),
+            Auth::File(src) => Some(format!("Bearer {}", src.current(force_refresh))),
             Auth::Exec(src) => Some(format!("Bearer {}", src.current(force_refresh, deadline)?)),
+            Auth::Oidc(src) => Some(format!("Bearer {}", src.token(deadline)?)),
         })
     }
 

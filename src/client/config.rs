@@ -8,6 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::exec::ExecPlugin;
+use super::file::{read_capped, read_text, MAX_NAMESPACE, MAX_PEM, MAX_TOKEN};
+use super::oidc::OidcConfig;
 use super::proxy::ProxyChoice;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
@@ -24,6 +26,7 @@ pub(super) enum TokenConfig {
     Static(String),
     File(PathBuf),
     Exec(ExecPlugin),
+    Oidc(OidcConfig),
 }
 
 /// How to reach and authenticate to the API server.
@@ -48,6 +51,8 @@ pub struct ClientConfig {
     pub(super) impersonate: Option<Impersonation>,
     pub(super) tls_server_name: Option<String>,
     pub(super) token_over_http: bool,
+    /// A kubeconfig's `insecure-skip-tls-verify: true` (see `tls.rs`).
+    pub(super) insecure: bool,
 }
 
 /// Who requests act as (kubectl's `--as`, `--as-group`, `--as-uid`, and
@@ -67,6 +72,7 @@ impl fmt::Debug for ClientConfig {
             TokenConfig::Static(_) => "static (redacted)".to_string(),
             TokenConfig::File(p) => format!("file {}", p.display()),
             TokenConfig::Exec(e) => format!("exec plugin {}", e.command.display()),
+            TokenConfig::Oidc(o) => format!("{o:?}"),
         };
         f.debug_struct("ClientConfig")
             .field("base_url", &self.base_url)
@@ -79,6 +85,7 @@ impl fmt::Debug for ClientConfig {
             .field("impersonate", &self.impersonate)
             .field("tls_server_name", &self.tls_server_name)
             .field("token_over_http", &self.token_over_http)
+            .field("insecure_skip_tls_verify", &self.insecure)
             .finish()
     }
 }
@@ -99,6 +106,7 @@ impl ClientConfig {
             impersonate: None,
             tls_server_name: None,
             token_over_http: false,
+            insecure: false,
         }
     }
 
@@ -152,7 +160,19 @@ impl ClientConfig {
         self
     }
 
+    /// Send the id-token of a kubeconfig's oidc auth-provider, refreshed
+    /// when it expires.
+    pub(crate) fn oidc(mut self, oidc: OidcConfig) -> Self {
+        self.token = TokenConfig::Oidc(oidc);
+        self
+    }
+
     /// Read the bearer token from this file, again every minute and after a 401.
+    ///
+    /// [`Client::new`](super::Client::new) reads it first and fails with an
+    /// error naming the file when it cannot (as client-go's in-cluster
+    /// config does); a later re-read that fails keeps the last token and
+    /// warns. The file must be a regular file of at most 64 KiB.
     pub fn token_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.token = TokenConfig::File(path.into());
         self
@@ -164,9 +184,10 @@ impl ClientConfig {
         self
     }
 
-    /// Trust exactly the certificates in this PEM file.
+    /// Trust exactly the certificates in this PEM file (a regular file of at
+    /// most 1 MiB).
     pub fn ca_file(self, path: impl AsRef<Path>) -> Result<Self> {
-        let pem = read_file("CA bundle", path.as_ref())?;
+        let pem = read_capped("CA bundle", path.as_ref(), MAX_PEM)?;
         Ok(self.ca_pem(pem))
     }
 
@@ -273,7 +294,10 @@ impl ClientConfig {
         self
     }
 
-    /// The default namespace: the pod's (in-cluster) or the kubeconfig context's.
+    /// The default namespace: in a pod, the service account's (`None` when
+    /// its `namespace` file is missing or empty); from a kubeconfig, the
+    /// context's, `default` when the context names none (as kubectl);
+    /// `None` for an explicit config.
     pub fn namespace(&self) -> Option<&str> {
         self.namespace.as_deref()
     }
@@ -281,27 +305,26 @@ impl ClientConfig {
 
 /// The trimmed content of `dir/namespace`, or `None` when missing, unreadable or empty.
 pub(crate) fn namespace_from_dir(dir: &Path) -> Option<String> {
-    let ns = std::fs::read_to_string(dir.join("namespace")).ok()?;
+    let ns = read_text(
+        "service-account namespace",
+        &dir.join("namespace"),
+        MAX_NAMESPACE,
+    )
+    .ok()?;
     let ns = ns.trim();
     (!ns.is_empty()).then(|| ns.to_string())
 }
 
-fn read_file(what: &'static str, path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|source| Error::ReadFile {
-        what,
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
+/// A bearer token file: trimmed, and an error when empty.
 pub(super) fn read_token(path: &Path) -> Result<String> {
-    let raw = read_file("bearer token", path)?;
-    let token = String::from_utf8_lossy(&raw).trim().to_string();
+    let token = read_text("bearer token", path, MAX_TOKEN)?;
+    let token = token.trim();
     if token.is_empty() {
-        return Err(Error::InvalidCredentials {
-            what: format!("bearer token in {}", path.display()),
-            detail: "the file is empty".into(),
+        return Err(Error::ReadFile {
+            what: "bearer token",
+            path: path.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, "the file is empty"),
         });
     }
-    Ok(token)
+    Ok(token.to_string())
 }

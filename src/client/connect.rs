@@ -106,18 +106,10 @@ impl ConnectOptions {
 }
 
 /// Fail at start on a token file that cannot be read, rather than on every
-/// request: a regular file (a FIFO would block) that opens.
+/// request: read through the one bounded reader (a regular file, opened
+/// without waiting on a FIFO, at most 64 KiB, not empty).
 fn check_token_file(path: &std::path::Path) -> Result<()> {
-    let error = |source| Error::ReadFile {
-        what: "bearer token file",
-        path: path.to_path_buf(),
-        source,
-    };
-    let meta = std::fs::metadata(path).map_err(error)?;
-    if !meta.is_file() {
-        return Err(error(std::io::Error::other("not a regular file")));
-    }
-    std::fs::File::open(path).map(drop).map_err(error)
+    super::config::read_token(path).map(drop)
 }
 
 #[cfg(test)]

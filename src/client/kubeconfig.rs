@@ -1,25 +1,32 @@
 //! Out-of-cluster config from a kubeconfig file (YAML, as kubectl writes
 //! it, or its JSON form).
 //!
-//! The YAML is read by a small built-in reader for the subset kubeconfig
-//! files use (see `src/yaml.rs`): anchors, aliases, tags and several
-//! documents are refused with the line they are on. `null` values count as
-//! absent, and `insecure-skip-tls-verify` takes `true`/`false` quoted or not.
+//! The YAML (and JSON, which is YAML) is read by a small built-in reader
+//! (see `yaml.rs`) as kubectl's go-yaml reads it: flow collections over
+//! several lines, anchors, aliases and `<<` merge keys (with a bound on
+//! what aliases expand to), a key given twice keeping its last value; tags
+//! and several documents are refused with the line they are on. `null`
+//! values count as absent, and `insecure-skip-tls-verify` takes
+//! `true`/`false` quoted or not.
 //!
 //! Read as kubectl (client-go's `clientcmd`) reads them. Supported:
 //! `server`, `certificate-authority(-data)`, `tls-server-name`,
-//! `proxy-url` (`http`, `https`), `token`, `tokenFile`,
-//! `client-certificate(-data)`/`client-key(-data)`, `exec` credential
-//! plugins that answer with a token (EKS, GKE, kubelogin; see `exec.rs`),
-//! impersonation (`as`, `as-uid`, `as-groups`, `as-user-extra`), and the
-//! context's namespace. As clientcmd, a user's credentials (not its
-//! impersonation) are used only over TLS: for an `http://` server they are
-//! not sent (a warning names the
-//! user and the server) and an exec plugin is not run. Refused with a clear
-//! error: `insecure-skip-tls-verify` (TLS is always verified),
-//! `auth-provider` plugins (removed from kubectl), basic auth, SOCKS
-//! proxies, and exec plugins that need a terminal (`interactiveMode:
-//! Always`). `disable-compression` and `extensions` are ignored.
+//! `insecure-skip-tls-verify` (warned about at every load; see `tls.rs`),
+//! `proxy-url` (`http`, `https`), `token`, `tokenFile` (read at load, as
+//! clientcmd), `client-certificate(-data)`/`client-key(-data)`, `exec`
+//! credential plugins that answer with a token (EKS, GKE, kubelogin; see
+//! `exec.rs`), the `oidc` auth-provider (see `oidc.rs`), impersonation
+//! (`as`, `as-uid`, `as-groups`, `as-user-extra`), and the context's
+//! namespace (`default` when it names none). As clientcmd, a user's
+//! credentials (not its impersonation) are used only over TLS: for an
+//! `http://` server they are not sent (a warning names the user and the
+//! server) and an exec plugin is not run. Refused with a clear error:
+//! `insecure-skip-tls-verify` with a CA (as kubectl refuses it), the `gcp`
+//! and `azure` auth-providers (removed in kubectl 1.26; the error names the
+//! exec plugin that replaces each), basic auth (removed from Kubernetes in
+//! 1.19), SOCKS proxies, and exec plugins that need a terminal
+//! (`interactiveMode: Always`). `disable-compression` and `extensions` are
+//! ignored.
 //! The files of a `$KUBECONFIG` list are merged as kubectl merges them.
 
 use std::ffi::OsString;
@@ -27,7 +34,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::client::config::read_token;
 use crate::client::exec::ExecPlugin;
+use crate::client::file::{read_capped, MAX_KUBECONFIG, MAX_PEM};
+use crate::client::oidc::{check_url, OidcConfig};
 use crate::client::ClientConfig;
 use crate::error::{Error, Result};
 
@@ -74,6 +84,8 @@ struct User {
     client_key: Option<PathBuf>,
     client_key_data: Option<String>,
     exec: Option<Exec>,
+    /// `{name, config: {...}}`: read as a value, the static binary's
+    /// cheapest way.
     auth_provider: Option<serde_json::Value>,
     username: Option<String>,
     password: Option<String>,
@@ -115,9 +127,6 @@ struct Context {
     namespace: Option<String>,
 }
 
-/// Real kubeconfigs are kilobytes; anything past this is not one.
-const MAX_KUBECONFIG: u64 = 16 << 20;
-
 fn bad(path: &Path, detail: impl Into<String>) -> Error {
     Error::InvalidConfig(format!("kubeconfig {}: {}", path.display(), detail.into()))
 }
@@ -126,22 +135,7 @@ impl KubeConfig {
     /// Read one file; relative paths in it are made relative to its folder
     /// and every entry remembers the file.
     fn load(path: &Path) -> Result<KubeConfig> {
-        use std::io::Read;
-        let read_error = |source| Error::ReadFile {
-            what: "kubeconfig",
-            path: path.to_path_buf(),
-            source,
-        };
-        let mut text = Vec::new();
-        std::fs::File::open(path)
-            .and_then(|f| f.take(MAX_KUBECONFIG + 1).read_to_end(&mut text))
-            .map_err(read_error)?;
-        if text.len() as u64 > MAX_KUBECONFIG {
-            return Err(bad(
-                path,
-                format!("larger than {} MiB", MAX_KUBECONFIG >> 20),
-            ));
-        }
+        let text = read_capped("kubeconfig", path, MAX_KUBECONFIG)?;
         let mut kc = read(&text).map_err(|e| bad(path, e))?;
         let base = path.parent().unwrap_or(Path::new("."));
         let resolve = |p: &mut Option<PathBuf>| {
@@ -158,6 +152,16 @@ impl KubeConfig {
             resolve(&mut u.value.token_file);
             resolve(&mut u.value.client_certificate);
             resolve(&mut u.value.client_key);
+            let idp_ca = u
+                .value
+                .auth_provider
+                .as_mut()
+                .and_then(|p| p.get_mut("config")?.get_mut("idp-certificate-authority"));
+            if let Some(serde_json::Value::String(ca)) = idp_ca {
+                if Path::new(ca.as_str()).is_relative() {
+                    *ca = base.join(&*ca).to_string_lossy().into_owned();
+                }
+            }
             // Like kubectl: a command with a path separator is a path,
             // relative to the kubeconfig; a bare name is looked up in PATH.
             if let Some(exec) = u.value.exec.as_mut() {
@@ -331,6 +335,15 @@ fn missing_file(e: &Error) -> Option<&Path> {
     }
 }
 
+/// The context's namespace, `default` when it names none (clientcmd's
+/// rule, so that kubectl and the crate act in the same namespace).
+fn context_namespace(ctx: &Context) -> String {
+    match ctx.namespace.as_deref() {
+        None | Some("") => "default".to_string(),
+        Some(ns) => ns.to_string(),
+    }
+}
+
 /// The client config of one context of a (merged) kubeconfig.
 fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientConfig> {
     let context_name = context.unwrap_or(&kc.current_context);
@@ -346,15 +359,21 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
     let (cluster, user) = (&cluster.value, &user.value);
     let (cluster_name, user_name) = (&ctx.value.cluster, &ctx.value.user);
 
-    if cluster.insecure_skip_tls_verify {
+    if cluster.insecure_skip_tls_verify
+        && (cluster.certificate_authority.is_some() || cluster.certificate_authority_data.is_some())
+    {
         return Err(bad(cluster_file, format!(
-            "cluster {cluster_name:?} sets insecure-skip-tls-verify; TLS is always verified here, give its CA instead"
+            "cluster {cluster_name:?} sets both insecure-skip-tls-verify and a certificate authority: specifying a root certificates file with the insecure flag is not allowed (kubectl refuses it too)"
         )));
     }
-    if user.auth_provider.is_some() {
-        return Err(bad(user_file, format!(
-            "user {user_name:?} uses an auth-provider plugin, which kubectl removed: use an exec plugin, a token or a client certificate"
-        )));
+    if let Some(provider) = &user.auth_provider {
+        let name = provider.get("name").and_then(serde_json::Value::as_str);
+        if name != Some("oidc") {
+            return Err(bad(
+                user_file,
+                removed_auth_provider(user_name, name.unwrap_or_default()),
+            ));
+        }
     }
     if user.username.is_some() || user.password.is_some() {
         return Err(bad(
@@ -401,16 +420,26 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
         let has_credentials = user.token.is_some()
             || user.token_file.is_some()
             || user.exec.is_some()
+            || user.auth_provider.is_some()
             || user.client_certificate.is_some()
             || user.client_certificate_data.is_some();
         if has_credentials {
             log::warn!(
                 "kubeconfig {}: user {user_name:?} has credentials but cluster {cluster_name:?} is plain http ({}): they are not sent, as kubectl does not send them",
                 user_file.display(),
-                cluster.server
+                crate::text::Escaped(&cluster.server)
             );
         }
-        return Ok(cfg.with_namespace(ctx.value.namespace.clone().filter(|n| !n.is_empty())));
+        return Ok(cfg.with_namespace(Some(context_namespace(&ctx.value))));
+    }
+    if cluster.insecure_skip_tls_verify {
+        // As kubectl: the certificate chain and name are not checked.
+        log::warn!(
+            "kubeconfig {}: cluster {cluster_name:?} sets insecure-skip-tls-verify: the certificate of {} is not verified, so anyone on the network path can pose as the API server and take the credentials; give the cluster's certificate-authority instead",
+            cluster_file.display(),
+            crate::text::Escaped(&cluster.server)
+        );
+        cfg.insecure = true;
     }
     if let Some(data) = &cluster.certificate_authority_data {
         cfg = cfg.ca_pem(
@@ -423,6 +452,8 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
     if let Some(token) = &user.token {
         cfg = cfg.token(token.clone());
     } else if let Some(file) = &user.token_file {
+        // As clientcmd: read now, so an unreadable file fails here.
+        read_token(file)?;
         cfg = cfg.token_file(file);
     } else if let Some(exec) = &user.exec {
         let plugin = ExecPlugin {
@@ -440,6 +471,9 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
                 if let Some(data) = &cluster.certificate_authority_data {
                     c["certificate-authority-data"] = data.clone().into();
                 }
+                if cluster.insecure_skip_tls_verify {
+                    c["insecure-skip-tls-verify"] = true.into();
+                }
                 c
             }),
         };
@@ -447,16 +481,20 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
             .validate(exec.interactive_mode.as_deref())
             .map_err(|e| bad(user_file, format!("user {user_name:?}: {e}")))?;
         cfg = cfg.exec_plugin(plugin);
+    } else if let Some(provider) = &user.auth_provider {
+        cfg = cfg.oidc(oidc_config(provider, user_name, user_file)?);
     }
     let cert = pem_source(
         user_file,
         "client-certificate",
+        "client certificate",
         &user.client_certificate_data,
         &user.client_certificate,
     )?;
     let key = pem_source(
         user_file,
         "client-key",
+        "client key",
         &user.client_key_data,
         &user.client_key,
     )?;
@@ -470,38 +508,82 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
             ))
         }
     }
-    Ok(cfg.with_namespace(ctx.value.namespace.clone().filter(|n| !n.is_empty())))
+    Ok(cfg.with_namespace(Some(context_namespace(&ctx.value))))
 }
 
-/// The document, JSON if it starts with `{`, else YAML; nulls count as
-/// absent, as Go's decoder leaves a field at its zero value.
-fn read(text: &[u8]) -> std::result::Result<KubeConfig, String> {
-    let mut doc = if text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
-        serde_json::from_slice(text).map_err(|e| e.to_string())?
-    } else {
-        let text = std::str::from_utf8(text).map_err(|e| format!("not UTF-8: {e}"))?;
-        crate::client::yaml::parse(text).map_err(|e| e.to_string())?
-    };
-    drop_nulls(&mut doc);
-    match doc {
-        // Through text, not `from_value`: one deserializer for both forms
-        // keeps the static binary ~5 KB smaller.
-        serde_json::Value::Object(_) => serde_json::to_vec(&doc)
-            .and_then(|json| serde_json::from_slice(&json))
-            .map_err(|e| e.to_string()),
-        serde_json::Value::Null => Err("empty document".into()),
-        _ => Err("not a kubeconfig: the document is not a mapping".into()),
+/// Why a kubeconfig's `auth-provider` other than `oidc` is refused.
+fn removed_auth_provider(user: &str, name: &str) -> String {
+    match name {
+        "gcp" => format!(
+            "user {user:?} uses the gcp auth-provider, which kubectl removed in 1.26: use the exec plugin gke-gcloud-auth-plugin (install it; `gcloud container clusters get-credentials` then writes the user in its exec form)"
+        ),
+        "azure" => format!(
+            "user {user:?} uses the azure auth-provider, which kubectl removed in 1.26: use the exec plugin kubelogin (`kubelogin convert-kubeconfig` rewrites the user in its exec form)"
+        ),
+        other => format!(
+            "user {user:?} uses the auth-provider {other:?}, which kubectl does not have either (oidc is its only one): use an exec plugin, a token or a client certificate"
+        ),
     }
 }
 
-fn drop_nulls(v: &mut serde_json::Value) {
-    match v {
-        serde_json::Value::Object(map) => {
-            map.retain(|_, v| !v.is_null());
-            map.values_mut().for_each(drop_nulls);
+/// A user's oidc `auth-provider`, with what client-go requires of it.
+fn oidc_config(provider: &serde_json::Value, user: &str, file: &Path) -> Result<OidcConfig> {
+    let get = |key: &str| {
+        let value = provider.get("config")?.get(key)?.as_str()?;
+        (!value.is_empty()).then(|| value.to_string())
+    };
+    let need = |key: &str| {
+        get(key).ok_or_else(|| {
+            bad(
+                file,
+                format!("user {user:?}: the oidc auth-provider needs {key}"),
+            )
+        })
+    };
+    let issuer = need("idp-issuer-url")?;
+    check_url("idp-issuer-url", &issuer).map_err(|e| bad(file, format!("user {user:?}: {e}")))?;
+    let idp_ca = match (
+        get("idp-certificate-authority-data"),
+        get("idp-certificate-authority"),
+    ) {
+        (Some(data), _) => Some(decode_base64(&data).map_err(|e| {
+            bad(
+                file,
+                format!("user {user:?}: idp-certificate-authority-data: {e}"),
+            )
+        })?),
+        (None, Some(path)) => Some(read_capped(
+            "oidc issuer CA bundle",
+            Path::new(&path),
+            MAX_PEM,
+        )?),
+        (None, None) => None,
+    };
+    Ok(OidcConfig {
+        user: format!("{user:?} ({})", file.display()),
+        issuer,
+        client_id: need("client-id")?,
+        client_secret: get("client-secret").unwrap_or_default(),
+        id_token: get("id-token").unwrap_or_default(),
+        refresh_token: get("refresh-token").unwrap_or_default(),
+        idp_ca,
+    })
+}
+
+/// The document, read as YAML as kubectl reads it (JSON is YAML).
+fn read(text: &[u8]) -> std::result::Result<KubeConfig, String> {
+    use crate::client::yaml::{self, Node};
+    let text = std::str::from_utf8(text).map_err(|e| format!("not UTF-8: {e}"))?;
+    match yaml::parse_node(text).map_err(|e| e.to_string())? {
+        // Through JSON text: the one deserializer the crate has anyway
+        // keeps the static binary smaller than a deserializer of nodes.
+        doc @ Node::Map(_) => {
+            let mut json = Vec::with_capacity(text.len());
+            yaml::to_json(doc, &mut json);
+            serde_json::from_slice(&json).map_err(|e| e.to_string())
         }
-        serde_json::Value::Array(items) => items.iter_mut().for_each(drop_nulls),
-        _ => {}
+        Node::Null => Err("empty document".into()),
+        _ => Err("not a kubeconfig: the document is not a mapping".into()),
     }
 }
 
@@ -520,6 +602,7 @@ fn bool_or_string<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result
 fn pem_source(
     path: &Path,
     field: &str,
+    what: &'static str,
     data: &Option<String>,
     file: &Option<PathBuf>,
 ) -> Result<Option<Vec<u8>>> {
@@ -529,19 +612,13 @@ fn pem_source(
             .map_err(|e| bad(path, format!("{field}-data: {e}")));
     }
     match file {
-        Some(f) => std::fs::read(f)
-            .map(Some)
-            .map_err(|source| Error::ReadFile {
-                what: "kubeconfig client credential",
-                path: f.clone(),
-                source,
-            }),
+        Some(f) => read_capped(what, f, MAX_PEM).map(Some),
         None => Ok(None),
     }
 }
 
 /// Standard base64 with optional padding; whitespace ignored.
-fn decode_base64(s: &str) -> std::result::Result<Vec<u8>, String> {
+pub(super) fn decode_base64(s: &str) -> std::result::Result<Vec<u8>, String> {
     let mut out = Vec::with_capacity(s.len() * 3 / 4);
     let mut acc = 0u32;
     let mut bits = 0;
@@ -668,6 +745,98 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("must not be empty"), "{err}");
+    }
+
+    /// The process's resident set now and at its peak since the last reset (KiB).
+    fn rss_kib() -> (u64, u64) {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let field = |name: &str| -> u64 {
+            let line = status.lines().find(|l| l.starts_with(name)).unwrap();
+            line.split_whitespace().nth(1).unwrap().parse().unwrap()
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+
+    /// A kubeconfig as cloud CLIs write them, `entries` clusters, users and
+    /// contexts, each cluster with 1.1 KiB of CA data: ~2.4 KiB an entry.
+    pub(crate) fn realistic_kubeconfig(entries: usize) -> String {
+        let ca = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t".repeat(32);
+        let mut out = String::from("apiVersion: v1\nclusters:\n");
+        for i in 0..entries {
+            out += &format!(
+                "- cluster:\n    certificate-authority-data: {ca}\n    server: https://10.{}.{}.1:6443\n  name: cluster-{i}\n",
+                i / 250, i % 250
+            );
+        }
+        out += "contexts:\n";
+        for i in 0..entries {
+            out += &format!(
+                "- context:\n    cluster: cluster-{i}\n    namespace: team-{i}\n    user: user-{i}\n  name: context-{i}\n"
+            );
+        }
+        out += "current-context: context-0\nkind: Config\npreferences: {}\nusers:\n";
+        for i in 0..entries {
+            out += &format!(
+                "- name: user-{i}\n  user:\n    token: eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.{}.sig-{i}\n",
+                "eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6ZGVmYXVsdDpkZWZhdWx0In0".repeat(4)
+            );
+        }
+        out
+    }
+
+    /// Peak memory of reading a kubeconfig, beyond the file's own bytes:
+    /// `cargo test --release --lib peak_memory -- --ignored --nocapture`
+    /// prints the figures (Linux: VmHWM, reset through
+    /// /proc/self/clear_refs). Each file is measured in a process of its
+    /// own, so that no memory freed before skews it.
+    #[test]
+    #[ignore = "a measurement: it prints figures"]
+    fn peak_memory_of_reading_a_kubeconfig() {
+        if let Some(path) = std::env::var_os("LEASE_ELECTOR_MEASURE_FILE") {
+            let text = std::fs::read(path).unwrap();
+            std::fs::write("/proc/self/clear_refs", "5").unwrap();
+            let (before, _) = rss_kib();
+            let result = read(&text).map(|kc| kc.clusters.len());
+            let (_, peak) = rss_kib();
+            let size = text.len() as f64 / 1024.0;
+            let extra = peak.saturating_sub(before) as f64;
+            eprintln!(
+                "MEASURED {:.1} MiB file, {} clusters read, peak {:.1} MiB beyond the file: {:.2} x the file size",
+                size / 1024.0,
+                result.as_ref().map_or_else(|e| e.to_string(), |n| n.to_string()),
+                extra / 1024.0,
+                extra / size
+            );
+            assert!(extra / size <= 4.0, "more than 4 x the file size");
+            return;
+        }
+        let dir = TempDir::new();
+        let realistic = realistic_kubeconfig(2500);
+        let as_json =
+            serde_json::to_string_pretty(&crate::client::yaml::parse(&realistic).unwrap()).unwrap();
+        for (name, text) in [
+            ("16 MiB of `#` lines", "#\n".repeat(8 << 20)),
+            ("realistic", realistic),
+            ("realistic, as JSON", as_json),
+        ] {
+            let path = dir.write("kubeconfig", text);
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "client::kubeconfig::tests::peak_memory_of_reading_a_kubeconfig",
+                ])
+                .args(["--ignored", "--nocapture"])
+                .env("LEASE_ELECTOR_MEASURE_FILE", &path)
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let line = stderr
+                .lines()
+                .find(|l| l.contains("MEASURED"))
+                .unwrap_or(&stderr);
+            eprintln!("{name}: {}", line.trim_start_matches("MEASURED "));
+            assert!(out.status.success(), "{name}: {stderr}");
+        }
     }
 
     #[test]

@@ -41,18 +41,19 @@ mod config;
 mod connect;
 pub(crate) mod exec;
 pub(crate) mod failure;
+pub(crate) mod file;
 pub mod kubeconfig;
+mod oidc;
 mod proxy;
 mod stream;
 mod tls;
 pub(crate) mod yaml;
 
-use auth::{Auth, TokenSource};
+use auth::Auth;
 pub(crate) use config::namespace_from_dir;
 use config::TokenConfig;
 pub use config::{ClientConfig, SERVICE_ACCOUNT_DIR};
 pub use connect::ConnectOptions;
-use exec::ExecSource;
 use failure::{shown_url, NoAnswer};
 
 /// Largest answer body read; anything longer is an error, not an allocation.
@@ -193,18 +194,7 @@ impl Client {
             .tls_config(tls)
             .build();
         let agent = shared_tls.agent(agent_config);
-        let auth = match config.token {
-            TokenConfig::None => Auth::None,
-            TokenConfig::Static(t) => Auth::Static(t),
-            TokenConfig::File(path) => Auth::File(TokenSource {
-                path,
-                cached: Mutex::new(None),
-                clock: config.clock,
-            }),
-            TokenConfig::Exec(plugin) => {
-                Auth::Exec(ExecSource::new(plugin, config.clock, config.timeout))
-            }
-        };
+        let auth = Auth::new(config.token, config.clock, config.timeout)?;
         Ok(Client {
             inner: Arc::new(Inner {
                 agent: Mutex::new((0, agent)),

@@ -1,23 +1,32 @@
-//! The YAML that kubeconfig files are written in, read into a
-//! [`serde_json::Value`].
+//! The YAML that kubeconfig files are written in, read into a [`Node`]
+//! (and then JSON text for serde) or a [`serde_json::Value`].
 //!
-//! Not a general YAML parser, and no dependency: it reads what kubectl,
-//! kind, minikube and cloud CLIs write, and what people write by hand in
-//! the same style. Block mappings and sequences (also a sequence at its
-//! key's indentation, as kubectl writes `clusters:`), plain, single- and
-//! double-quoted scalars (also over several lines), literal and folded
-//! block scalars, one-line flow collections (`{}`, `[a, "b"]`), comments
-//! and one document. Anchors, aliases, tags, complex keys, directives and
-//! several documents are refused with the line they are on, never guessed.
+//! Not a general YAML parser, and no dependency: it reads what kubectl
+//! (go-yaml v2) reads in the files kubectl, kind, minikube and cloud CLIs
+//! write, and what people write by hand. Block mappings and sequences
+//! (also a sequence at its key's indentation, as kubectl writes
+//! `clusters:`), plain, single- and double-quoted scalars (also over
+//! several lines), literal and folded block scalars, flow collections
+//! (`{}`, `[a, "b"]`, on one line or over several), comments, one
+//! document, anchors and aliases (`&creds`, `*creds`) and `<<` merge keys.
+//! A key given twice keeps its last value, as with kubectl. Tags, complex
+//! keys, anchors on keys, directives and several documents are refused
+//! with the line they are on, never guessed.
+//!
+//! Memory is linear in the input: lines are read in place (no copy per
+//! line), and what anchors and aliases copy is bounded by twice the
+//! document's size (at least 1 MiB), so a "billion laughs" document is an
+//! error rather than gigabytes.
 //!
 //! Plain scalars are strings, except `null`, `~` and nothing, which are
 //! null: the kubeconfig reader gives fields their types, as client-go's
 //! YAML-to-JSON step does with its Go structs (a namespace `0123` stays a
 //! string).
 
+use std::collections::BTreeMap;
 use std::fmt;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// A YAML document this reader does not accept, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,14 +47,104 @@ type Result<T> = std::result::Result<T, YamlError>;
 /// Nesting beyond this is refused rather than risking the stack.
 const MAX_DEPTH: usize = 64;
 
+/// What anchors and aliases may copy at least, whatever the document's size.
+const MIN_ALIAS_BUDGET: usize = 1 << 20;
+
+/// A parsed document: like [`serde_json::Value`] with every scalar a
+/// string, but a mapping is a vector of its entries (a `BTreeMap` costs
+/// ~600 bytes however few its keys, and kubeconfigs are made of small
+/// mappings: reading one into `Value`s took 4 times its size). Typed
+/// readers go through [`to_json`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Node {
+    Null,
+    Str(String),
+    Seq(Vec<Node>),
+    /// Entries in order, each key once.
+    Map(Vec<(String, Node)>),
+}
+
+/// A mapping whose later entries win over earlier ones with the same key
+/// (a key given twice, or set by a `<<` merge and then again).
+fn finish_map(mut entries: Vec<(String, Node)>) -> Node {
+    // Map of the same type as the anchors': the static binary gets one.
+    let mut seen = BTreeMap::new();
+    let mut keep = vec![false; entries.len()];
+    for (i, (k, _)) in entries.iter().enumerate().rev() {
+        keep[i] = seen.insert(k.as_str(), i).is_none();
+    }
+    if keep.iter().any(|k| !k) {
+        let mut keep = keep.into_iter();
+        entries.retain(|_| keep.next().unwrap_or(true));
+    }
+    entries.shrink_to_fit();
+    Node::Map(entries)
+}
+
+impl From<Node> for Value {
+    fn from(node: Node) -> Value {
+        match node {
+            Node::Null => Value::Null,
+            Node::Str(s) => Value::String(s),
+            Node::Seq(items) => Value::Array(items.into_iter().map(Value::from).collect()),
+            Node::Map(entries) => Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k, Value::from(v)))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// `node` as JSON text into `out` (every scalar a string), leaving out
+/// the `null` entries of mappings: Go's decoder leaves such a field at its
+/// zero value, and serde then takes the field's default. Consumes the
+/// node, so its memory is freed as the text grows.
+pub(crate) fn to_json(node: Node, out: &mut Vec<u8>) {
+    match node {
+        Node::Null => out.extend_from_slice(b"null"),
+        Node::Str(s) => write_str(&s, out),
+        Node::Seq(items) => {
+            out.push(b'[');
+            for (i, item) in items.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                to_json(item, out);
+            }
+            out.push(b']');
+        }
+        Node::Map(entries) => {
+            out.push(b'{');
+            let present = entries.into_iter().filter(|(_, v)| *v != Node::Null);
+            for (i, (k, v)) in present.enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_str(&k, out);
+                out.push(b':');
+                to_json(v, out);
+            }
+            out.push(b'}');
+        }
+    }
+}
+
+fn write_str(s: &str, out: &mut Vec<u8>) {
+    // Writing into a Vec cannot fail, and a str always serializes.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
 /// Parse one YAML document.
 pub(crate) fn parse(text: &str) -> Result<Value> {
+    parse_node(text).map(Value::from)
+}
+
+/// Parse one YAML document into a [`Node`], for a type to deserialize from.
+pub(crate) fn parse_node(text: &str) -> Result<Node> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut p = Parser {
-        lines: text.lines().map(str::to_owned).collect(),
-        pos: 0,
-        depth: 0,
-    };
+    let mut p = Parser::new(text);
     if let Some(0) = p.next_content()? {
         if p.line().starts_with('%') {
             return Err(p.err("YAML directives are not supported"));
@@ -53,13 +152,13 @@ pub(crate) fn parse(text: &str) -> Result<Value> {
         match doc_marker(p.line()) {
             Some("---") => {
                 p.marker_alone()?;
-                p.pos += 1;
+                p.advance();
             }
             Some(_) => {
                 p.marker_alone()?;
-                p.pos += 1;
+                p.advance();
                 return match p.next_content()? {
-                    None => Ok(Value::Null),
+                    None => Ok(Node::Null),
                     Some(_) => Err(p.err("only one YAML document is supported")),
                 };
             }
@@ -67,15 +166,15 @@ pub(crate) fn parse(text: &str) -> Result<Value> {
         }
     }
     let value = match p.next_content()? {
-        None => Value::Null,
-        Some(0) if doc_marker(p.line()).is_some() => Value::Null,
+        None => Node::Null,
+        Some(0) if doc_marker(p.line()).is_some() => Node::Null,
         Some(ind) => p.node(ind, 0)?,
     };
     match p.next_content()? {
         None => Ok(value),
         Some(0) if doc_marker(p.line()) == Some("...") => {
             p.marker_alone()?;
-            p.pos += 1;
+            p.advance();
             match p.next_content()? {
                 None => Ok(value),
                 Some(_) => Err(p.err("only one YAML document is supported")),
@@ -130,10 +229,10 @@ fn strip_comment(s: &str) -> (&str, bool) {
 }
 
 /// A plain scalar's value: `null`, `~` and nothing are null.
-fn plain_value(s: &str) -> Value {
+fn plain_value(s: &str) -> Node {
     match s {
-        "" | "~" | "null" | "Null" | "NULL" => Value::Null,
-        _ => Value::String(s.to_owned()),
+        "" | "~" | "null" | "Null" | "NULL" => Node::Null,
+        _ => Node::Str(s.to_owned()),
     }
 }
 
@@ -156,7 +255,8 @@ fn check_plain_start(s: &str) -> std::result::Result<(), String> {
         Some(c @ (',' | '[' | ']' | '{' | '}' | '@' | '`' | '%' | '|' | '>' | '#')) => Err(
             format!("an unquoted value may not start with {c:?}; quote it"),
         ),
-        Some('&' | '*' | '!') => Err("anchors, aliases and tags are not supported".into()),
+        Some('&' | '*') => Err("an anchor or alias is not supported here".into()),
+        Some('!') => Err("tags are not supported".into()),
         _ => Ok(()),
     }
 }
@@ -265,16 +365,194 @@ fn unescape(
     })
 }
 
-struct Parser {
-    lines: Vec<String>,
-    /// The line being read (0-based).
-    pos: usize,
-    depth: usize,
+/// An anchor (`&name`) or alias (`*name`) at the start of `s`: its name
+/// and the text after it. Names are what libyaml (and so kubectl's
+/// go-yaml) scans: ASCII letters, digits, `_` and `-`.
+fn property_name(s: &str) -> std::result::Result<(&str, &str), String> {
+    let body = s.get(1..).unwrap_or("");
+    let end = body
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+        .unwrap_or(body.len());
+    if end == 0 {
+        return Err(format!("{:?} without a name", &s[..1]));
+    }
+    Ok(body.split_at(end))
 }
 
-impl Parser {
+/// Anchored nodes for the aliases that follow, and what copying may still
+/// cost. An alias is a copy: without a bound, a few lines of nested
+/// aliases ("billion laughs") would expand to gigabytes.
+struct Anchors<'a> {
+    /// Each anchor's latest node in `nodes`.
+    names: BTreeMap<&'a str, usize>,
+    nodes: Vec<Anchored>,
+    /// Estimated heap bytes that anchors and aliases may still copy.
+    budget: usize,
+    limit: usize,
+}
+
+struct Anchored {
+    value: Node,
+    weight: usize,
+    height: usize,
+}
+
+/// Estimated heap bytes and nesting levels of `v`.
+fn measure(v: &Node) -> (usize, usize) {
+    const NODE: usize = 32;
+    match v {
+        Node::Str(s) => (NODE + s.len(), 0),
+        Node::Seq(items) => items.iter().fold((NODE, 1), |(w, h), item| {
+            let (iw, ih) = measure(item);
+            (w + iw, h.max(ih + 1))
+        }),
+        Node::Map(map) => map.iter().fold((NODE, 1), |(w, h), (k, v)| {
+            let (vw, vh) = measure(v);
+            (w + NODE + k.len() + vw, h.max(vh + 1))
+        }),
+        _ => (NODE, 0),
+    }
+}
+
+impl<'a> Anchors<'a> {
+    fn new(text_len: usize) -> Self {
+        let limit = text_len.saturating_mul(2).max(MIN_ALIAS_BUDGET);
+        Anchors {
+            names: BTreeMap::new(),
+            nodes: Vec::new(),
+            budget: limit,
+            limit,
+        }
+    }
+
+    fn charge(budget: &mut usize, limit: usize, weight: usize) -> std::result::Result<(), String> {
+        *budget = budget.checked_sub(weight).ok_or_else(|| {
+            format!(
+                "anchors and aliases copy more than {} KiB, twice the document's size (a \"billion laughs\" document?)",
+                limit >> 10
+            )
+        })?;
+        Ok(())
+    }
+
+    fn define(&mut self, name: &'a str, value: &Node) -> std::result::Result<(), String> {
+        let (weight, height) = measure(value);
+        Self::charge(&mut self.budget, self.limit, weight)?;
+        self.names.insert(name, self.nodes.len());
+        self.nodes.push(Anchored {
+            value: value.clone(),
+            weight,
+            height,
+        });
+        Ok(())
+    }
+
+    /// A copy of the node anchored as `name`, to sit `depth` levels deep.
+    fn alias(&mut self, name: &str, depth: usize) -> std::result::Result<Node, String> {
+        let Some(node) = self.names.get(name).and_then(|&i| self.nodes.get(i)) else {
+            return Err(format!("the alias *{name} has no anchor &{name} before it"));
+        };
+        if depth + node.height > MAX_DEPTH {
+            return Err(format!(
+                "the alias *{name} nests deeper than {MAX_DEPTH} levels"
+            ));
+        }
+        Self::charge(&mut self.budget, self.limit, node.weight)?;
+        Ok(node.value.clone())
+    }
+}
+
+/// A `<<` merge key's value, into `map` (kubectl's go-yaml v2 semantics):
+/// the merged keys are set at the `<<`'s place in the mapping, so they
+/// override the keys above it and the keys below override them; of a list
+/// of mappings, the first to name a key wins.
+fn merge_into(map: &mut Vec<(String, Node)>, value: Node) -> std::result::Result<(), String> {
+    let wrong = || "a `<<` merge key takes a mapping or a list of mappings".to_string();
+    match value {
+        Node::Map(m) => map.extend(m),
+        Node::Seq(items) => {
+            for item in items.into_iter().rev() {
+                match item {
+                    Node::Map(m) => map.extend(m),
+                    _ => return Err(wrong()),
+                }
+            }
+        }
+        _ => return Err(wrong()),
+    }
+    Ok(())
+}
+
+/// Reads the document line by line in place: memory is the [`Node`] it
+/// builds plus the current line, whatever the number of lines.
+struct Parser<'a> {
+    text: &'a str,
+    /// The current line: its byte range in `text`, without the line break.
+    start: usize,
+    end: usize,
+    /// The current line's number (0-based).
+    pos: usize,
+    /// The current line with a compact entry's `- ` blanked out (see
+    /// [`Parser::sequence`]).
+    blanked: Option<String>,
+    depth: usize,
+    anchors: Anchors<'a>,
+    /// An anchor ended its line: the node on the next lines is its.
+    anchor_pending: bool,
+}
+
+impl<'a> Parser<'a> {
+    fn new(text: &'a str) -> Self {
+        let mut p = Parser {
+            text,
+            start: 0,
+            end: 0,
+            pos: 0,
+            blanked: None,
+            depth: 0,
+            anchors: Anchors::new(text.len()),
+            anchor_pending: false,
+        };
+        p.end = p.line_end(0);
+        p
+    }
+
+    /// Where the line starting at `start` ends, before its `\n` or `\r\n`
+    /// (as [`str::lines`] splits).
+    fn line_end(&self, start: usize) -> usize {
+        match self.text[start..].find('\n') {
+            Some(i) if i > 0 && self.text.as_bytes()[start + i - 1] == b'\r' => start + i - 1,
+            Some(i) => start + i,
+            None => self.text.len(),
+        }
+    }
+
+    fn at_end(&self) -> bool {
+        self.start >= self.text.len()
+    }
+
+    /// On to the next line.
+    fn advance(&mut self) {
+        self.blanked = None;
+        self.start = match self.text[self.end..].find('\n') {
+            Some(i) => self.end + i + 1,
+            None => self.text.len(),
+        };
+        self.end = self.line_end(self.start);
+        self.pos += 1;
+    }
+
     fn line(&self) -> &str {
-        &self.lines[self.pos]
+        match &self.blanked {
+            Some(l) => l,
+            None => self.raw_line(),
+        }
+    }
+
+    /// The current line as written (the same as [`Parser::line`] past a
+    /// blanked-out dash).
+    fn raw_line(&self) -> &'a str {
+        &self.text[self.start..self.end]
     }
 
     fn err(&self, message: impl Into<String>) -> YamlError {
@@ -295,10 +573,10 @@ impl Parser {
 
     /// Skip blank and comment lines; the indentation of the next line.
     fn next_content(&mut self) -> Result<Option<usize>> {
-        while self.pos < self.lines.len() && is_blank(self.line()) {
-            self.pos += 1;
+        while !self.at_end() && is_blank(self.line()) {
+            self.advance();
         }
-        if self.pos == self.lines.len() {
+        if self.at_end() {
             return Ok(None);
         }
         let ind = indent_of(self.line());
@@ -310,16 +588,26 @@ impl Parser {
 
     /// The node whose first line is the current one, starting at column
     /// `ind`; its parent block is at indentation `parent`.
-    fn node(&mut self, ind: usize, parent: usize) -> Result<Value> {
+    fn node(&mut self, ind: usize, parent: usize) -> Result<Node> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             return Err(self.err(format!("nested deeper than {MAX_DEPTH} levels")));
         }
+        let pending = std::mem::take(&mut self.anchor_pending);
         let content = &self.line()[ind..];
+        if pending && content.starts_with(['&', '*']) {
+            return Err(self.err("a node may have one anchor and an alias none"));
+        }
         let value = if is_entry(content) {
             self.sequence(ind)
+        } else if content.starts_with(['&', '*']) {
+            self.value(ind, parent, false)
         } else if self.key(content)?.is_some() {
             self.mapping(ind)
+        } else if self.depth == 1 && content.starts_with(['[', '{']) {
+            // The whole document is a flow collection: its lines may
+            // start anywhere.
+            self.flow(ind, None)
         } else {
             self.value(ind, parent, false)
         };
@@ -341,9 +629,10 @@ impl Parser {
             Some('?') if content.len() == 1 || content[1..].starts_with([' ', '\t']) => {
                 return Err(self.err("complex mapping keys (`? `) are not supported"))
             }
-            Some('&' | '*' | '!') => {
-                return Err(self.err("anchors, aliases and tags are not supported"))
+            Some('&' | '*') => {
+                return Err(self.err("anchors and aliases on mapping keys are not supported"))
             }
+            Some('!') => return Err(self.err("tags are not supported")),
             Some('[' | '{') | None => return Ok(None),
             Some(_) => {
                 let (text, _) = strip_comment(content);
@@ -387,8 +676,10 @@ impl Parser {
         }
     }
 
-    fn mapping(&mut self, ind: usize) -> Result<Value> {
-        let mut map = Map::new();
+    /// A block mapping. A key given twice keeps its last value, as kubectl
+    /// reads it; `<<: *alias` merges (see [`merge_into`]).
+    fn mapping(&mut self, ind: usize) -> Result<Node> {
+        let mut map = Vec::new();
         while self.next_at(ind)? {
             let content = &self.line()[ind..];
             if is_entry(content) {
@@ -400,16 +691,22 @@ impl Parser {
                     strip_comment(content).0
                 )));
             };
-            if map.contains_key(&key) {
-                return Err(self.err(format!("duplicate key {key:?}")));
-            }
+            let merge = key == "<<" && content.starts_with('<');
+            let line = self.pos;
             let value = self.value(ind + after, ind, true)?;
-            map.insert(key, value);
+            if merge {
+                merge_into(&mut map, value).map_err(|message| YamlError {
+                    line: line + 1,
+                    message,
+                })?;
+            } else {
+                map.push((key, value));
+            }
         }
-        Ok(Value::Object(map))
+        Ok(finish_map(map))
     }
 
-    fn sequence(&mut self, ind: usize) -> Result<Value> {
+    fn sequence(&mut self, ind: usize) -> Result<Node> {
         let mut items = Vec::new();
         while self.next_at(ind)? {
             if !is_entry(&self.line()[ind..]) {
@@ -421,62 +718,48 @@ impl Parser {
             }
             let col = ind + 1 + after_dash.len() - after_dash.trim_start_matches(' ').len();
             let content = &self.line()[col..];
-            let item = if is_blank(content) {
+            let item = if is_blank(content) || content.starts_with(['&', '*']) {
                 self.value(col, ind, false)?
             } else if is_entry(content) || self.key(content)?.is_some() {
                 // A compact nested node (`- key: v` or `- - x`): blank out the
                 // dash so the node reads as if it started on its own line.
-                self.lines[self.pos].replace_range(ind..col, &" ".repeat(col - ind));
+                self.blanked = Some(format!("{}{}", " ".repeat(col), &self.line()[col..]));
                 self.node(col, ind)?
             } else {
                 self.value(col, ind, false)?
             };
             items.push(item);
         }
-        Ok(Value::Array(items))
+        Ok(Node::Seq(items))
     }
 
     /// The value starting at column `col` of the current line (after
     /// `key:` or `- `), in a block at indentation `parent`. Leaves `pos` on
     /// the first line it did not consume.
-    fn value(&mut self, col: usize, parent: usize, after_key: bool) -> Result<Value> {
-        let line = self.line().to_owned();
+    fn value(&mut self, col: usize, parent: usize, after_key: bool) -> Result<Node> {
+        let line = self.raw_line();
         let text = line[col..].trim_start_matches(' ');
         if text.starts_with('\t') {
             return Err(self.err("a tab where a value was expected: use spaces"));
         }
         let col = line.len() - text.len();
         if is_blank(text) {
-            self.pos += 1;
+            self.advance();
             return match self.next_content()? {
                 Some(i) if i > parent => self.node(i, parent),
                 // kubectl writes a mapping's list at the key's own indentation.
                 Some(i) if after_key && i == parent && is_entry(&self.line()[i..]) => {
                     self.node(i, parent)
                 }
-                _ => Ok(Value::Null),
+                _ => Ok(Node::Null),
             };
         }
         match text.chars().next() {
+            Some('&') => self.anchored(col, parent, after_key),
+            Some('*') => self.alias(col),
             Some('"' | '\'') => self.quoted(col, parent),
             Some('|' | '>') => self.block_scalar(text, parent),
-            Some('[' | '{') => {
-                let mut flow = Flow {
-                    s: text,
-                    i: 0,
-                    depth: self.depth,
-                };
-                let v = flow.node().map_err(|e| self.err(e))?;
-                let rest = &text[flow.i..];
-                if !ends_line(rest) {
-                    return Err(self.err(format!(
-                        "unexpected {:?} after a flow collection",
-                        rest.trim()
-                    )));
-                }
-                self.pos += 1;
-                Ok(v)
-            }
+            Some('[' | '{') => self.flow(col, Some(parent)),
             Some('-') if is_entry(strip_comment(text).0) => {
                 Err(self
                     .err("a list may not start on the line of its key; put `- ` on the next line"))
@@ -485,19 +768,104 @@ impl Parser {
         }
     }
 
+    /// `&name` at column `col` and the node it names, remembered for the
+    /// aliases that follow.
+    fn anchored(&mut self, col: usize, parent: usize, after_key: bool) -> Result<Node> {
+        let line = self.raw_line();
+        let (name, rest) = property_name(&line[col..]).map_err(|e| self.err(e))?;
+        if !(rest.is_empty() || rest.starts_with(' ')) {
+            return Err(self
+                .err("an anchor name is ASCII letters, digits, `_` and `-`, followed by a space"));
+        }
+        let value_text = rest.trim_start_matches(' ');
+        if value_text.starts_with(['&', '*', '!']) {
+            return Err(self.err(format!(
+                "&{name} must be followed by a value, not another anchor, an alias or a tag"
+            )));
+        }
+        if !is_blank(value_text) && self.key(value_text)?.is_some() {
+            return Err(self.err(format!(
+                "an anchor on a mapping key is not supported: to name the mapping, put &{name} at the end of the line before it"
+            )));
+        }
+        let line_no = self.pos;
+        self.anchor_pending = is_blank(value_text);
+        let value = self.value(line.len() - rest.len(), parent, after_key);
+        self.anchor_pending = false;
+        let value = value?;
+        self.anchors
+            .define(name, &value)
+            .map_err(|message| YamlError {
+                line: line_no + 1,
+                message,
+            })?;
+        Ok(value)
+    }
+
+    /// `*name` at column `col`: a copy of the node anchored as `name`.
+    fn alias(&mut self, col: usize) -> Result<Node> {
+        let line = self.raw_line();
+        let (name, rest) = property_name(&line[col..]).map_err(|e| self.err(e))?;
+        if !ends_line(rest) {
+            return Err(self.err(format!(
+                "unexpected {:?} after the alias *{name}",
+                rest.trim()
+            )));
+        }
+        let value = self
+            .anchors
+            .alias(name, self.depth)
+            .map_err(|e| self.err(e))?;
+        self.advance();
+        Ok(value)
+    }
+
+    /// A flow collection starting at column `col` of the current line,
+    /// over as many lines as it takes; its continuation lines are indented
+    /// more than `parent` (`None`: the document is the collection).
+    fn flow(&mut self, col: usize, parent: Option<usize>) -> Result<Node> {
+        let text = self.text;
+        let from = self.start + col;
+        let mut flow = Flow {
+            s: &text[from..],
+            i: 0,
+            depth: self.depth,
+            lines: 0,
+            first_line: self.pos + 1,
+            parent,
+            anchors: &mut self.anchors,
+        };
+        let value = flow.node();
+        let (i, lines) = (flow.i, flow.lines);
+        let line = self.pos + 1 + lines;
+        let value = value.map_err(|message| YamlError { line, message })?;
+        let rest = &text[from + i..];
+        let rest = &rest[..rest.find('\n').unwrap_or(rest.len())];
+        if !ends_line(rest) {
+            return Err(YamlError {
+                line,
+                message: format!("unexpected {:?} after a flow collection", rest.trim()),
+            });
+        }
+        for _ in 0..=lines {
+            self.advance();
+        }
+        Ok(value)
+    }
+
     /// A plain scalar, folded over more-indented continuation lines.
-    fn plain(&mut self, first: &str, parent: usize) -> Result<Value> {
+    fn plain(&mut self, first: &str, parent: usize) -> Result<Node> {
         let (first, mut ended) = strip_comment(first);
         check_plain(first).map_err(|e| self.err(e))?;
         let mut out = first.to_owned();
-        self.pos += 1;
+        self.advance();
         let mut newlines = 0;
-        while !ended && self.pos < self.lines.len() {
-            let line = self.line();
+        while !ended && !self.at_end() {
+            let line = self.raw_line();
             let t = line.trim();
             if t.is_empty() {
                 newlines += 1;
-                self.pos += 1;
+                self.advance();
                 continue;
             }
             if indent_of(line) <= parent || t.starts_with('#') {
@@ -513,14 +881,14 @@ impl Parser {
             out.push_str(part);
             newlines = 0;
             ended = comment;
-            self.pos += 1;
+            self.advance();
         }
         Ok(plain_value(&out))
     }
 
     /// A quoted scalar starting at column `col`, folded over line breaks;
     /// continuation lines are indented deeper than the `parent` block.
-    fn quoted(&mut self, col: usize, parent: usize) -> Result<Value> {
+    fn quoted(&mut self, col: usize, parent: usize) -> Result<Node> {
         let start = self.pos;
         let quote = self.line()[col..].chars().next().unwrap_or('"');
         let mut out = String::new();
@@ -535,15 +903,15 @@ impl Parser {
                         self.err(format!("unexpected {:?} after a quoted value", rest.trim()))
                     );
                 }
-                self.pos += 1;
-                return Ok(Value::String(out));
+                self.advance();
+                return Ok(Node::Str(out));
             }
             let trimmed = scan.text.trim_end_matches([' ', '\t']).len();
             out.push_str(&scan.text[..trimmed.max(scan.protected)]);
             let mut newlines = 0;
             loop {
-                self.pos += 1;
-                if self.pos == self.lines.len() {
+                self.advance();
+                if self.at_end() {
                     return Err(YamlError {
                         line: start + 1,
                         message: "unterminated quoted value".into(),
@@ -573,7 +941,7 @@ impl Parser {
     }
 
     /// `|` or `>` with optional chomping (`-`, `+`) and indentation digit.
-    fn block_scalar(&mut self, header: &str, parent: usize) -> Result<Value> {
+    fn block_scalar(&mut self, header: &str, parent: usize) -> Result<Node> {
         let (header, _) = strip_comment(header);
         let folded = header.starts_with('>');
         let (mut chomp, mut explicit) = (None, None);
@@ -586,29 +954,28 @@ impl Parser {
                 _ => return Err(self.err(format!("invalid block scalar header {header:?}"))),
             }
         }
-        self.pos += 1;
+        self.advance();
         let mut content_indent = explicit;
-        let mut lines: Vec<String> = Vec::new();
+        let mut body = BlockBody::new(folded);
         // The widest all-space line before the first content line.
         let mut leading_spaces = 0;
-        while self.pos < self.lines.len() {
-            let line = self.line();
+        while !self.at_end() {
+            let line = self.raw_line();
             if line.trim().is_empty() {
                 let margin = content_indent.unwrap_or(line.len()).min(line.len());
                 if line[..margin].contains('\t') {
                     return Err(self.err("a tab in a block scalar's indentation: use spaces"));
                 }
                 // Whitespace past the content indentation is content.
-                let kept = match content_indent {
-                    Some(n) if line.len() > n => line[n..].to_owned(),
-                    Some(_) => String::new(),
+                match content_indent {
+                    Some(n) if line.len() > n => body.line(&line[n..]),
+                    Some(_) => body.line(""),
                     None => {
                         leading_spaces = leading_spaces.max(line.len());
-                        String::new()
+                        body.line("");
                     }
-                };
-                lines.push(kept);
-                self.pos += 1;
+                }
+                self.advance();
                 continue;
             }
             let ind = indent_of(line);
@@ -621,70 +988,148 @@ impl Parser {
             if ind < want || ind <= parent {
                 break;
             }
-            lines.push(line[want..].to_owned());
-            self.pos += 1;
+            body.line(&line[want..]);
+            self.advance();
         }
-        let kept = lines
-            .iter()
-            .rposition(|l| !l.is_empty())
-            .map_or(0, |i| i + 1);
-        let trailing = lines.len() - kept;
-        let body = &lines[..kept];
-        let mut out = if folded { fold(body) } else { body.join("\n") };
-        match chomp {
-            Some('-') => {}
-            Some(_) => out.push_str(&"\n".repeat(trailing + usize::from(kept > 0))),
-            None if kept > 0 => out.push('\n'),
-            None => {}
-        }
-        Ok(Value::String(out))
+        Ok(Node::Str(body.finish(chomp)))
     }
 }
 
-/// Folded block scalar lines: lines at the base indentation join with a
-/// space, blank lines become line breaks, more-indented lines stay as
-/// they are.
-fn fold(lines: &[String]) -> String {
-    let mut out = String::new();
-    let mut prev_more = false;
-    let mut i = 0;
-    let mut first = true;
-    while i < lines.len() {
-        let mut blanks = 0;
-        while lines[i].is_empty() {
-            blanks += 1;
-            i += 1;
+/// A block scalar's text, built line by line. Literal (`|`): lines joined
+/// by line breaks. Folded (`>`): lines at the base indentation join with a
+/// space, blank lines become line breaks, more-indented lines stay as they
+/// are.
+struct BlockBody {
+    folded: bool,
+    out: String,
+    /// Empty lines since the last line with content.
+    pending: usize,
+    any: bool,
+    /// The last content line was more indented (folded only).
+    more: bool,
+}
+
+impl BlockBody {
+    fn new(folded: bool) -> Self {
+        BlockBody {
+            folded,
+            out: String::new(),
+            pending: 0,
+            any: false,
+            more: false,
         }
-        let line = &lines[i];
-        let more = line.starts_with([' ', '\t']);
-        if first {
-            out.push_str(&"\n".repeat(blanks));
-        } else if more || prev_more {
-            out.push_str(&"\n".repeat(blanks + 1));
-        } else if blanks == 0 {
-            out.push(' ');
+    }
+
+    fn line(&mut self, line: &str) {
+        if line.is_empty() {
+            self.pending += 1;
+            return;
+        }
+        let breaks = if !self.folded {
+            self.pending + usize::from(self.any)
         } else {
-            out.push_str(&"\n".repeat(blanks));
-        }
-        out.push_str(line);
-        prev_more = more;
-        first = false;
-        i += 1;
+            let more = line.starts_with([' ', '\t']);
+            let breaks = if !self.any {
+                self.pending
+            } else if more || self.more {
+                self.pending + 1
+            } else if self.pending == 0 {
+                self.out.push(' ');
+                0
+            } else {
+                self.pending
+            };
+            self.more = more;
+            breaks
+        };
+        self.out.extend(std::iter::repeat_n('\n', breaks));
+        self.out.push_str(line);
+        self.pending = 0;
+        self.any = true;
     }
-    out
+
+    /// The text, its trailing line breaks chomped as asked (`-` strip, `+`
+    /// keep, none: one).
+    fn finish(mut self, chomp: Option<char>) -> String {
+        let breaks = match chomp {
+            Some('-') => 0,
+            Some(_) => self.pending + usize::from(self.any),
+            None => usize::from(self.any),
+        };
+        self.out.extend(std::iter::repeat_n('\n', breaks));
+        self.out
+    }
 }
 
-/// A flow collection on one line: `[a, "b"]`, `{k: v}`, nested.
-struct Flow<'a> {
+/// A flow collection: `[a, "b"]`, `{k: v}`, nested, on one line or over
+/// several (`{apiVersion: v1,\n clusters: [...]}`). Keys and quoted values
+/// stay on one line; a plain value over several lines is refused.
+struct Flow<'a, 'b> {
+    /// The document from the collection's opening bracket on.
     s: &'a str,
     i: usize,
     depth: usize,
+    /// Line breaks passed so far.
+    lines: usize,
+    /// The line the collection starts on (1-based), for messages.
+    first_line: usize,
+    /// Continuation lines are indented more than this (`None`: the
+    /// collection is the document).
+    parent: Option<usize>,
+    anchors: &'b mut Anchors<'a>,
 }
 
-impl Flow<'_> {
-    fn skip_ws(&mut self) {
+impl<'a> Flow<'a, '_> {
+    /// Skip spaces and tabs on this line.
+    fn skip_blanks(&mut self) {
         while self.s[self.i..].starts_with([' ', '\t']) {
             self.i += 1;
+        }
+    }
+
+    /// Skip spaces, tabs, comments and line breaks.
+    fn skip_ws(&mut self) -> std::result::Result<(), String> {
+        loop {
+            self.skip_blanks();
+            let rest = &self.s[self.i..];
+            if rest.starts_with("\r\n") {
+                self.i += 1;
+            } else if rest.starts_with('\n') {
+                self.i += 1;
+                self.new_line()?;
+            } else if rest.starts_with('#')
+                && (self.i == 0 || matches!(self.s.as_bytes()[self.i - 1], b' ' | b'\t' | b'\n'))
+            {
+                self.i += rest.find(['\r', '\n']).unwrap_or(rest.len());
+            } else {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Check the line just entered: indented more than the parent block
+    /// (in spaces; tabs may follow, as in tab-indented JSON), and not a
+    /// document marker.
+    fn new_line(&mut self) -> std::result::Result<(), String> {
+        self.lines += 1;
+        let rest = &self.s[self.i..];
+        let line = &rest[..rest.find('\n').unwrap_or(rest.len())];
+        let ind = indent_of(line);
+        if line[ind..].trim().is_empty() {
+            return Ok(());
+        }
+        if ind == 0 && doc_marker(line).is_some() {
+            return Err(format!(
+                "a document marker inside the flow collection started on line {}",
+                self.first_line
+            ));
+        }
+        match self.parent {
+            Some(p) if ind <= p => Err(format!(
+                "this line continues the flow collection started on line {}, so it must be indented more than {p} spaces",
+                self.first_line
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -692,8 +1137,19 @@ impl Flow<'_> {
         self.s[self.i..].chars().next()
     }
 
-    fn node(&mut self) -> std::result::Result<Value, String> {
-        self.skip_ws();
+    /// What is left of the current line.
+    fn rest_of_line(&self) -> &'a str {
+        let rest = &self.s[self.i..];
+        &rest[..rest.find('\n').unwrap_or(rest.len())]
+    }
+
+    fn not_closed(&self, open: char, line: usize) -> String {
+        let close = if open == '[' { ']' } else { '}' };
+        format!("the flow collection `{open}` opened on line {line} is not closed with `{close}`")
+    }
+
+    fn node(&mut self) -> std::result::Result<Node, String> {
+        self.skip_ws()?;
         match self.peek() {
             Some(',') => Err("an empty entry in a flow collection".into()),
             Some(open @ ('[' | '{')) => {
@@ -711,20 +1167,49 @@ impl Flow<'_> {
                 Ok(v)
             }
             Some(q @ ('"' | '\'')) => {
-                let scan = scan_quoted(&self.s[self.i + 1..], q)?;
+                let scan = scan_quoted(&self.rest_of_line()[1..], q)?;
                 let end = scan
                     .end
                     .ok_or("a quoted value in a flow collection must end on its line")?;
                 self.i += 1 + end;
-                Ok(Value::String(scan.text))
+                Ok(Node::Str(scan.text))
+            }
+            Some('&') => {
+                let s = self.s;
+                let (name, after) = property_name(&s[self.i..])?;
+                if !after.starts_with([' ', '\t']) {
+                    return Err(
+                        "an anchor name is ASCII letters, digits, `_` and `-`, followed by a space"
+                            .into(),
+                    );
+                }
+                self.i = s.len() - after.len();
+                self.skip_blanks();
+                let next = self.rest_of_line().trim_end_matches('\r');
+                if next.is_empty() || next.starts_with(['#', ',', ']', '}', '&', '*', '!']) {
+                    return Err(format!("&{name} must be followed by a value on its line"));
+                }
+                let value = self.node()?;
+                self.anchors.define(name, &value)?;
+                Ok(value)
+            }
+            Some('*') => {
+                let s = self.s;
+                let (name, after) = property_name(&s[self.i..])?;
+                if !(after.is_empty() || after.starts_with([' ', '\t', '\r', '\n', ',', ']', '}']))
+                {
+                    return Err(format!("unexpected text after the alias *{name}"));
+                }
+                self.i = s.len() - after.len();
+                self.anchors.alias(name, self.depth)
             }
             _ => self.plain().map(plain_value),
         }
     }
 
     /// A plain scalar's text, untyped (keys stay text: `~: x` has key `~`).
-    fn plain(&mut self) -> std::result::Result<&str, String> {
-        let rest = &self.s[self.i..];
+    fn plain(&mut self) -> std::result::Result<&'a str, String> {
+        let rest = self.rest_of_line();
         // (`? ` is refused with every plain scalar by check_plain_start.)
         if rest.starts_with('-') && rest[1..].starts_with([' ', '\t']) {
             return Err("`- ` is not supported inside flow collections".into());
@@ -735,8 +1220,8 @@ impl Flow<'_> {
             if c == ':' && next == Some('\t') {
                 return Err("`:` followed by a tab: use a space".into());
             }
-            let stop = matches!(c, ',' | '[' | ']' | '{' | '}')
-                || (c == ':' && matches!(next, None | Some(' ' | '\t' | ',' | ']' | '}')))
+            let stop = matches!(c, ',' | '[' | ']' | '{' | '}' | '\r')
+                || (c == ':' && matches!(next, None | Some(' ' | '\t' | ',' | ']' | '}' | '\r')))
                 || (c == '#' && j > 0 && rest[..j].ends_with([' ', '\t']));
             if stop {
                 end = j;
@@ -752,65 +1237,87 @@ impl Flow<'_> {
         Ok(text)
     }
 
-    fn list(&mut self) -> std::result::Result<Value, String> {
+    fn list(&mut self) -> std::result::Result<Node, String> {
+        let opened = self.first_line + self.lines;
         let mut items = Vec::new();
         loop {
-            self.skip_ws();
-            if self.peek() == Some(']') {
-                self.i += 1;
-                return Ok(Value::Array(items));
+            self.skip_ws()?;
+            match self.peek() {
+                Some(']') => {
+                    self.i += 1;
+                    return Ok(Node::Seq(items));
+                }
+                None => return Err(self.not_closed('[', opened)),
+                _ => {}
             }
             items.push(self.node()?);
-            self.skip_ws();
+            self.skip_ws()?;
             match self.peek() {
                 Some(',') => self.i += 1,
                 Some(']') => {}
                 Some(':') => {
                     return Err("`key: value` pairs inside `[...]` are not supported".into())
                 }
-                _ => return Err("a flow list `[...]` must end on its line with `]`".into()),
+                None => return Err(self.not_closed('[', opened)),
+                Some(c) => {
+                    return Err(format!(
+                        "expected `,` or `]` in the flow list opened on line {opened}, found {c:?} (a value over several lines must be quoted)"
+                    ))
+                }
             }
         }
     }
 
-    fn map(&mut self) -> std::result::Result<Value, String> {
-        let mut map = Map::new();
+    fn map(&mut self) -> std::result::Result<Node, String> {
+        let opened = self.first_line + self.lines;
+        let mut map = Vec::new();
         loop {
-            self.skip_ws();
-            if self.peek() == Some('}') {
-                self.i += 1;
-                return Ok(Value::Object(map));
-            }
-            let key = match self.peek() {
+            self.skip_ws()?;
+            let (key, merge) = match self.peek() {
+                Some('}') => {
+                    self.i += 1;
+                    return Ok(finish_map(map));
+                }
+                None => return Err(self.not_closed('{', opened)),
                 Some('"' | '\'') => match self.node()? {
-                    Value::String(k) => k,
+                    Node::Str(k) => (k, false),
                     _ => return Err("flow mapping keys must be scalars".into()),
                 },
                 Some('[' | '{') => return Err("flow mapping keys must be scalars".into()),
+                Some('&' | '*') => {
+                    return Err("anchors and aliases on mapping keys are not supported".into())
+                }
                 _ => match self.plain()? {
                     "" => return Err("empty mapping keys are not supported".into()),
-                    k => k.to_owned(),
+                    k => (k.to_owned(), k == "<<"),
                 },
             };
-            self.skip_ws();
-            let value = if self.peek() == Some(':') {
-                self.i += 1;
-                self.skip_ws();
-                match self.peek() {
-                    Some(',' | '}') => Value::Null,
-                    _ => self.node()?,
-                }
-            } else {
+            // A key and its `:` share a line.
+            self.skip_blanks();
+            if self.peek() != Some(':') {
                 return Err(format!("the flow mapping entry {key:?} has no `: value`"));
-            };
-            if map.insert(key.clone(), value).is_some() {
-                return Err(format!("duplicate key {key:?}"));
             }
-            self.skip_ws();
+            self.i += 1;
+            self.skip_ws()?;
+            let value = match self.peek() {
+                Some(',' | '}') => Node::Null,
+                _ => self.node()?,
+            };
+            if merge {
+                merge_into(&mut map, value)?;
+            } else {
+                map.push((key, value));
+            }
+            self.skip_ws()?;
             match self.peek() {
                 Some(',') => self.i += 1,
                 Some('}') => {}
-                _ => return Err("a flow mapping `{...}` must end on its line with `}`".into()),
+                None => return Err(self.not_closed('{', opened)),
+                Some(c) => {
+                    return Err(format!(
+                        "expected `,` or `}}` in the flow mapping opened on line {opened}, found {c:?} (a value over several lines must be quoted)"
+                    ))
+                }
             }
         }
     }
@@ -819,7 +1326,7 @@ impl Flow<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Map};
 
     fn ok(text: &str) -> Value {
         parse(text).unwrap_or_else(|e| panic!("{e}\n---\n{text}"))
@@ -980,10 +1487,19 @@ strip: >-
     #[test]
     fn refusals_name_the_line() {
         for (text, line, needle) in [
-            ("a: 1\nb: &x 2\n", 2, "anchors"),
-            ("a: 1\nb: *x\n", 2, "aliases"),
+            (
+                "a: 1\nb: *x\n",
+                2,
+                "the alias *x has no anchor &x before it",
+            ),
+            ("a: &x\n  *x\n", 2, "one anchor"),
+            ("&x a: 1\n", 1, "an anchor on a mapping key"),
+            ("a: 1\n*x : 2\n", 2, "anchors and aliases on mapping keys"),
+            ("- &x a: 1\n", 1, "an anchor on a mapping key"),
+            ("a: &x.y 1\n", 1, "anchor name"),
+            ("a: *x y\n", 1, "after the alias"),
+            ("a: [&x ]\n", 1, "followed by a value"),
             ("a: !!str 1\n", 1, "tags"),
-            ("a: 1\na: 2\n", 2, "duplicate key \"a\""),
             ("a:\n\tb: 1\n", 2, "tabs"),
             ("a: 1\n  b: 2\n", 2, "`: `"),
             ("a:\n  b: 1\n   c: 2\n", 3, "indentation"),
@@ -993,8 +1509,19 @@ strip: >-
             ("a: \"open\nb: 1\"\n", 2, "indented more"),
             ("a:\tb\n", 1, "`: `"),
             ("a: \tb\n", 1, "tab"),
-            ("a: [1, 2\n", 1, "must end on its line"),
-            ("a: {b: 1\n", 1, "must end on its line"),
+            ("a: [1, 2\n", 2, "`[` opened on line 1 is not closed"),
+            ("a: {b: 1\n", 2, "`{` opened on line 1 is not closed"),
+            ("a: [1,\n2]\n", 2, "indented more than 0 spaces"),
+            ("a:\n  b: [1,\n  2]\n", 3, "indented more than 2 spaces"),
+            ("a: [1,\n---\n]\n", 2, "document marker"),
+            ("a: [1,\n\t2]\n", 2, "indented more than 0 spaces"),
+            ("a: [\"x\n  y\"]\n", 1, "must end on its line"),
+            (
+                "a: [x\n  y]\n",
+                2,
+                "a value over several lines must be quoted",
+            ),
+            ("a: <<\n<<: x\n", 2, "a mapping or a list of mappings"),
             ("a: \"\\q\"\n", 1, "invalid escape"),
             ("a: b: c\n", 1, "`: `"),
             ("a: - b\n", 1, "next line"),
@@ -1007,6 +1534,116 @@ strip: >-
             assert_eq!(e.line, line, "{text:?}: {e}");
             assert!(e.message.contains(needle), "{text:?}: {e}");
         }
+    }
+
+    /// The shape kubectl reads and the JSON fast path used to take for
+    /// JSON: a flow mapping over several lines, with comments.
+    #[test]
+    fn flow_collections_over_several_lines() {
+        let text = "\
+{apiVersion: v1, kind: Config,
+ clusters: [{name: c, cluster: {server: \"https://h:1\",   # a comment
+   insecure-skip-tls-verify: true}}],
+ users: [
+   {name: u, user: {token: t}},
+ ],
+ contexts: [{name: x, context: {cluster: c, user: u}}],
+ current-context: x
+}
+";
+        assert_eq!(
+            ok(text),
+            json!({
+                "apiVersion": "v1", "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://h:1",
+                                                       "insecure-skip-tls-verify": "true"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x"
+            })
+        );
+        assert_eq!(ok(&text.replace('\n', "\r\n")), ok(text));
+        // JSON is YAML, also indented with tabs (kubectl reads it).
+        let json = "{\n\t\"a\": [\n\t\t\"b\", true, 1.5, null\n\t],\n\t\"c\": {}\n}\n";
+        assert_eq!(ok(json), json!({"a": ["b", "true", "1.5", null], "c": {}}));
+        // Inside a block: continuation lines deeper than the key.
+        assert_eq!(
+            ok("a:\n  b: [x,\n    y]  # c\n  c: {d:\n      e}\nf: g\n"),
+            json!({"a": {"b": ["x", "y"], "c": {"d": "e"}}, "f": "g"})
+        );
+    }
+
+    /// kubectl (go-yaml v2) expands aliases and `<<` merge keys; a key
+    /// given twice keeps its last value. (Checked against kubectl 1.32.)
+    #[test]
+    fn anchors_aliases_and_merge_keys_read_as_kubectl_reads_them() {
+        let text = "\
+users:
+- name: base
+  user: &creds {token: from-anchor, as: alice}
+- name: other
+  user: &other
+    token: from-other
+    as: bob
+    as-uid: \"7\"
+- name: u
+  user:
+    token: explicit-before
+    <<: [*creds, *other]
+    as-groups: [g]
+- name: same
+  user: *creds
+- &entry
+  name: copy
+  user: {<<: *other, as: carol}
+list: [&x a, *x, {k: *x}]
+twice: 1
+twice: 2
+";
+        assert_eq!(
+            ok(text),
+            json!({
+                "users": [
+                    {"name": "base", "user": {"token": "from-anchor", "as": "alice"}},
+                    {"name": "other", "user": {"token": "from-other", "as": "bob", "as-uid": "7"}},
+                    {"name": "u", "user": {"token": "from-anchor", "as": "alice",
+                                           "as-uid": "7", "as-groups": ["g"]}},
+                    {"name": "same", "user": {"token": "from-anchor", "as": "alice"}},
+                    {"name": "copy", "user": {"token": "from-other", "as": "carol", "as-uid": "7"}}
+                ],
+                "list": ["a", "a", {"k": "a"}],
+                "twice": "2"
+            })
+        );
+    }
+
+    /// Nine levels of ten aliases each would be a billion copies: refused
+    /// once the copies pass twice the document's size (at least 1 MiB),
+    /// quickly and without the memory.
+    #[test]
+    fn a_billion_laughs_is_refused_with_a_clear_error() {
+        let mut text = String::from("a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+        for i in 1..10 {
+            let p = i - 1;
+            text += &format!("a{i}: &a{i} [{}]\n", vec![format!("*a{p}"); 10].join(", "));
+        }
+        let started = std::time::Instant::now();
+        let e = fails(&text);
+        assert!(e.message.contains("billion laughs"), "{e}");
+        assert!(e.message.contains("1024 KiB"), "{e}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        // The same in block style.
+        let mut block = String::from("a0: &a0\n- lol\n- lol\n- lol\n- lol\n- lol\n");
+        for i in 1..20 {
+            block += &format!("a{i}: &a{i}\n- *a{}\n- *a{}\n- *a{}\n", i - 1, i - 1, i - 1);
+        }
+        assert!(fails(&block).message.contains("billion laughs"));
+        // Aliases nested in aliases cannot go deeper than the stack allows.
+        let mut deep = String::from("a0: &a0 [x]\n");
+        for i in 1..80 {
+            deep += &format!("a{i}: &a{i} [*a{}]\n", i - 1);
+        }
+        assert!(fails(&deep).message.contains("nests deeper"));
     }
 
     #[test]
@@ -1024,7 +1661,7 @@ strip: >-
     /// A full YAML parser's reading of `text` in this module's terms
     /// (plain `null`/`~`/empty are null, every other scalar a string);
     /// `None` when it refuses the text or it uses what this module refuses
-    /// (anchors, aliases, tags, duplicate keys, several documents).
+    /// (tags, anchors on keys, several documents).
     fn oracle(text: &str) -> Option<Value> {
         use yaml_rust2::parser::{Event, Parser};
         let mut parser = Parser::new_from_str(text);
@@ -1037,42 +1674,52 @@ strip: >-
                 e => events.push(e),
             }
         }
-        fn build(e: Event, it: &mut std::vec::IntoIter<Event>) -> Option<Value> {
-            match e {
-                Event::Scalar(s, style, 0, None) => Some(match style {
-                    yaml_rust2::scanner::TScalarStyle::Plain => plain_value(&s),
-                    _ => Value::String(s),
-                }),
-                Event::SequenceStart(0, None) => {
+        type Anchors = std::collections::HashMap<usize, Value>;
+        fn build(e: Event, it: &mut std::vec::IntoIter<Event>, a: &mut Anchors) -> Option<Value> {
+            let (value, anchor) = match e {
+                Event::Scalar(s, style, anchor, None) => (
+                    match style {
+                        yaml_rust2::scanner::TScalarStyle::Plain => Value::from(plain_value(&s)),
+                        _ => Value::String(s),
+                    },
+                    anchor,
+                ),
+                Event::Alias(id) => return a.get(&id).cloned(),
+                Event::SequenceStart(anchor, None) => {
                     let mut items = Vec::new();
                     loop {
                         match it.next()? {
-                            Event::SequenceEnd => return Some(Value::Array(items)),
-                            e => items.push(build(e, it)?),
+                            Event::SequenceEnd => break,
+                            e => items.push(build(e, it, a)?),
                         }
                     }
+                    (Value::Array(items), anchor)
                 }
-                Event::MappingStart(0, None) => {
+                Event::MappingStart(anchor, None) => {
                     let mut map = Map::new();
                     loop {
                         let key = match it.next()? {
-                            Event::MappingEnd => return Some(Value::Object(map)),
+                            Event::MappingEnd => break,
                             Event::Scalar(k, _, 0, None) => k,
                             _ => return None,
                         };
-                        let value = build(it.next()?, it)?;
-                        if map.insert(key, value).is_some() {
-                            return None;
-                        }
+                        // A key given twice keeps its last value, as kubectl reads it.
+                        let value = build(it.next()?, it, a)?;
+                        map.insert(key, value);
                     }
+                    (Value::Object(map), anchor)
                 }
-                _ => None,
+                _ => return None,
+            };
+            if anchor != 0 {
+                a.insert(anchor, value.clone());
             }
+            Some(value)
         }
         let mut it = events.into_iter();
         let value = match it.next() {
             None => Value::Null,
-            Some(e) => build(e, &mut it)?,
+            Some(e) => build(e, &mut it, &mut Anchors::new())?,
         };
         it.next().is_none().then_some(value)
     }
@@ -1087,6 +1734,13 @@ strip: >-
         "# c\n---\nusers:   # u\n  - name: a   # n\n    user:\n      exec:\n        args:\n\
          \x20         - --region\n          - \"x\"\n        env: null\n  -\n    name: b\n\
          empty:\ntilde: ~\n...\n",
+        "{apiVersion: v1, kind: Config,\n clusters: [{name: c, cluster: {server: \"https://h:1\",\n   \
+         insecure-skip-tls-verify: true}}],  # c\n users: [\n   {name: u, user: {token: t}}\n ],\n \
+         current-context: x}\n",
+        "clusters:\n- name: c\n  cluster: &cl\n    server: https://h:1\n- name: d\n  cluster: *cl\n\
+         users:\n- name: u\n  user: &creds {token: t, as: alice}\n- &v\n  name: v\n  user: *creds\n\
+         list: [&x a, *x, {k: *x}]\nm: &m\n  - a\n  - *x\nn: *m\n",
+        "a:\n  b: [x,\n    y, {c: d,\n      e: f}]\n  g: {h: i,\n    j: [k]}   # c\nl: [\n  'm', \"n\"\n  ]\n",
     ];
 
     /// Every seed, and thousands of deterministic mutations of them: none

@@ -12,6 +12,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 const SERVER_CERT: &[u8] = include_bytes!("../../fixtures/tls/server.pem");
 const SERVER_KEY: &[u8] = include_bytes!("../../fixtures/tls/server-key.pem");
+/// The CA of the client certificates the recorder asks for (optional).
+const CLIENT_CA: &[u8] = include_bytes!("../../fixtures/tls/client-ca.pem");
 /// The CA that signed the recorder's certificate (names 127.0.0.1, ::1, localhost).
 pub const CA: &[u8] = include_bytes!("../../fixtures/tls/ca.pem");
 
@@ -22,6 +24,10 @@ pub struct Recorded {
     pub target: String,
     /// Header names in lower case, in arrival order.
     pub headers: Vec<(String, String)>,
+    /// Over TLS: the server name the client sent (SNI).
+    pub sni: Option<String>,
+    /// Over TLS: the client certificate presented, DER.
+    pub client_cert: Option<Vec<u8>>,
 }
 
 impl Recorded {
@@ -89,11 +95,24 @@ fn server_config() -> Arc<rustls::ServerConfig> {
         .unwrap();
     let key = PrivateKeyDer::from_pem_slice(SERVER_KEY).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_slice_iter(CLIENT_CA) {
+        roots.add(ca.unwrap()).unwrap();
+    }
+    // Client certificates are asked for, not required: the log says who
+    // presented one.
+    let clients = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .allow_unauthenticated()
+    .build()
+    .unwrap();
     Arc::new(
         rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .unwrap()
-            .with_no_client_auth()
+            .with_client_cert_verifier(clients)
             .with_single_cert(certs, key)
             .unwrap(),
     )
@@ -101,18 +120,31 @@ fn server_config() -> Arc<rustls::ServerConfig> {
 
 fn serve(conn: TcpStream, tls: Option<Arc<rustls::ServerConfig>>, log: &Log) {
     match tls {
-        None => answer(conn, log),
+        None => answer(conn, log, (None, None)),
         Some(cfg) => {
             let Ok(session) = rustls::ServerConnection::new(cfg) else {
                 return;
             };
-            answer(rustls::StreamOwned::new(session, conn), log)
+            let mut stream = rustls::StreamOwned::new(session, conn);
+            while stream.conn.is_handshaking() {
+                if stream.conn.complete_io(&mut stream.sock).is_err() {
+                    return;
+                }
+            }
+            let sni = stream.conn.server_name().map(str::to_string);
+            let cert = stream
+                .conn
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .map(|c| c.to_vec());
+            answer(stream, log, (sni, cert))
         }
     }
 }
 
-/// Read one request head (and body), record it, answer 404, close.
-fn answer(stream: impl Read + Write, log: &Log) {
+/// Read one request head (and body), record it with what TLS said
+/// (`tls`: SNI, client certificate), answer 404, close.
+fn answer(stream: impl Read + Write, log: &Log, tls: (Option<String>, Option<Vec<u8>>)) {
     let mut r = BufReader::new(stream);
     let Some((method, target, headers)) = read_head(&mut r) else {
         return;
@@ -130,6 +162,8 @@ fn answer(stream: impl Read + Write, log: &Log) {
         method,
         target,
         headers,
+        sni: tls.0,
+        client_cert: tls.1,
     });
     let body = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"not found","reason":"NotFound","code":404}"#;
     let resp = format!(
