@@ -251,6 +251,12 @@ pub fn format_go_duration(d: Duration) -> String {
     format!("{hours}h{}m{secs}s", minutes % 60)
 }
 
+/// `d` in seconds to a tenth, `"12.3s"`, for messages: integer arithmetic,
+/// so that no float formatting is linked into a small static binary.
+pub(crate) fn tenths(d: Duration) -> String {
+    format!("{}.{}s", d.as_secs(), d.subsec_millis() / 100)
+}
+
 /// `v / 10^prec` with the fraction's trailing zeros (and a bare point) dropped.
 fn with_fraction(v: u128, prec: u32) -> String {
     let div = 10u128.pow(prec);

@@ -9,6 +9,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::duration::tenths;
+
 /// Boxed underlying cause, kept so [`std::error::Error::source`] can expose it.
 pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 
@@ -308,9 +310,9 @@ impl Error {
                 allowed,
             } => write!(
                 f,
-                "lease {lock}: leading but last renewed {:.1}s ago, more than the {:.1}s allowed",
-                since_renew.as_secs_f64(),
-                allowed.as_secs_f64()
+                "lease {lock}: leading but last renewed {} ago, more than the {} allowed",
+                tenths(*since_renew),
+                tenths(*allowed)
             ),
             Error::NotReady { lock, detail } => write!(f, "lease {lock}: not ready: {detail}"),
             Error::LostLeadership {
@@ -319,9 +321,9 @@ impl Error {
                 allowed,
             } => write!(
                 f,
-                "lease {lock}: leadership was lost {:.1}s ago and this process is still running, more than the {:.1}s allowed",
-                since_loss.as_secs_f64(),
-                allowed.as_secs_f64()
+                "lease {lock}: leadership was lost {} ago and this process is still running, more than the {} allowed",
+                tenths(*since_loss),
+                tenths(*allowed)
             ),
         }
     }

@@ -97,7 +97,9 @@ impl ElectorConfig {
         }
         if self.renew_deadline.as_secs_f64() <= JITTER_FACTOR * self.retry_period.as_secs_f64() {
             return bad(format!(
-                "renewDeadline must be greater than retryPeriod*JitterFactor (renewDeadline {}, retryPeriod {}, JitterFactor {JITTER_FACTOR})",
+                // JITTER_FACTOR written out: formatting an f64 would link
+                // float formatting into every static binary.
+                "renewDeadline must be greater than retryPeriod*JitterFactor (renewDeadline {}, retryPeriod {}, JitterFactor 1.2)",
                 secs(self.renew_deadline),
                 secs(self.retry_period)
             ));

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::shared::Shared;
 use super::term::Term;
+use crate::duration::tenths;
 use crate::error::{Error, Result};
 use crate::status::{ElectorStatus, FailureKind};
 
@@ -131,9 +132,9 @@ impl Probe {
                 _ => String::new(),
             };
             return not_ready(format!(
-                "no successful request to the API server for {:.1}s, more than the {:.1}s allowed{why}",
-                since.as_secs_f64(),
-                max_without_success.as_secs_f64()
+                "no successful request to the API server for {}, more than the {} allowed{why}",
+                tenths(since),
+                tenths(max_without_success)
             ));
         }
         Ok(())
