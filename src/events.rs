@@ -189,7 +189,7 @@ impl EventRecorder {
         let now = MicroTime::from_system_time(self.clock.system_time()).rfc3339_seconds();
         // client-go names events `<object>.<hex>`; random bits keep names
         // unique across replicas recording in the same nanosecond.
-        let suffix = uuid::Uuid::new_v4().as_u64_pair().0;
+        let suffix = crate::random::uuid_v4().as_u64_pair().0;
         let mut event = json!({
             "apiVersion": "v1",
             "kind": "Event",

@@ -116,6 +116,7 @@ pub mod lease;
 pub mod lock;
 mod names;
 pub mod openshift;
+mod random;
 pub mod status;
 #[cfg(test)]
 mod test_dir;

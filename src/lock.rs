@@ -365,7 +365,7 @@ pub fn identity() -> String {
 
 /// [`identity`] with the hostname given (trimmed; `None` or blank gives a bare uuid).
 pub fn identity_with_hostname(hostname: Option<&str>) -> String {
-    let id = uuid::Uuid::new_v4();
+    let id = crate::random::uuid_v4();
     match hostname.map(str::trim).filter(|h| !h.is_empty()) {
         Some(h) => format!("{h}_{id}"),
         None => id.to_string(),

@@ -6,7 +6,8 @@ pub(crate) struct TempDir(pub(crate) PathBuf);
 
 impl TempDir {
     pub(crate) fn new() -> Self {
-        let p = std::env::temp_dir().join(format!("lease-elector-unit-{}", uuid::Uuid::new_v4()));
+        let p =
+            std::env::temp_dir().join(format!("lease-elector-unit-{}", crate::random::uuid_v4()));
         std::fs::create_dir_all(&p).unwrap();
         TempDir(p)
     }

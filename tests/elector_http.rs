@@ -370,7 +370,7 @@ fn status_errors_are_typed_and_name_the_lease() {
 
 #[test]
 fn rotated_token_is_picked_up_after_a_401_without_losing_leadership() {
-    let dir = std::env::temp_dir().join(format!("le-token-{}", uuid::Uuid::new_v4()));
+    let dir = std::env::temp_dir().join(format!("le-token-{}", common::tempdir::unique()));
     std::fs::create_dir_all(&dir).unwrap();
     let token_file = dir.join("token");
     std::fs::write(&token_file, "token-one\n").unwrap();
@@ -401,7 +401,7 @@ fn rotated_token_is_picked_up_after_a_401_without_losing_leadership() {
 
 #[test]
 fn token_file_is_reread_every_minute_even_without_a_401() {
-    let dir = std::env::temp_dir().join(format!("le-token-{}", uuid::Uuid::new_v4()));
+    let dir = std::env::temp_dir().join(format!("le-token-{}", common::tempdir::unique()));
     std::fs::create_dir_all(&dir).unwrap();
     let token_file = dir.join("token");
     std::fs::write(&token_file, "old\n").unwrap();

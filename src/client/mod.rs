@@ -39,6 +39,7 @@ use crate::text::Escaped;
 mod auth;
 mod config;
 mod connect;
+mod crypto;
 pub(crate) mod exec;
 pub(crate) mod failure;
 pub(crate) mod file;

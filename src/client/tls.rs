@@ -32,7 +32,7 @@ use crate::error::{Error, Result};
 pub(super) fn tls_config(config: &ClientConfig, https: bool) -> Result<TlsConfig> {
     let mut tls = TlsConfig::builder()
         .provider(TlsProvider::Rustls)
-        .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()));
+        .unversioned_rustls_crypto_provider(Arc::new(super::crypto::provider()));
     if https && config.insecure {
         if config.ca_pem.is_some() {
             // client-go's words: kubectl refuses the same.
@@ -68,7 +68,7 @@ pub(super) fn tls_config(config: &ClientConfig, https: bool) -> Result<TlsConfig
 pub(super) fn roots_only(what: &str, pem: &[u8], https: bool) -> Result<TlsConfig> {
     let mut tls = TlsConfig::builder()
         .provider(TlsProvider::Rustls)
-        .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()));
+        .unversioned_rustls_crypto_provider(Arc::new(super::crypto::provider()));
     if https {
         tls = tls.root_certs(RootCerts::new_with_certs(&parse_certs(what, pem)?));
     }
@@ -191,7 +191,7 @@ impl SharedTls {
 /// builds it): its root certificates, or (`insecure-skip-tls-verify`)
 /// any certificate with a checked handshake; its client certificate.
 fn rustls_config(tls: &TlsConfig) -> std::result::Result<rustls::ClientConfig, ureq::Error> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(super::crypto::provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(rustls::ALL_VERSIONS)?;
     let builder = match tls.root_certs() {

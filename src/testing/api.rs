@@ -393,7 +393,7 @@ fn create(store: &mut Store, ns: &str, body: &[u8], strict: bool) -> Response {
             Some(prefix) => {
                 name = format!(
                     "{prefix}{}",
-                    &uuid::Uuid::new_v4().simple().to_string()[..5]
+                    &crate::random::uuid_v4().simple().to_string()[..5]
                 );
             }
             None => {

@@ -64,7 +64,7 @@ pub(crate) fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
 
 /// Five random characters, as `generateName` appends.
 pub(crate) fn random_suffix() -> String {
-    uuid::Uuid::new_v4()
+    crate::random::uuid_v4()
         .simple()
         .to_string()
         .chars()
@@ -122,7 +122,7 @@ impl Store {
             m.insert("resourceVersion".into(), rv.to_string().into());
             let uid = uid
                 .or_else(|| m.get("uid").and_then(Value::as_str).map(str::to_string))
-                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+                .unwrap_or_else(|| crate::random::uuid_v4().to_string());
             m.insert("uid".into(), uid.into());
             let created = created
                 .or_else(|| {
@@ -207,7 +207,7 @@ impl Store {
             }
             m.insert("namespace".into(), ns.into());
             m.insert("resourceVersion".into(), rv.to_string().into());
-            m.insert("uid".into(), uuid::Uuid::new_v4().to_string().into());
+            m.insert("uid".into(), crate::random::uuid_v4().to_string().into());
             m.insert("creationTimestamp".into(), now_rfc3339().into());
         }
         self.events.push(obj.clone());

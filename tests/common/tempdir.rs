@@ -5,9 +5,24 @@ use std::path::PathBuf;
 
 pub struct TempDir(pub PathBuf);
 
+/// A name no other test (of this or another process) is using.
+pub fn unique() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!(
+        "{}-{}-{nanos}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 impl TempDir {
     pub fn new() -> Self {
-        let p = std::env::temp_dir().join(format!("lease-elector-test-{}", uuid::Uuid::new_v4()));
+        let p = std::env::temp_dir().join(format!("lease-elector-test-{}", unique()));
         std::fs::create_dir_all(&p).unwrap();
         TempDir(p)
     }
