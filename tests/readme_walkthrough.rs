@@ -1,0 +1,22 @@
+//! The README's fake-cluster walk-through is `examples/fake-cluster.sh`,
+//! word for word, so that what CI runs (`bash -e examples/fake-cluster.sh`
+//! in `.ci/run`) is what a newcomer pastes.
+
+#[test]
+fn the_readme_walkthrough_is_the_script_ci_runs() {
+    let readme = include_str!("../README.md");
+    let script = include_str!("../examples/fake-cluster.sh");
+    let section = readme
+        .split("### A fake cluster on your laptop")
+        .nth(1)
+        .expect("the walk-through section");
+    let block = section
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("its sh block");
+    assert_eq!(block, script);
+    for step in ["kill -TERM $POD_A", "kill -KILL $POD_B", "kubectl get events"] {
+        assert!(script.contains(step), "{step}");
+    }
+}
