@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -15,34 +15,11 @@ use lease_elector::testing::TestApiServer;
 use lease_elector::{Client, ClientConfig, Deadline, ManualClock};
 
 mod common;
+use common::logs::logs;
 use common::tempdir::TempDir;
 
 /// What a request is given; a read that blocks is caught well within it.
 const BUDGET: Duration = Duration::from_secs(5);
-
-/// Every log record of this test binary: (level, message).
-fn logs() -> &'static Mutex<Vec<(log::Level, String)>> {
-    static LOGS: OnceLock<Mutex<Vec<(log::Level, String)>>> = OnceLock::new();
-    LOGS.get_or_init(|| {
-        struct Capture;
-        impl log::Log for Capture {
-            fn enabled(&self, _: &log::Metadata) -> bool {
-                true
-            }
-            fn log(&self, r: &log::Record) {
-                logs()
-                    .lock()
-                    .unwrap()
-                    .push((r.level(), r.args().to_string()));
-            }
-            fn flush(&self) {}
-        }
-        static CAPTURE: Capture = Capture;
-        let _ = log::set_logger(&CAPTURE);
-        log::set_max_level(log::LevelFilter::Debug);
-        Mutex::new(Vec::new())
-    })
-}
 
 fn warnings_about(needle: &str) -> Vec<String> {
     logs()

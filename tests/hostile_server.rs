@@ -8,10 +8,11 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use common::logs::logs;
 use common::{eventually, timings, Cluster, LEASE, NS};
 use lease_elector::status::FailureKind;
 use lease_elector::testing::{Fault, TestApiServer};
@@ -308,7 +309,7 @@ fn the_watch_follows_no_redirect_either() {
             .lock()
             .unwrap()
             .iter()
-            .any(|l| l.contains(&want) && l.contains("redirected to http://***@"))
+            .any(|(_, l)| l.contains(&want) && l.contains("redirected to http://***@"))
     });
 }
 
@@ -416,27 +417,6 @@ fn times_are_compared_as_times_not_as_text() {
     assert_eq!(c.leaders(), ["me"]);
 }
 
-/// Every log record of this test binary, at every level.
-fn logs() -> &'static Mutex<Vec<String>> {
-    static LOGS: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
-    LOGS.get_or_init(|| {
-        struct Capture;
-        impl log::Log for Capture {
-            fn enabled(&self, _: &log::Metadata) -> bool {
-                true
-            }
-            fn log(&self, r: &log::Record) {
-                logs().lock().unwrap().push(r.args().to_string());
-            }
-            fn flush(&self) {}
-        }
-        static CAPTURE: Capture = Capture;
-        let _ = log::set_logger(&CAPTURE);
-        log::set_max_level(log::LevelFilter::Debug);
-        Mutex::new(Vec::new())
-    })
-}
-
 const FORGED: &str = "oops\nW0101 lease-elect: LEADING me\n\u{1b}[2J";
 
 #[test]
@@ -478,8 +458,8 @@ fn an_error_body_that_forges_a_log_line_is_logged_as_one_escaped_line() {
         .lock()
         .unwrap()
         .iter()
-        .filter(|l| l.contains("forged-500") && l.contains("oops"))
-        .cloned()
+        .filter(|(_, l)| l.contains("forged-500") && l.contains("oops"))
+        .map(|(_, l)| l.clone())
         .collect();
     assert!(!logged.is_empty(), "the failure is logged");
     for line in &logged {

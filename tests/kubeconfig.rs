@@ -9,6 +9,7 @@ use lease_elector::{Client, ClientConfig, Deadline, Error};
 use serde_json::json;
 
 mod common;
+use common::logs::logs;
 use common::tempdir::TempDir;
 
 fn base64(data: &[u8]) -> String {
@@ -477,31 +478,6 @@ fn kubeconfig_lists_merge_as_kubectl_merges_them() {
         matches!(&none, Error::ReadFile { path, .. } if *path == missing),
         "{none}"
     );
-}
-
-/// Every log record of this test binary: (level, message).
-fn logs() -> &'static std::sync::Mutex<Vec<(log::Level, String)>> {
-    use std::sync::{Mutex, OnceLock};
-    static LOGS: OnceLock<Mutex<Vec<(log::Level, String)>>> = OnceLock::new();
-    LOGS.get_or_init(|| {
-        struct Capture;
-        impl log::Log for Capture {
-            fn enabled(&self, _: &log::Metadata) -> bool {
-                true
-            }
-            fn log(&self, r: &log::Record) {
-                logs()
-                    .lock()
-                    .unwrap()
-                    .push((r.level(), r.args().to_string()));
-            }
-            fn flush(&self) {}
-        }
-        static CAPTURE: Capture = Capture;
-        let _ = log::set_logger(&CAPTURE);
-        log::set_max_level(log::LevelFilter::Debug);
-        Mutex::new(Vec::new())
-    })
 }
 
 #[test]

@@ -16,7 +16,11 @@ fn the_readme_walkthrough_is_the_script_ci_runs() {
         .and_then(|b| b.split("```").next())
         .expect("its sh block");
     assert_eq!(block, script);
-    for step in ["kill -TERM $POD_A", "kill -KILL $POD_B", "kubectl get events"] {
+    for step in [
+        "kill -TERM $POD_A",
+        "kill -KILL $POD_B",
+        "kubectl get events",
+    ] {
         assert!(script.contains(step), "{step}");
     }
 }

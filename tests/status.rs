@@ -3,39 +3,16 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
+use common::logs::logs;
 use common::*;
 use lease_elector::testing::{Fault, TestApiServer};
 use lease_elector::{
     render_prometheus, Client, ClientConfig, ElectorConfig, ElectorHandle, FailureKind,
     LeaderElector, LeaderEvent, LeaseLock, ManualClock,
 };
-
-/// Every log record of this test binary: (level, message).
-fn logs() -> &'static Mutex<Vec<(log::Level, String)>> {
-    static LOGS: OnceLock<Mutex<Vec<(log::Level, String)>>> = OnceLock::new();
-    LOGS.get_or_init(|| {
-        struct Capture;
-        impl log::Log for Capture {
-            fn enabled(&self, _: &log::Metadata) -> bool {
-                true
-            }
-            fn log(&self, r: &log::Record) {
-                logs()
-                    .lock()
-                    .unwrap()
-                    .push((r.level(), r.args().to_string()));
-            }
-            fn flush(&self) {}
-        }
-        static CAPTURE: Capture = Capture;
-        let _ = log::set_logger(&CAPTURE);
-        log::set_max_level(log::LevelFilter::Debug);
-        Mutex::new(Vec::new())
-    })
-}
 
 fn lines_about(lease: &str, level: log::Level, needle: &str) -> usize {
     logs()

@@ -13,6 +13,7 @@ use lease_elector::{
     ManualClock,
 };
 
+pub mod logs;
 pub mod oracle;
 pub mod recorder;
 pub mod tempdir;
