@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use lease_elector::testing::TestApiServer;
+use lease_elector::testing::{Fault, TestApiServer};
 use serde_json::json;
 
 mod common;
@@ -385,6 +385,11 @@ fn a_frozen_leader_is_stopped_on_thawing_and_its_stale_writes_are_refused() {
 }
 
 fn held_by_other(server: &TestApiServer) {
+    held_by_other_for(server, 3600);
+}
+
+/// The Lease held by `other`, renewed now, for `seconds`.
+fn held_by_other_for(server: &TestApiServer, seconds: u64) {
     let now = lease_elector::MicroTime::from_system_time(std::time::SystemTime::now());
     server.put_lease(
         "terms",
@@ -394,7 +399,7 @@ fn held_by_other(server: &TestApiServer) {
             "metadata": {"name": "lock"},
             "spec": {
                 "holderIdentity": "other",
-                "leaseDurationSeconds": 3600,
+                "leaseDurationSeconds": seconds,
                 "acquireTime": now.to_string(),
                 "renewTime": now.to_string(),
                 "leaseTransitions": 4,
@@ -489,4 +494,40 @@ fn acquire_timeout_on_a_free_lease_runs_the_command_with_its_term_and_passes_its
         "",
         "released"
     );
+}
+
+#[test]
+fn an_attempt_in_flight_when_the_acquire_timeout_passes_decides_and_leaves_no_write_behind() {
+    // The lease expires (for a) 1 s after a first sees it; a's attempt
+    // then is in flight from 1 s to 2 s (its PUT is answered after 1 s),
+    // across the time-out at 1.5 s. Giving up under it would leave the
+    // write it sent in place, unreleased, behind an exit 75 that says
+    // nothing was written: the attempt decides instead.
+    let server = TestApiServer::start().unwrap();
+    held_by_other_for(&server, 1);
+    server.inject(Fault::latency(Duration::from_secs(1)).method("PUT"));
+    let mut a = Elect::start(
+        &server,
+        "a",
+        &[
+            "--acquire-timeout",
+            "1.5",
+            "--",
+            "/bin/sh",
+            "-c",
+            "echo \"ran $LEASE_ELECT_TERM\"; exit 3",
+        ],
+    );
+    let code = a.exit_code();
+    let out: Vec<String> = a.lines.try_iter().collect();
+    // The PUT sent at 1 s lands whatever lease-elect did meanwhile.
+    eventually("a's PUT answered", || !lease_writes(&server).is_empty());
+    let spec = server.lease("terms", "lock").unwrap()["spec"].clone();
+    assert_eq!(
+        (code, spec["holderIdentity"].as_str()),
+        (Some(3), Some("")),
+        "the attempt won: COMMAND ran, then the lease was released; {out:?} {spec}; {}",
+        a.log()
+    );
+    assert!(out.iter().any(|l| l == "ran 5"), "{out:?}");
 }

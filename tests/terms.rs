@@ -204,3 +204,32 @@ fn wait_ended_blocks_until_the_term_ends() {
     assert!(waiter.join().unwrap(), "woken by the stop");
     assert!(!term.is_current());
 }
+
+#[test]
+fn an_acquire_timeout_ends_the_elector_between_attempts_without_a_write() {
+    let mut c = Cluster::new();
+    let a = c.add("a", timings());
+    c.step_until(STEP, SECOND * 5, |c| c.candidates[a].started() == 1);
+    let with_timeout = |t| ElectorConfig {
+        acquire_timeout: Some(t),
+        ..timings()
+    };
+    let once = c.add("once", with_timeout(Duration::ZERO));
+    let five = c.add("five", with_timeout(SECOND * 5));
+    c.settle();
+    assert!(c.candidates[once].handle().is_finished(), "0: one attempt");
+    assert_eq!(c.candidates[once].handle().status().attempts, 1);
+    let took = c.step_until(STEP, SECOND * 10, |c| {
+        c.candidates[five].handle().is_finished()
+    });
+    assert!(took >= SECOND * 5, "gave up after {took:?}");
+    assert!(c.candidates[five].handle().status().attempts >= 2);
+    for i in [once, five] {
+        let cand = &mut c.candidates[i];
+        cand.drain();
+        assert_eq!(cand.started(), 0);
+        assert!(cand.events.recv_timeout(WAIT).is_err(), "disconnected");
+    }
+    // Nobody but a wrote: the Lease is a's first term's, renewed.
+    assert_eq!((c.holder(), stored_transitions(&c)), ("a".to_string(), 0));
+}

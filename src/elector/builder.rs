@@ -71,6 +71,13 @@ impl ElectorBuilder {
         self
     }
 
+    /// Give up acquiring after `d` without leading (see
+    /// [`ElectorConfig::acquire_timeout`]).
+    pub fn acquire_timeout(mut self, d: Duration) -> Self {
+        self.config.acquire_timeout = Some(d);
+        self
+    }
+
     /// Replace all timing and behaviour settings at once.
     pub fn config(mut self, config: ElectorConfig) -> Self {
         self.config = config;

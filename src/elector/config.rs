@@ -38,6 +38,19 @@ pub struct ElectorConfig {
     /// round): with the default 5 s, and 5 s for queued Events, `stop()`
     /// returns within about 10 s whatever the server does.
     pub release_timeout: Duration,
+    /// Give up acquiring when not leading this long after the elector
+    /// starts: the elector then ends (its event channel disconnects without
+    /// a `StartedLeading`) having written nothing more to the Lease. Judged
+    /// by the elector thread between attempts, so an attempt in flight at
+    /// that moment decides (its write may land), and `Some(ZERO)` makes
+    /// exactly one attempt. Only the first term is waited for (a `rejoin`
+    /// after a loss has no time-out). `None` (the default): keep trying.
+    ///
+    /// A lease left by a holder that crashed is taken over only after a
+    /// whole `lease_duration` during which this candidate saw it unchanged
+    /// (expiry is never judged by the holder's clock): with a time-out
+    /// shorter than that, such a lease is never taken.
+    pub acquire_timeout: Option<Duration>,
 }
 
 impl Default for ElectorConfig {
@@ -52,6 +65,7 @@ impl Default for ElectorConfig {
             watch: false,
             request_timeout: None,
             release_timeout: DEFAULT_RELEASE_TIMEOUT,
+            acquire_timeout: None,
         }
     }
 }

@@ -29,6 +29,11 @@
 //! (a stopped process, a long pause) past that deadline steps down before
 //! it sends anything, and a [`Term`] is never current past it.
 //!
+//! With [`ElectorConfig::acquire_timeout`] the thread gives up acquiring
+//! between attempts, never by cutting one short: a write whose answer was
+//! abandoned may still land, and a candidate that gave up would not
+//! release it.
+//!
 //! After a failed acquire attempt the next is one jittered retry period
 //! away (or the server's `Retry-After`, clamped to
 //! [`MAX_RETRY_AFTER`](crate::client::MAX_RETRY_AFTER)); only an answered

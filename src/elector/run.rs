@@ -96,8 +96,13 @@ impl Run {
     }
 
     pub(super) fn run(mut self) -> Result<()> {
+        // Only the first term is waited for within the time-out.
+        let mut give_up_at = self
+            .cfg()
+            .acquire_timeout
+            .map(|t| add_saturating(self.now(), t));
         loop {
-            if !self.acquire() {
+            if !self.acquire(give_up_at.take()) {
                 return Ok(());
             }
             match self.renew() {
@@ -115,20 +120,31 @@ impl Run {
         }
     }
 
-    /// Attempt until the lease is ours; false when stopped.
+    /// Attempt until the lease is ours; false when stopped, or at
+    /// `give_up_at` without leading.
     ///
     /// After an attempt that failed (an error, or no answer) the next one
     /// is a jittered retry period away (or the server's clamped
     /// `Retry-After`): a fleet of candidates is a gentle client of a failing
     /// API server. Only an answered attempt that showed a held lease may
     /// wake earlier, at that lease's observed expiry.
-    fn acquire(&mut self) -> bool {
+    ///
+    /// The time-out is judged here, between attempts, never by cutting one
+    /// short: an attempt's write may land after its answer is abandoned,
+    /// and a candidate that gave up would leave it unreleased.
+    fn acquire(&mut self, give_up_at: Option<Instant>) -> bool {
         let desc = self.shared.describe.clone();
         log::info!("attempting to acquire leader lease {desc}...");
+        let mut first = true;
         loop {
             if self.shared.wake.is_stopped() {
                 return false;
             }
+            if !first && give_up_at.is_some_and(|at| self.now() >= at) {
+                log::info!("not leading lease {desc} within the acquire time-out: giving up");
+                return false;
+            }
+            first = false;
             let start = self.now();
             let attempt =
                 self.try_acquire_or_renew(&self.deadline(start + self.cfg().renew_deadline));
@@ -144,15 +160,18 @@ impl Run {
                 Ok(false) => {
                     let pause = self
                         .jittered(self.cfg().retry_period)
-                        .min(self.until_expiry());
+                        .min(self.until_expiry())
+                        .min(self.until(give_up_at));
                     self.shared.clock.sleep(pause, &self.shared.wake) == Wake::Stopped
                 }
-                // After a failure, nothing shortens the pause: a failing
-                // server sees at most one attempt per retry period.
+                // After a failure, nothing shortens the pause (but giving
+                // up): a failing server sees at most one attempt per retry
+                // period.
                 Err(_) => {
                     let pause = self
                         .jittered(self.cfg().retry_period)
-                        .max(retry_after(&attempt));
+                        .max(retry_after(&attempt))
+                        .min(self.until(give_up_at));
                     self.pause(pause)
                 }
             };
@@ -640,6 +659,11 @@ impl Run {
             let at = self.now();
             self.shared.emit(LeaderEvent::NewLeader { identity, at });
         }
+    }
+
+    /// Time until `at` (none left once it has passed); forever for `None`.
+    fn until(&self, at: Option<Instant>) -> Duration {
+        at.map_or(Duration::MAX, |at| at.saturating_duration_since(self.now()))
     }
 
     /// Sleep `d`, ignoring pokes; true when stopped.

@@ -53,8 +53,11 @@ With COMMAND:
   --restart               start COMMAND again when it exits on its own while still leading
                           (1s after it ended, doubling up to 30s while it keeps exiting within 10s)
   --acquire-timeout S     give up, exiting 75, if not leading within S (0: after one attempt);
-                          giving up writes nothing to the Lease. For jobs that must not run twice
-                          at once (cron): COMMAND runs once, then the lease is released
+                          giving up writes nothing to the Lease (an attempt in flight at S
+                          decides). For jobs that must not run twice at once (cron): COMMAND
+                          runs once, then the lease is released. A lease left by a crashed
+                          holder is taken only after a whole lease duration: with S shorter
+                          than --lease-duration (15s), it never is
 
 COMMAND's environment holds its term: LEASE_ELECT_TERM (the fencing token: the Lease's
 leaseTransitions when this term began, greater than every earlier term's; send it with each
@@ -99,7 +102,7 @@ Exit status:
            (what COMMAND started is killed first, then the lease released)
   2        usage error
   75       --acquire-timeout passed without leading (EX_TEMPFAIL; COMMAND never ran, the
-           Lease was not written)
+           Lease was not written), or COMMAND itself exited 75
   126, 127 COMMAND cannot be run, or is not found (checked at start)
 ";
 

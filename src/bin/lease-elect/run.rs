@@ -198,9 +198,8 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
             Ok(ExitCode::FAILURE)
         }
         End::GaveUp => {
-            if let Err(e) = stopped {
-                log::error!("stopping the elector: {e}");
-            }
+            // A panic of the elector thread is not a give-up.
+            stopped?;
             log::warn!(
                 "not leading within --acquire-timeout {}: giving up (exit {EXIT_GAVE_UP})",
                 humantime::format_duration(acquire_timeout)
@@ -240,6 +239,10 @@ fn spawn_elector(args: &Args) -> Result<(ElectorHandle, Receiver<LeaderEvent>, S
     }
     if let Some(d) = args.retry_period {
         builder = builder.retry_period(d);
+    }
+    if let Some(d) = args.acquire_timeout {
+        // The elector judges it between attempts: one in flight decides.
+        builder = builder.acquire_timeout(d);
     }
     let (handle, events) = builder.build()?.spawn()?;
     Ok((handle, events, identity))
@@ -374,10 +377,6 @@ const RESTART_FIRST: Duration = Duration::from_secs(1);
 const RESTART_MAX: Duration = Duration::from_secs(30);
 const RESTART_RESET: Duration = Duration::from_secs(10);
 
-/// How often the wait for leadership looks again once `--acquire-timeout`
-/// has passed, until the attempt in flight has decided.
-const ACQUIRE_POLL: Duration = Duration::from_millis(10);
-
 /// The exit status when `--acquire-timeout` passes without leading:
 /// `EX_TEMPFAIL` (sysexits.h), "try again later".
 const EXIT_GAVE_UP: u8 = 75;
@@ -446,27 +445,17 @@ impl Session {
     }
 
     fn run(&self, rx: &Receiver<Msg>) -> End {
-        let give_up_at = self.acquire_timeout.map(|t| Instant::now() + t);
         let mut term = loop {
-            let wait = match give_up_at {
-                None => Duration::MAX,
-                Some(at) => {
-                    let left = at.saturating_duration_since(Instant::now());
-                    if left.is_zero() && self.gave_up() {
-                        return End::GaveUp;
-                    }
-                    // Past the time-out, look again soon: the attempt in
-                    // flight decides.
-                    left.max(ACQUIRE_POLL)
-                }
-            };
-            match rx.recv_timeout(wait) {
+            match rx.recv() {
                 Ok(Msg::Event(LeaderEvent::StartedLeading { term, .. })) => break term,
                 Ok(Msg::Signal(sig)) => return End::Stopped(sig.to_string()),
-                Ok(Msg::ElectorEnded) | Err(RecvTimeoutError::Disconnected) => {
-                    return End::ElectorEnded
+                // Before leading, the elector ends by itself only when
+                // --acquire-timeout passed (it never wrote the Lease).
+                Ok(Msg::ElectorEnded) | Err(_) if self.acquire_timeout.is_some() => {
+                    return End::GaveUp
                 }
-                Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+                Ok(Msg::ElectorEnded) | Err(_) => return End::ElectorEnded,
+                Ok(_) => {}
             }
         };
         let mut pause = RESTART_FIRST;
@@ -526,13 +515,6 @@ impl Session {
             }
             pause = (pause * 2).min(RESTART_MAX);
         }
-    }
-
-    /// `--acquire-timeout` has passed: give up once an attempt has been
-    /// made and did not win (one that won is about to say so).
-    fn gave_up(&self) -> bool {
-        let status = self.probe.status();
-        status.attempts > 0 && status.renews == 0 && !self.probe.is_leader()
     }
 
     /// How long to wait for the next message while COMMAND runs under
