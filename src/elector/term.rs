@@ -102,7 +102,7 @@ impl Term {
     /// changes during the term, and is greater than the token of every
     /// earlier term on this Lease, of any holder that increments
     /// `leaseTransitions` as client-go does (deleting the Lease starts it
-    /// at 0 again).
+    /// at 0 again; the field is an int32, which stops at `i32::MAX`).
     pub fn token(&self) -> u64 {
         self.inner.token
     }
