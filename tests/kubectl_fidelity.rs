@@ -288,6 +288,7 @@ const CORPUS: &[(&str, Outcome)] = &[
     ("impersonation.yaml", Outcome::Same),
     ("insecure.yaml", Outcome::Same),
     ("oidc.yaml", Outcome::Same),
+    ("hand-edited.yaml", Outcome::Same),
     (
         "insecure-with-ca.yaml",
         Outcome::BothRefuse(
@@ -385,7 +386,16 @@ fn compare_views(name: &str, view: &serde_json::Value, cfg: &ClientConfig) {
         Some(context["namespace"].as_str().unwrap_or("default")),
         "{name}: namespace"
     );
-    let credentials = if user.get("token").is_some() {
+    // A token file wins over an inline token, as in client-go.
+    let credentials = if let Some(file) = user.get("tokenFile") {
+        // kubectl shows the path as written; the crate's is resolved.
+        let name = Path::new(file.as_str().unwrap()).file_name().unwrap();
+        assert!(
+            ours.contains(&format!("{}\"", name.to_string_lossy())),
+            "{name:?} in {ours}"
+        );
+        "token: \"file /".to_string()
+    } else if user.get("token").is_some() {
         "token: \"static (redacted)\"".to_string()
     } else if let Some(exec) = user.get("exec") {
         format!("token: \"exec plugin {}", exec["command"].as_str().unwrap())

@@ -6,14 +6,15 @@
 //! several lines, anchors, aliases and `<<` merge keys (with a bound on
 //! what aliases expand to), a key given twice keeping its last value; tags
 //! and several documents are refused with the line they are on. `null`
-//! values count as absent, and `insecure-skip-tls-verify` takes
-//! `true`/`false` quoted or not.
+//! values and empty strings count as absent (clientcmd tests each field's
+//! length), and `insecure-skip-tls-verify` takes YAML 1.1's booleans as
+//! kubectl's go-yaml v2 does (`true`, `yes`, `on`, `y`, ...), quoted or not.
 //!
 //! Read as kubectl (client-go's `clientcmd`) reads them. Supported:
 //! `server`, `certificate-authority(-data)`, `tls-server-name`,
 //! `insecure-skip-tls-verify` (warned about at every load; see `tls.rs`),
 //! `proxy-url` (`http`, `https`), `token`, `tokenFile` (read at load, as
-//! clientcmd), `client-certificate(-data)`/`client-key(-data)`, `exec`
+//! clientcmd; it wins over `token`, as in client-go), `client-certificate(-data)`/`client-key(-data)`, `exec`
 //! credential plugins that answer with a token (EKS, GKE, kubelogin; see
 //! `exec.rs`), the `oidc` auth-provider (see `oidc.rs`), impersonation
 //! (`as`, `as-uid`, `as-groups`, `as-user-extra`), and the context's
@@ -65,33 +66,44 @@ struct Named<T> {
 #[serde(default, rename_all = "kebab-case")]
 struct Cluster {
     server: String,
+    #[serde(deserialize_with = "non_empty")]
     certificate_authority: Option<PathBuf>,
+    #[serde(deserialize_with = "non_empty")]
     certificate_authority_data: Option<String>,
     #[serde(deserialize_with = "bool_or_string")]
     insecure_skip_tls_verify: bool,
+    #[serde(deserialize_with = "non_empty")]
     proxy_url: Option<String>,
+    #[serde(deserialize_with = "non_empty")]
     tls_server_name: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
 #[serde(default, rename_all = "kebab-case")]
 struct User {
+    #[serde(deserialize_with = "non_empty")]
     token: Option<String>,
-    #[serde(rename = "tokenFile")]
+    #[serde(rename = "tokenFile", deserialize_with = "non_empty")]
     token_file: Option<PathBuf>,
+    #[serde(deserialize_with = "non_empty")]
     client_certificate: Option<PathBuf>,
+    #[serde(deserialize_with = "non_empty")]
     client_certificate_data: Option<String>,
+    #[serde(deserialize_with = "non_empty")]
     client_key: Option<PathBuf>,
+    #[serde(deserialize_with = "non_empty")]
     client_key_data: Option<String>,
     exec: Option<Exec>,
     /// `{name, config: {...}}`: read as a value, the static binary's
     /// cheapest way.
     auth_provider: Option<serde_json::Value>,
+    #[serde(deserialize_with = "non_empty")]
     username: Option<String>,
+    #[serde(deserialize_with = "non_empty")]
     password: Option<String>,
-    #[serde(rename = "as")]
+    #[serde(rename = "as", deserialize_with = "non_empty")]
     impersonate: Option<String>,
-    #[serde(rename = "as-uid")]
+    #[serde(rename = "as-uid", deserialize_with = "non_empty")]
     impersonate_uid: Option<String>,
     #[serde(rename = "as-groups")]
     impersonate_groups: Vec<String>,
@@ -449,12 +461,17 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
     } else if let Some(file) = &cluster.certificate_authority {
         cfg = cfg.ca_file(file)?;
     }
-    if let Some(token) = &user.token {
+    if let Some(file) = &user.token_file {
+        // As client-go: the file wins over an inline `token`, which only
+        // stands in while the file cannot be read; alone, the file is read
+        // now (as clientcmd), so an unreadable one fails here.
+        match (&user.token, read_token(file)) {
+            (Some(token), Err(_)) => cfg = cfg.token(token.clone()),
+            (None, Err(e)) => return Err(e),
+            (_, Ok(_)) => cfg = cfg.token_file(file),
+        }
+    } else if let Some(token) = &user.token {
         cfg = cfg.token(token.clone());
-    } else if let Some(file) = &user.token_file {
-        // As clientcmd: read now, so an unreadable file fails here.
-        read_token(file)?;
-        cfg = cfg.token_file(file);
     } else if let Some(exec) = &user.exec {
         let plugin = ExecPlugin {
             command: exec.command.clone(),
@@ -588,15 +605,33 @@ fn read(text: &[u8]) -> std::result::Result<KubeConfig, String> {
 }
 
 /// A YAML `true` reaches serde as a string; JSON has real booleans.
+/// kubectl's go-yaml v2 reads YAML 1.1, where `yes`, `on` and `y` are
+/// true too (and `no`, `off`, `n` false).
 fn bool_or_string<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Error> {
     match serde_json::Value::deserialize(d)? {
         serde_json::Value::Bool(b) => Ok(b),
-        serde_json::Value::String(s) if s.eq_ignore_ascii_case("true") => Ok(true),
-        serde_json::Value::String(s) if s.eq_ignore_ascii_case("false") => Ok(false),
+        serde_json::Value::String(s) => match s.to_ascii_lowercase().as_str() {
+            "true" | "yes" | "on" | "y" => Ok(true),
+            "false" | "no" | "off" | "n" => Ok(false),
+            _ => Err(serde::de::Error::custom(format!(
+                "expected true or false, found {s:?}"
+            ))),
+        },
         other => Err(serde::de::Error::custom(format!(
             "expected true or false, found {other}"
         ))),
     }
+}
+
+/// An empty string is no value: clientcmd tests each field's length.
+fn non_empty<'de, D, T>(d: D) -> std::result::Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: From<String>,
+{
+    Ok(Option::<String>::deserialize(d)?
+        .filter(|s| !s.is_empty())
+        .map(T::from))
 }
 
 fn pem_source(
@@ -656,6 +691,7 @@ pub(super) fn decode_base64(s: &str) -> std::result::Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::config::TokenConfig;
     use crate::test_dir::TempDir;
     use std::collections::HashMap;
 
@@ -695,6 +731,85 @@ mod tests {
             .err()
             .unwrap();
         assert!(err.contains("expected true or false"), "{err}");
+    }
+
+    /// kubectl reads `insecure-skip-tls-verify` with go-yaml v2, whose
+    /// booleans are YAML 1.1's: `yes`, `on`, `y` are true.
+    #[test]
+    fn yaml_1_1_booleans_read_as_kubectl_reads_them() {
+        for (word, value) in [
+            ("true", true),
+            ("yes", true),
+            ("Yes", true),
+            ("on", true),
+            ("ON", true),
+            ("y", true),
+            ("false", false),
+            ("no", false),
+            ("Off", false),
+            ("n", false),
+        ] {
+            let text =
+                format!("clusters:\n- name: c\n  cluster: {{insecure-skip-tls-verify: {word}}}\n");
+            let kc = read(text.as_bytes()).unwrap_or_else(|e| panic!("{word}: {e}"));
+            assert_eq!(
+                kc.clusters[0].value.insecure_skip_tls_verify, value,
+                "{word}"
+            );
+        }
+    }
+
+    /// clientcmd tests each field's length: an empty string is no value,
+    /// and a user's `tokenFile` wins over its `token` (client-go reads the
+    /// file on each request, the inline token standing in only while the
+    /// file cannot be read).
+    #[test]
+    fn token_file_wins_over_token_and_empty_fields_are_absent_as_in_clientcmd() {
+        let dir = TempDir::new();
+        dir.write(
+            "ca.pem",
+            include_bytes!("../../fixtures/tls/ca.pem").as_slice(),
+        );
+        dir.write("tok", "file-token\n");
+        let load = |cluster: &str, user: &str| {
+            let path = dir.write(
+                "config",
+                format!(
+                    "clusters:\n- name: c\n  cluster: {{server: 'https://h:1', certificate-authority: ca.pem{cluster}}}\n\
+                     users:\n- name: u\n  user: {user}\n\
+                     contexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"
+                ),
+            );
+            ClientConfig::from_kubeconfig(path, None).unwrap_or_else(|e| panic!("{user}: {e}"))
+        };
+        let file = |cfg: &ClientConfig| match &cfg.token {
+            TokenConfig::File(p) => p.file_name().map(|n| n.to_string_lossy().into_owned()),
+            _ => None,
+        };
+        assert_eq!(
+            file(&load("", "{token: inline, tokenFile: tok}")),
+            Some("tok".into())
+        );
+        assert_eq!(
+            file(&load("", "{token: '', tokenFile: tok}")),
+            Some("tok".into())
+        );
+        let cfg = load("", "{token: inline, tokenFile: /nonexistent/tok}");
+        assert!(matches!(&cfg.token, TokenConfig::Static(t) if t == "inline"));
+
+        let cfg = load(
+            ", certificate-authority-data: '', tls-server-name: '', proxy-url: ''",
+            "{token: t, tokenFile: '', client-certificate: '', client-key: '', \
+             client-certificate-data: '', client-key-data: '', username: '', password: '', \
+             as: '', as-uid: ''}",
+        );
+        assert!(matches!(&cfg.token, TokenConfig::Static(t) if t == "t"));
+        assert!(cfg.ca_pem.is_some() && cfg.client_identity.is_none());
+        assert!(cfg.impersonate.is_none() && cfg.tls_server_name.is_none());
+        assert_eq!(
+            format!("{:?}", cfg.proxy),
+            format!("{:?}", ClientConfig::new("https://h:1").proxy)
+        );
     }
 
     #[test]
