@@ -289,6 +289,7 @@ const CORPUS: &[(&str, Outcome)] = &[
     ("insecure.yaml", Outcome::Same),
     ("oidc.yaml", Outcome::Same),
     ("hand-edited.yaml", Outcome::Same),
+    ("hand-written.yaml", Outcome::Same),
     (
         "insecure-with-ca.yaml",
         Outcome::BothRefuse(

@@ -4,8 +4,8 @@
 //! The YAML (and JSON, which is YAML) is read by a small built-in reader
 //! (see `yaml.rs`) as kubectl's go-yaml reads it: flow collections over
 //! several lines, anchors, aliases and `<<` merge keys (with a bound on
-//! what aliases expand to), a key given twice keeping its last value; tags
-//! and several documents are refused with the line they are on. `null`
+//! what aliases expand to), tags, a key given twice keeping its last value,
+//! only the first document read. `null`
 //! values and empty strings count as absent (clientcmd tests each field's
 //! length), and `insecure-skip-tls-verify` takes YAML 1.1's booleans as
 //! kubectl's go-yaml v2 does (`true`, `yes`, `on`, `y`, ...), quoted or not.
