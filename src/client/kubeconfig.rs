@@ -76,6 +76,15 @@ struct Cluster {
     proxy_url: Option<String>,
     #[serde(deserialize_with = "non_empty")]
     tls_server_name: Option<String>,
+    /// Read for the one an exec plugin is given (`config`).
+    extensions: Vec<Extension>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Extension {
+    name: String,
+    extension: serde_json::Value,
 }
 
 #[derive(Deserialize, Default)]
@@ -482,14 +491,29 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
                 .map(|e| (e.name.clone(), e.value.clone()))
                 .collect(),
             api_version: exec.api_version.clone(),
-            // client-go's `Cluster`: the server and its CA, as in the kubeconfig.
+            // What client-go's `ConfigToExecCluster` gives: the CA as data
+            // (also when the kubeconfig names a file), and the cluster's
+            // `client.authentication.k8s.io/exec` extension as `config`.
             cluster: exec.provide_cluster_info.then(|| {
                 let mut c = serde_json::json!({ "server": cluster.server });
-                if let Some(data) = &cluster.certificate_authority_data {
-                    c["certificate-authority-data"] = data.clone().into();
+                if let Some(name) = &cluster.tls_server_name {
+                    c["tls-server-name"] = name.clone().into();
                 }
                 if cluster.insecure_skip_tls_verify {
                     c["insecure-skip-tls-verify"] = true.into();
+                }
+                if let Some(pem) = &cfg.ca_pem {
+                    c["certificate-authority-data"] = encode_base64(pem).into();
+                }
+                if let Some(url) = &cluster.proxy_url {
+                    c["proxy-url"] = url.clone().into();
+                }
+                let config = cluster
+                    .extensions
+                    .iter()
+                    .find(|e| e.name == "client.authentication.k8s.io/exec");
+                if let Some(e) = config {
+                    c["config"] = e.extension.clone();
                 }
                 c
             }),
@@ -652,6 +676,24 @@ fn pem_source(
     }
 }
 
+/// Standard base64 with padding.
+fn encode_base64(data: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let byte = |i: usize| u32::from(chunk.get(i).copied().unwrap_or(0));
+        let n = (byte(0) << 16) | (byte(1) << 8) | byte(2);
+        for i in 0..4 {
+            out.push(if i <= chunk.len() {
+                char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize])
+            } else {
+                '='
+            });
+        }
+    }
+    out
+}
+
 /// Standard base64 with optional padding; whitespace ignored.
 pub(super) fn decode_base64(s: &str) -> std::result::Result<Vec<u8>, String> {
     let mut out = Vec::with_capacity(s.len() * 3 / 4);
@@ -810,6 +852,54 @@ mod tests {
             format!("{:?}", cfg.proxy),
             format!("{:?}", ClientConfig::new("https://h:1").proxy)
         );
+    }
+
+    /// `provideClusterInfo` hands the plugin what client-go's
+    /// `ConfigToExecCluster` does (seen in kubectl 1.32's
+    /// `KUBERNETES_EXEC_INFO`): the CA as data also when the kubeconfig
+    /// names a file, `tls-server-name`, `proxy-url`, and the cluster's
+    /// `client.authentication.k8s.io/exec` extension as `config`.
+    #[test]
+    fn an_exec_plugin_gets_the_cluster_info_kubectl_gives_it() {
+        let dir = TempDir::new();
+        let ca = include_bytes!("../../fixtures/tls/ca.pem");
+        dir.write("ca.pem", ca.as_slice());
+        let path = dir.write(
+            "config",
+            "clusters:\n- name: c\n  cluster:\n    server: https://h:1\n    certificate-authority: ca.pem\n\
+             \x20   tls-server-name: api.internal\n    proxy-url: http://proxy:3128\n\
+             \x20   extensions:\n    - name: other\n      extension: {x: 1}\n\
+             \x20   - name: client.authentication.k8s.io/exec\n      extension: {audience: my-aud}\n\
+             users:\n- name: u\n  user:\n    exec: {apiVersion: client.authentication.k8s.io/v1, command: p,\n\
+             \x20     interactiveMode: Never, provideClusterInfo: true}\n\
+             contexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n",
+        );
+        let cfg = ClientConfig::from_kubeconfig(path, None).unwrap();
+        let TokenConfig::Exec(plugin) = &cfg.token else {
+            panic!("{cfg:?}")
+        };
+        let cluster = plugin.cluster.as_ref().unwrap();
+        assert_eq!(cluster["server"], "https://h:1");
+        assert_eq!(cluster["tls-server-name"], "api.internal");
+        assert_eq!(cluster["proxy-url"], "http://proxy:3128");
+        assert_eq!(cluster["config"], serde_json::json!({"audience": "my-aud"}));
+        let data = cluster["certificate-authority-data"].as_str().unwrap();
+        assert_eq!(decode_base64(data).unwrap(), ca.as_slice());
+    }
+
+    #[test]
+    fn base64_encodes_rfc4648_vectors() {
+        for (dec, enc) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(encode_base64(dec.as_bytes()), enc, "{dec}");
+        }
     }
 
     #[test]
