@@ -37,6 +37,13 @@ pub trait Lock: Send + fmt::Debug {
     fn identity(&self) -> &str;
     /// `namespace/name` of the lock object, for logs, errors and thread names.
     fn describe(&self) -> String;
+    /// Whether the last [`get`](Lock::get) was answered without a request
+    /// (from what a watch delivered), so that the elector counts only the
+    /// requests sent (`lease_elector_requests_total`). The default: every
+    /// `get` is a request.
+    fn last_get_was_local(&self) -> bool {
+        false
+    }
     /// Refuse names the server would refuse, before any thread or request
     /// is named after them ([`LeaderElector`](crate::LeaderElector)'s
     /// `build()` calls it). The default accepts everything.
@@ -95,6 +102,8 @@ pub struct LeaseLock {
     labels: std::collections::BTreeMap<String, String>,
     /// What a watch on this Lease delivered since our last read or write.
     watched: LatestLease,
+    /// The last `get` was answered from `watched`, without a request.
+    local_get: bool,
 }
 
 impl LeaseLock {
@@ -114,6 +123,7 @@ impl LeaseLock {
             events: None,
             labels: Default::default(),
             watched: LatestLease::new(),
+            local_get: false,
         }
     }
 
@@ -274,6 +284,7 @@ impl Lock for LeaseLock {
             Some(w) if w.metadata.resource_version.as_deref() == seen => self.cached.clone(),
             _ => None,
         };
+        self.local_get = lease.is_some();
         let lease = match lease {
             Some(lease) => lease,
             None => self
@@ -284,6 +295,10 @@ impl Lock for LeaseLock {
         let record = lease.record();
         self.cached = Some(lease);
         Ok(record)
+    }
+
+    fn last_get_was_local(&self) -> bool {
+        self.local_get
     }
 
     fn create(&mut self, record: &LeaderElectionRecord, deadline: &Deadline) -> Result<()> {

@@ -48,10 +48,10 @@ pub struct ElectorStatus {
     pub slow_path_renews: u64,
     /// Changes of holder observed (including to this candidate).
     pub transitions: u64,
-    /// Calls to the lock: each is a request, except a read that a watch
-    /// event stood in for.
+    /// Requests sent to the API server by acquires and renews (a read that
+    /// a watch event answered sends none, and is not counted).
     pub requests: u64,
-    /// Calls to the lock that failed: an error answer, no answer, a
+    /// Requests that failed: an error answer, no answer, a
     /// conflict on our write. Finding the lease held by another candidate
     /// is not a failure (see `held_by_other`).
     pub failed_requests: u64,
@@ -308,7 +308,7 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "lease_elector_requests_total",
         kind: "counter",
-        help: "Calls to the lock (each a request to the API server unless a watch event stood in for a read).",
+        help: "Requests sent to the API server by acquires and renews (not the reads a watch event answered).",
         value: |s| Some(s.requests as f64),
         client_go: false,
     },

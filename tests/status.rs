@@ -237,6 +237,46 @@ fn a_healthy_follower_counts_no_failures_and_an_outage_does() {
     });
 }
 
+/// `lease_elector_requests_total` counts requests sent to the API server:
+/// a watching follower whose reads the watch events answer sends none, and
+/// its counter must say so (it used to count every call to the lock).
+#[test]
+fn a_watching_follower_counts_only_the_requests_it_sent() {
+    let mut c = Cluster::new();
+    c.add("leader", timings());
+    c.step_until(Duration::from_millis(500), Duration::from_secs(5), |c| {
+        c.candidates[0].started() == 1
+    });
+    let follower = c.add(
+        "follower",
+        ElectorConfig {
+            watch: true,
+            ..timings()
+        },
+    );
+    c.step(Duration::from_secs(2));
+    // Reads the follower sent (the leader renews with a PUT alone; the
+    // watch's own GET is not a read of the Lease).
+    let reads = |c: &Cluster| {
+        c.server
+            .requests()
+            .iter()
+            .filter(|r| r.method == "GET" && !r.path.contains("watch=true"))
+            .count() as u64
+    };
+    let (before, sent_before) = (c.candidates[follower].handle().status(), reads(&c));
+    for _ in 0..20 {
+        c.step(Duration::from_millis(500));
+    }
+    let after = c.candidates[follower].handle().status();
+    assert!(after.attempts - before.attempts >= 3, "{after:?}");
+    assert_eq!(
+        after.requests - before.requests,
+        reads(&c) - sent_before,
+        "requests counted vs reads the server saw from the follower"
+    );
+}
+
 #[test]
 fn readiness_fails_for_a_forbidden_or_cut_off_candidate_where_health_does_not() {
     let mut c = Cluster::new();

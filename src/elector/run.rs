@@ -457,7 +457,7 @@ impl Run {
         // 2. Obtain or create the record.
         let slow_path = self.is_leader_of_observed();
         let deadline = round.capped(cap);
-        let old = match self.request(|lock| lock.get(&deadline)) {
+        let old = match self.read(&deadline) {
             Ok(old) => old,
             Err(e) if e.is_not_found() => {
                 self.write(&record, &round.capped(cap), true)?;
@@ -513,20 +513,36 @@ impl Run {
         record.preferred_holder = old.preferred_holder.clone();
     }
 
-    /// One call to the lock, counted: every call, and the failed ones
-    /// (an error answer, no answer, a conflict on our write), but not a
-    /// create that lost the race to another candidate (the lease is then
-    /// simply held by someone else) nor a request a stop cut short.
+    /// One call to the lock that sends a request, counted (see `count`).
     fn request<T>(&mut self, call: impl FnOnce(&mut dyn Lock) -> Result<T>) -> Result<T> {
         let result = call(&mut *self.lock);
+        self.count(&result, true);
+        result
+    }
+
+    /// Read the record, counted as a request unless a watch event answered
+    /// it: `lease_elector_requests_total` counts requests sent.
+    fn read(&mut self, deadline: &Deadline) -> Result<LeaderElectionRecord> {
+        let result = self.lock.get(deadline);
+        let sent = result.is_err() || !self.lock.last_get_was_local();
+        self.count(&result, sent);
+        result
+    }
+
+    /// Count a call to the lock: a request if `sent`, and a failed one on
+    /// an error answer, no answer or a conflict on our write, but not a
+    /// create that lost the race to another candidate (the lease is then
+    /// simply held by someone else) nor a request a stop cut short.
+    fn count<T>(&self, result: &Result<T>, sent: bool) {
         let mut st = self.shared.lock();
-        st.counters.requests += 1;
-        if let Err(e) = &result {
+        if sent {
+            st.counters.requests += 1;
+        }
+        if let Err(e) = result {
             if !e.is_already_exists() && !self.shared.wake.is_stopped() {
                 st.counters.failed_requests += 1;
             }
         }
-        result
     }
 
     /// Create or update the lock with `record`, remembering it as ours
