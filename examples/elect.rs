@@ -131,6 +131,14 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Parsed, String> {
     if a.connect.server.is_some() && a.connect.namespace.is_none() {
         return Err("--namespace is required with --server".into());
     }
+    // TLS is always verified, and with --server nothing else names a CA.
+    let https = a.connect.server.as_deref().is_some_and(|url| {
+        url.get(..8)
+            .is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"))
+    });
+    if https && a.connect.ca_file.is_none() {
+        return Err("an https:// --server needs --ca-file (the CA that signed the server's certificate): TLS is always verified".into());
+    }
     Ok(Parsed::Run(Box::new(a)))
 }
 

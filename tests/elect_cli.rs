@@ -315,6 +315,15 @@ fn every_usage_error_exits_two() {
         &["--server", "http://127.0.0.1:1", "--namespace", "ns"],
         &["--name", "x", "--lease-duration", "abc"],
         &["--name"],
+        // TLS is always verified: an https:// --server needs --ca-file.
+        &[
+            "--name",
+            "x",
+            "--server",
+            "https://127.0.0.1:1",
+            "--namespace",
+            "ns",
+        ],
     ] {
         let out = Command::new(elect_binary()).args(bad).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{bad:?}");

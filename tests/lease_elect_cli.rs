@@ -395,6 +395,15 @@ fn help_documents_the_exit_statuses_and_mistakes_exit_two() {
         &["--name", "x", "--restart"],
         &["--name", "x", "--"],
         &["--server", "http://127.0.0.1:1", "--name", "x"],
+        // TLS is always verified: an https:// --server needs --ca-file.
+        &[
+            "--server",
+            "https://127.0.0.1:1",
+            "--namespace",
+            "ns",
+            "--name",
+            "x",
+        ],
     ] {
         let out = Command::new(BIN).args(bad).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{bad:?}");

@@ -80,15 +80,17 @@ Output: one line per event on stdout: `LEADING <identity>`, `STOPPED <identity>`
 the elector reports it, before the lease is released), `NEW_LEADER <identity>`. COMMAND
 inherits stdout and stderr; its stdin is /dev/null.
 
+Stderr tells what happened at the default level: a lost lease and why, requests that
+succeed again after a failure, COMMAND's own exit and its status.
+
 Without COMMAND it keeps competing after losing the lease, and stops on SIGTERM/SIGINT or
-when stdin (a pipe or a socket) closes. Stderr tells what happened at the default level: a lost
-lease and why, COMMAND's own exit and its status. With COMMAND: COMMAND starts when this candidate becomes leader, in a
-process group of its own. On SIGTERM/SIGINT (passed on as received) or a lost lease
-(SIGTERM), COMMAND's process group gets the signal, then SIGKILL after --grace, or sooner
-after a loss, so that it has ended before the lease can expire for anyone else; a second
-SIGTERM/SIGINT kills it at once. Whatever COMMAND started (in its process group, or in a
-session of its own) is killed when COMMAND ends, and the lease is released only once all of
-it has ended. If lease-elect itself dies, a small supervisor process kills all of it at once.
+when stdin (a pipe or a socket) closes. With COMMAND: COMMAND starts when this candidate
+becomes leader, in a process group of its own. On SIGTERM/SIGINT (passed on as received) or
+a lost lease (SIGTERM), COMMAND's process group gets the signal, then SIGKILL after --grace,
+or sooner after a loss, so that it has ended before the lease can expire for anyone else; a
+second SIGTERM/SIGINT kills it at once. Whatever COMMAND started (in its process group, or in
+a session of its own) is killed when COMMAND ends, and the lease is released only once all
+of it has ended. If lease-elect itself dies, a small supervisor process kills all of it at once.
 Nothing is needed on PATH (a FROM scratch image works).
 
 Exit status:
@@ -256,6 +258,14 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     if a.connect.server.is_some() && a.connect.namespace.is_none() {
         return Err("--namespace is required with --server".into());
     }
+    // TLS is always verified, and with --server nothing else names a CA.
+    let https = a.connect.server.as_deref().is_some_and(|url| {
+        url.get(..8)
+            .is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"))
+    });
+    if https && a.connect.ca_file.is_none() {
+        return Err("an https:// --server needs --ca-file (the CA that signed the server's certificate): TLS is always verified".into());
+    }
     Ok(Parsed::Run(Box::new(a)))
 }
 
@@ -329,6 +339,7 @@ mod tests {
             &["--name", "x", "--health-addr", "localhost"],
             &["--server", "http://127.0.0.1:1"],
             &["--server", "http://127.0.0.1:1", "--name", "x"],
+            &["--server", "HTTPS://h:1", "--namespace", "n", "--name", "x"],
         ] {
             assert!(parse_strs(bad).is_err(), "{bad:?}");
         }
