@@ -24,7 +24,9 @@
 //! lease, and exits 0 on SIGTERM/SIGINT or when stdin closes, if stdin is
 //! a pipe or a socket (a terminal or `/dev/null` is never read, so it runs
 //! as a background job or in a container until signalled), releasing the
-//! lease first with `--release-on-cancel`. Usage errors exit 2.
+//! lease first with `--release-on-cancel`. Usage errors exit 2. The
+//! crate's warnings and errors (a server it cannot talk to and what to
+//! check, a lost lease and why, recovery) go to stderr.
 
 use std::io::{Read, Write};
 use std::process::ExitCode;
@@ -35,7 +37,7 @@ use std::time::Duration;
 use lease_elector::client::ConnectOptions;
 use lease_elector::events::EventRecorder;
 use lease_elector::text::Escaped;
-use lease_elector::{Client, LeaderElector, LeaderEvent, LeaseLock};
+use lease_elector::{Client, ElectorStatus, LeaderElector, LeaderEvent, LeaseLock};
 
 #[derive(Debug, Default)]
 struct Args {
@@ -77,9 +79,43 @@ stdout: LEADING <identity>, STOPPED <identity>, NEW_LEADER <identity>.
   -h, --help              this text
   -V, --version           the version
 
+Warnings and errors go to stderr: a server it cannot talk to, with what to check; a lost
+lease and why; requests that succeed again after a failure.
+
 Exits 0 on SIGTERM/SIGINT or when stdin (a pipe or a socket) closes, 1 on an error, 2 on a
 usage error.
 ";
+
+/// What the crate warns about, told on stderr from the elector's status:
+/// a failing server (the first error of a streak, with what to check),
+/// recovery, a lost lease and why. A `log` logger would say it too, but
+/// would make every log line of the crate and of its HTTP and TLS libraries
+/// live code: 79 KB that the static `elect` (at most 3 MB) cannot afford.
+#[derive(Default)]
+struct Reporter {
+    failing: bool,
+    loss: Option<String>,
+}
+
+impl Reporter {
+    fn report(&mut self, s: &ElectorStatus) {
+        let lease = format!("{}/{}", s.namespace, s.name);
+        match (&s.last_error, s.consecutive_failures > 0, self.failing) {
+            (Some(e), true, false) => {
+                eprintln!("elect: {} ({})", Escaped(&e.message), Escaped(&e.hint))
+            }
+            (_, false, true) => eprintln!("elect: lease {lease}: requests succeed again"),
+            _ => {}
+        }
+        self.failing = s.consecutive_failures > 0;
+        if s.last_loss != self.loss {
+            if let Some(why) = &s.last_loss {
+                eprintln!("elect: lost lease {lease}: {}", Escaped(why));
+            }
+            self.loss = s.last_loss.clone();
+        }
+    }
+}
 
 /// What the command line asks for.
 enum Parsed {
@@ -258,12 +294,15 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         // stdout closed: nothing left to tell anyone.
         let _ = writeln!(out, "{line}").and_then(|()| out.flush());
     };
+    let mut reporter = Reporter::default();
     let reason = loop {
-        match rx.recv() {
+        match rx.recv_timeout(Duration::from_millis(250)) {
             Ok(Msg::Event(ev)) => print(&ev),
             Ok(Msg::Quit(reason)) => break reason,
-            Err(_) => break "elector ended",
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break "elector ended",
         }
+        reporter.report(&handle.status());
     };
     log::info!("stopping: {reason}");
     let stopped = handle.stop();

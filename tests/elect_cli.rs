@@ -396,3 +396,81 @@ fn transitions_are_recorded_as_events_unless_no_events() {
     assert_eq!(b.exit_code(), Some(0));
     assert!(server.events().is_empty());
 }
+
+/// `elect` (the README's walk-through runs it) tells on stderr, at its
+/// default level, what the crate warns about: a server it cannot talk to,
+/// named with what to do, a lost lease with its reason, and recovery. It
+/// used to set no logger, so a wrong URL or an outage left stderr empty.
+#[test]
+fn warnings_reach_stderr_naming_the_server_and_the_reason_for_a_lost_lease() {
+    let stderr_lines = |child: &mut Child| {
+        let (tx, rx) = mpsc::channel();
+        let err = BufReader::new(child.stderr.take().unwrap());
+        thread::spawn(move || {
+            for line in err.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        rx
+    };
+    let wait_line = |rx: &mpsc::Receiver<String>, needles: &[&str]| -> String {
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = rx
+                .recv_timeout(left)
+                .unwrap_or_else(|e| panic!("no stderr line with {needles:?}: {e}"));
+            if needles.iter().all(|n| line.contains(n)) {
+                return line;
+            }
+        }
+    };
+    let run = |url: &str| {
+        Command::new(elect_binary())
+            .args(["--server", url, "--namespace", "cli", "--name", "lock"])
+            .args([
+                "--lease-duration",
+                "4",
+                "--renew-deadline",
+                "3",
+                "--retry-period",
+                "0.5",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+
+    // Plain HTTP to a TLS port: the warning names the URL to use.
+    let tls = TestApiServer::builder().tls(true).build().unwrap();
+    let https = tls.url();
+    let http = https.replacen("https://", "http://", 1);
+    let mut child = run(&http);
+    let lines = stderr_lines(&mut child);
+    let line = wait_line(&lines, &[&format!("use {https}")]);
+    assert!(!line.contains('\u{1b}'), "{line}");
+    let _ = child.kill();
+    let _ = child.wait();
+
+    // An outage while leading: the lost lease with its reason, then recovery.
+    let server = TestApiServer::start().unwrap();
+    let mut child = run(&server.url());
+    let lines = stderr_lines(&mut child);
+    common::eventually("elect leads", || {
+        server.lease("cli", "lock").is_some_and(|l| {
+            l["spec"]["holderIdentity"]
+                .as_str()
+                .is_some_and(|h| !h.is_empty())
+        })
+    });
+    server.set_outage(true);
+    wait_line(&lines, &["lost lease cli/lock", "renew deadline"]);
+    server.set_outage(false);
+    wait_line(&lines, &["cli/lock", "succeed again"]);
+    let _ = child.kill();
+    let _ = child.wait();
+}
