@@ -20,8 +20,10 @@ fn kubectl() -> Option<PathBuf> {
     let found = std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|d| d.join("kubectl"))
         .find(|p| p.is_file());
-    if found.is_none() {
-        eprintln!("skipped: kubectl is not installed");
+    // Say which ran for `.ci/run`'s summary (tests/common/oracle.rs).
+    match found {
+        Some(_) => common::oracle::ran("kubectl"),
+        None => common::oracle::skipped("kubectl", "kubectl is not installed"),
     }
     found
 }

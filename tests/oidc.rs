@@ -346,9 +346,10 @@ fn an_expired_id_token_is_refreshed_and_sent_as_kubectl_does() {
         .map(|d| d.join("kubectl"))
         .find(|p| p.is_file())
     else {
-        eprintln!("skipped: kubectl is not installed");
+        common::oracle::skipped("kubectl", "kubectl is not installed");
         return;
     };
+    common::oracle::ran("kubectl");
     let fresh = jwt("dev", 3600);
     let server = Recorder::start("127.0.0.1", true);
     let dir = TempDir::new();
