@@ -4,6 +4,10 @@
 # Needs kubectl. The candidates use short timings (lease 4 s, renew deadline
 # 3 s, retry period 1 s) so that the failovers are quick to watch.
 
+# Whatever is still running when this shell exits (after a failed step
+# under bash -e, say) is stopped, rather than left serving.
+trap 'kill $(jobs -p) 2>/dev/null' EXIT
+
 # 1. The embedded API server, with a kubeconfig for kubectl and the tools.
 rm -f /tmp/fake.kubeconfig
 cargo run -q --example test_server -- --kubeconfig /tmp/fake.kubeconfig --tls --token t0k3n &

@@ -20,6 +20,8 @@ fn the_readme_walkthrough_is_the_script_ci_runs() {
         "kill -TERM $POD_A",
         "kill -KILL $POD_B",
         "kubectl get events",
+        // A failed step under `bash -e` leaves no server or candidate behind.
+        "trap 'kill $(jobs -p) 2>/dev/null' EXIT",
     ] {
         assert!(script.contains(step), "{step}");
     }
