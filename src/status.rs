@@ -64,6 +64,9 @@ pub struct ElectorStatus {
     pub since_last_renew: Option<Duration>,
     /// Time since a request last succeeded (since the start, before one did).
     pub since_last_success: Duration,
+    /// When a request last succeeded (the start, before one did), as
+    /// wall-clock time.
+    pub last_success_wall: SystemTime,
 }
 
 /// The last failure, classified for an owner.
@@ -313,10 +316,10 @@ const FAMILIES: &[Family] = &[
         client_go: false,
     },
     Family {
-        name: "lease_elector_seconds_since_last_renew",
+        name: "lease_elector_last_renew_timestamp_seconds",
         kind: "gauge",
-        help: "Seconds since the last successful acquire or renew started; absent before the first.",
-        value: |s| s.since_last_renew.map(|d| d.as_secs_f64()),
+        help: "Unix time of the last successful acquire or renew; absent before the first.",
+        value: |s| s.last_renew_wall.map(unix_seconds),
         client_go: false,
     },
     Family {
@@ -327,10 +330,10 @@ const FAMILIES: &[Family] = &[
         client_go: false,
     },
     Family {
-        name: "lease_elector_seconds_since_last_success",
+        name: "lease_elector_last_success_timestamp_seconds",
         kind: "gauge",
-        help: "Seconds since a request to the API server last succeeded (since the start, before one did).",
-        value: |s| Some(s.since_last_success.as_secs_f64()),
+        help: "Unix time a request to the API server last succeeded (the start, before one did).",
+        value: |s| Some(unix_seconds(s.last_success_wall)),
         client_go: false,
     },
     Family {
@@ -387,6 +390,12 @@ pub fn render_prometheus(electors: &[ElectorStatus]) -> String {
         }
     }
     out
+}
+
+/// Seconds since the Unix epoch (0 before it), as Prometheus timestamps are.
+fn unix_seconds(t: SystemTime) -> f64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// Label values escape `\`, `"` and newlines.

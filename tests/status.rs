@@ -180,11 +180,69 @@ fn prometheus_text_carries_client_go_names_and_ours() {
         Some(1.0)
     );
     assert!(get("lease_elector_leader_transitions_total", "metrics").unwrap() >= 1.0);
-    assert!(get("lease_elector_seconds_since_last_renew", "metrics").is_some());
+    // Times are Unix timestamps: the last renew's is the status's wall time.
+    let wall = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+    };
+    let renewed = get("lease_elector_last_renew_timestamp_seconds", "metrics").unwrap();
+    assert_eq!(renewed, wall(a.status().last_renew_wall.unwrap()));
+    let succeeded = get("lease_elector_last_success_timestamp_seconds", "metrics").unwrap();
+    assert!(succeeded >= renewed, "{succeeded} < {renewed}");
     assert_eq!(
         get("lease_elector_duplicate_identity", "metrics"),
         Some(0.0)
     );
+}
+
+/// Every series follows Prometheus's naming rules: client-go's two names,
+/// else the `lease_elector_` prefix; snake case; counters and only counters
+/// end in `_total`; a unit is a base unit and the suffix (`_seconds`,
+/// before `_total`); a time is a timestamp, not a time since (Prometheus's
+/// "timestamps, not time since": an age keeps changing when nothing does).
+#[test]
+fn metric_names_follow_prometheus_naming_rules() {
+    let text = render_prometheus(&[]);
+    let types: Vec<(&str, &str)> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_once(' '))
+        .collect();
+    assert!(types.len() >= 10, "{text}");
+    for (name, kind) in types {
+        assert!(
+            name.starts_with("lease_elector_")
+                || [
+                    "leader_election_master_status",
+                    "leader_election_slowpath_total"
+                ]
+                .contains(&name),
+            "{name}: not ours and not client-go's"
+        );
+        assert!(
+            name.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+            "{name}: snake case"
+        );
+        assert_eq!(
+            kind == "counter",
+            name.ends_with("_total"),
+            "{name} is a {kind}"
+        );
+        let base = name.strip_suffix("_total").unwrap_or(name);
+        for unit in ["seconds", "bytes"] {
+            if name.contains(unit) {
+                assert!(
+                    base.ends_with(&format!("_{unit}")),
+                    "{name}: unit not a suffix"
+                );
+            }
+        }
+        for word in ["milliseconds", "millis", "_ms", "since", "age"] {
+            assert!(!name.contains(word), "{name}: {word}");
+        }
+    }
 }
 
 #[test]

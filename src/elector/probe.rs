@@ -182,6 +182,11 @@ impl Probe {
             duplicate_identity: st.duplicate_identity,
             since_last_renew: st.last_renew.map(|at| now.saturating_duration_since(at)),
             since_last_success: self.shared.since_success(&st),
+            last_success_wall: {
+                let since = self.shared.since_success(&st);
+                let wall = self.shared.clock.system_time();
+                wall.checked_sub(since).unwrap_or(wall)
+            },
         }
     }
 }
