@@ -37,7 +37,7 @@ use std::time::Duration;
 use lease_elector::client::ConnectOptions;
 use lease_elector::events::EventRecorder;
 use lease_elector::text::Escaped;
-use lease_elector::{Client, ElectorStatus, LeaderElector, LeaderEvent, LeaseLock};
+use lease_elector::{Client, ElectorStatus, LeaderElector, LeaderEvent, LeaseLock, StopReason};
 
 #[derive(Debug, Default)]
 struct Args {
@@ -94,11 +94,10 @@ usage error.
 #[derive(Default)]
 struct Reporter {
     failing: bool,
-    loss: Option<String>,
 }
 
 impl Reporter {
-    fn report(&mut self, s: &ElectorStatus) {
+    fn report(&mut self, s: &ElectorStatus, event: Option<&LeaderEvent>) {
         let lease = format!("{}/{}", s.namespace, s.name);
         match (&s.last_error, s.consecutive_failures > 0, self.failing) {
             (Some(e), true, false) => {
@@ -108,11 +107,12 @@ impl Reporter {
             _ => {}
         }
         self.failing = s.consecutive_failures > 0;
-        if s.last_loss != self.loss {
-            if let Some(why) = &s.last_loss {
+        // The reason is recorded before StoppedLeading is sent.
+        if let (Some(LeaderEvent::StoppedLeading { reason, .. }), Some(why)) = (event, &s.last_loss)
+        {
+            if *reason == StopReason::Lost {
                 eprintln!("elect: lost lease {lease}: {}", Escaped(why));
             }
-            self.loss = s.last_loss.clone();
         }
     }
 }
@@ -296,13 +296,16 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     let mut reporter = Reporter::default();
     let reason = loop {
-        match rx.recv_timeout(Duration::from_millis(250)) {
-            Ok(Msg::Event(ev)) => print(&ev),
+        let event = match rx.recv_timeout(Duration::from_millis(250)) {
+            Ok(Msg::Event(ev)) => {
+                print(&ev);
+                Some(ev)
+            }
             Ok(Msg::Quit(reason)) => break reason,
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Timeout) => None,
             Err(mpsc::RecvTimeoutError::Disconnected) => break "elector ended",
-        }
-        reporter.report(&handle.status());
+        };
+        reporter.report(&handle.status(), event.as_ref());
     };
     log::info!("stopping: {reason}");
     let stopped = handle.stop();
