@@ -6,7 +6,7 @@
 
 # Whatever is still running when this shell exits (after a failed step
 # under bash -e, say) is stopped, rather than left serving.
-trap 'kill $(jobs -p) 2>/dev/null' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 
 # 1. The embedded API server, with a kubeconfig for kubectl and the tools.
 rm -f /tmp/fake.kubeconfig
