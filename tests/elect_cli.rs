@@ -427,8 +427,16 @@ fn warnings_reach_stderr_naming_the_server_and_the_reason_for_a_lost_lease() {
             }
         }
     };
+    /// Killed and reaped when dropped, a failed assertion included.
+    struct Reap(Child);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
     let run = |url: &str| {
-        Command::new(elect_binary())
+        let child = Command::new(elect_binary())
             .args(["--server", url, "--namespace", "cli", "--name", "lock"])
             .args([
                 "--lease-duration",
@@ -442,7 +450,8 @@ fn warnings_reach_stderr_naming_the_server_and_the_reason_for_a_lost_lease() {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .unwrap()
+            .unwrap();
+        Reap(child)
     };
 
     // Plain HTTP to a TLS port: the warning names the URL to use.
@@ -450,16 +459,15 @@ fn warnings_reach_stderr_naming_the_server_and_the_reason_for_a_lost_lease() {
     let https = tls.url();
     let http = https.replacen("https://", "http://", 1);
     let mut child = run(&http);
-    let lines = stderr_lines(&mut child);
+    let lines = stderr_lines(&mut child.0);
     let line = wait_line(&lines, &[&format!("use {https}")]);
     assert!(!line.contains('\u{1b}'), "{line}");
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
 
     // An outage while leading: the lost lease with its reason, then recovery.
     let server = TestApiServer::start().unwrap();
     let mut child = run(&server.url());
-    let lines = stderr_lines(&mut child);
+    let lines = stderr_lines(&mut child.0);
     common::eventually("elect leads", || {
         server.lease("cli", "lock").is_some_and(|l| {
             l["spec"]["holderIdentity"]
@@ -471,6 +479,4 @@ fn warnings_reach_stderr_naming_the_server_and_the_reason_for_a_lost_lease() {
     wait_line(&lines, &["lost lease cli/lock", "renew deadline"]);
     server.set_outage(false);
     wait_line(&lines, &["cli/lock", "succeed again"]);
-    let _ = child.kill();
-    let _ = child.wait();
 }
