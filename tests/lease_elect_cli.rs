@@ -1037,6 +1037,18 @@ fn a_command_that_exits_by_itself_is_told_on_stderr_once_with_its_status() {
         lines[0].contains("WARN") && lines[0].contains("status 3"),
         "{err}"
     );
+    // Success is not news at the default level (a cron job mails stderr).
+    let out = Command::new(BIN)
+        .args(["--server", &server.url(), "--namespace", "cli"])
+        .args(["--name", "lock", "--identity", "a"])
+        .args(TIMINGS)
+        .args(["--", "true"])
+        .env_remove("LEASE_ELECT_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
 }
 
 #[test]

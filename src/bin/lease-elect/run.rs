@@ -495,7 +495,17 @@ impl Session {
                 return End::SupervisorKilled;
             };
             if !self.restart {
-                log::warn!("COMMAND exited with status {code}; releasing the lease");
+                // A failure is news at the default level; a success is
+                // not (a cron job would mail it every run).
+                let level = if code == 0 {
+                    log::Level::Info
+                } else {
+                    log::Level::Warn
+                };
+                log::log!(
+                    level,
+                    "COMMAND exited with status {code}; releasing the lease"
+                );
                 return End::CommandExited(code);
             }
             pause = if started.elapsed() >= RESTART_RESET {
