@@ -1,8 +1,9 @@
 //! Text from outside is data: identities, `Status` messages, error bodies
 //! and names came from a server or a file, and anyone allowed to update a
 //! Lease can write its `holderIdentity`. Before such text reaches stdout or
-//! a log line, [`escape`] makes every control character visible, so that it
-//! can neither start a forged line nor drive the terminal.
+//! a log line, [`escape`] makes every control character (and every other
+//! character that breaks a line or reorders text) visible, so that it can
+//! neither start a forged line nor drive the terminal.
 //!
 //! ```
 //! use lease_elector::text::escape;
@@ -13,8 +14,9 @@
 use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 
-/// `s` with every control character (C0, DEL, C1) and every Unicode
-/// bidirectional override or isolate written as an escape (`\n`, `\r`,
+/// `s` with every control character (C0, DEL, C1), every Unicode
+/// bidirectional mark, override or isolate, and the Unicode line and
+/// paragraph separators (U+2028, U+2029) written as an escape (`\n`, `\r`,
 /// `\t`, else `\u{..}`); everything else, including non-ASCII letters, as
 /// it is. Borrows when there is nothing to escape.
 pub fn escape(s: &str) -> Cow<'_, str> {
@@ -54,7 +56,11 @@ impl fmt::Display for Escaped<'_> {
 
 fn needs_escape(c: char) -> bool {
     c.is_control()
-        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        // Bidirectional marks, embeddings, overrides and isolates.
+        || matches!(c, '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        // Line and paragraph separators: line breaks to Python's
+        // `splitlines`, JavaScript and many log viewers.
+        || matches!(c, '\u{2028}' | '\u{2029}')
 }
 
 fn push_escaped(out: &mut String, c: char) {
@@ -90,5 +96,16 @@ mod tests {
         assert_eq!(Escaped(forged).to_string(), shown);
         assert_eq!(Escaped("plain").to_string(), "plain");
         assert_eq!(Escaped("\t").to_string(), "\\t");
+    }
+
+    /// Python's `str.splitlines`, JavaScript and many log viewers end a
+    /// line at U+2028 and U+2029 too: a holder identity holding one would
+    /// forge an event line for a consumer that splits lines that way.
+    #[test]
+    fn unicode_line_and_paragraph_separators_are_escaped_too() {
+        let forged = "x\u{2028}LEADING me\u{2029}LEADING you\u{61c}";
+        let shown = escape(forged);
+        assert_eq!(shown, "x\\u{2028}LEADING me\\u{2029}LEADING you\\u{61c}");
+        assert_eq!(Escaped(forged).to_string(), shown);
     }
 }

@@ -810,8 +810,10 @@ fn wait_for<T>(mut f: impl FnMut() -> Option<T>) -> T {
     }
 }
 
-/// A `holderIdentity` written by anyone allowed to update the Lease.
-const FORGED: &str = "x\nLEADING me\n\u{1b}[2J";
+/// A `holderIdentity` written by anyone allowed to update the Lease: a
+/// newline, a line separator (a line break to Python's `splitlines` and to
+/// JavaScript), a terminal escape.
+const FORGED: &str = "x\nLEADING me\n\u{1b}[2J\u{2028}LEADING me";
 
 #[test]
 fn a_forged_holder_identity_yields_one_escaped_event_line_and_no_escape() {
@@ -848,6 +850,7 @@ fn a_forged_holder_identity_yields_one_escaped_event_line_and_no_escape() {
         )]
     );
     assert!(!first.contains('\u{1b}'), "{first:?}");
+    assert!(!first.contains('\u{2028}'), "{first:?}");
 }
 
 #[test]
