@@ -878,11 +878,13 @@ impl<'a> Parser<'a> {
     fn flow(&mut self, col: usize, parent: Option<usize>) -> Result<Node> {
         let text = self.text;
         let from = self.start + col;
+        let s = &text[from..];
         let mut flow = Flow {
-            s: &text[from..],
+            s,
             i: 0,
             depth: self.depth,
             lines: 0,
+            line_end: s.find('\n').unwrap_or(s.len()),
             first_line: self.pos + 1,
             parent,
             anchors: &mut self.anchors,
@@ -1126,6 +1128,10 @@ struct Flow<'a, 'b> {
     depth: usize,
     /// Line breaks passed so far.
     lines: usize,
+    /// Where the current line ends (its `\n`, or the end of `s`): found
+    /// once per line, since looking for it from each entry of a long line
+    /// took time quadratic in the line's length.
+    line_end: usize,
     /// The line the collection starts on (1-based), for messages.
     first_line: usize,
     /// Continuation lines are indented more than this (`None`: the
@@ -1168,7 +1174,8 @@ impl<'a> Flow<'a, '_> {
     fn new_line(&mut self) -> std::result::Result<(), String> {
         self.lines += 1;
         let rest = &self.s[self.i..];
-        let line = &rest[..rest.find('\n').unwrap_or(rest.len())];
+        self.line_end = self.i + rest.find('\n').unwrap_or(rest.len());
+        let line = &self.s[self.i..self.line_end];
         let ind = indent_of(line);
         if line[ind..].trim().is_empty() {
             return Ok(());
@@ -1194,8 +1201,7 @@ impl<'a> Flow<'a, '_> {
 
     /// What is left of the current line.
     fn rest_of_line(&self) -> &'a str {
-        let rest = &self.s[self.i..];
-        &rest[..rest.find('\n').unwrap_or(rest.len())]
+        &self.s[self.i..self.line_end]
     }
 
     fn not_closed(&self, open: char, line: usize) -> String {
@@ -1787,6 +1793,35 @@ twice: 2
             deep += &format!("a{i}: &a{i} [*a{}]\n", i - 1);
         }
         assert!(fails(&deep).message.contains("nests deeper"));
+    }
+
+    /// Each entry of a flow collection used to look for the end of its
+    /// line: a long one-line collection took time quadratic in its length
+    /// (an 8 MiB `[a,a,...]`, under the kubeconfig cap, ran for minutes).
+    #[test]
+    fn a_long_one_line_flow_collection_is_read_in_linear_time() {
+        let n = 400_000;
+        let docs = [
+            format!("x: [{}]\n", vec!["a"; n].join(",")),
+            format!("x: [{}]\n", vec!["'a'"; n].join(",")),
+            format!("x: [{}]\n", vec!["[a]"; n / 2].join(",")),
+            format!(
+                "x: {{{}}}\n",
+                (0..n / 2)
+                    .map(|i| format!("k{i}: v"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        ];
+        for doc in docs {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let shape = doc[..8].to_string();
+            std::thread::spawn(move || {
+                let _ = tx.send(parse(&doc).is_ok());
+            });
+            let parsed = rx.recv_timeout(std::time::Duration::from_secs(10));
+            assert_eq!(parsed, Ok(true), "{shape}...: not read within 10 s");
+        }
     }
 
     #[test]
