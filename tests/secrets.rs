@@ -55,6 +55,34 @@ fn an_unparsable_proxy_url_is_named_without_its_password() {
     assert_secret_free("the error's Debug", &format!("{err:?}"));
 }
 
+/// A `/`, `?` or `#` in a password that is not percent-encoded makes the
+/// URL invalid, and the authority seems to end at that character: what
+/// follows it up to the `@` is the rest of the password. A server URL
+/// with credentials is shown without them in every error and `Debug`
+/// (`https` without a CA is refused naming the URL).
+#[test]
+fn a_password_holding_a_slash_is_cut_out_of_the_url_too() {
+    for sep in ["", "/", "?", "#"] {
+        let password = format!("Pr0xy{sep}S3cret");
+        let proxy = ClientConfig::new("http://127.0.0.1:1")
+            .proxy(format!("socks5://alice:{password}@127.0.0.1:1080"));
+        let server = ClientConfig::new(format!("https://alice:{password}@127.0.0.1:6443"));
+        for cfg in [proxy, server] {
+            let debug = format!("{cfg:?}");
+            assert!(
+                !debug.contains("Pr0xy") && !debug.contains("S3cret"),
+                "Debug shows the password: {debug}"
+            );
+            let err = Client::new(cfg).unwrap_err().to_string();
+            assert!(
+                !err.contains("Pr0xy") && !err.contains("S3cret"),
+                "the error shows the password: {err}"
+            );
+            assert!(err.contains("://***@127.0.0.1:"), "{err}");
+        }
+    }
+}
+
 #[test]
 fn a_kubeconfig_proxy_password_stays_out_of_debug_output() {
     let dir = common::tempdir::TempDir::new();

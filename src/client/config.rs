@@ -75,7 +75,8 @@ impl fmt::Debug for ClientConfig {
             TokenConfig::Oidc(o) => format!("{o:?}"),
         };
         f.debug_struct("ClientConfig")
-            .field("base_url", &self.base_url)
+            // A URL may carry `user:password@`.
+            .field("base_url", &super::failure::shown_url(&self.base_url))
             .field("token", &token)
             .field("ca_pem", &self.ca_pem.as_ref().map(|c| c.len()))
             .field("client_identity", &self.client_identity.is_some())

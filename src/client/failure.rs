@@ -286,9 +286,31 @@ pub(crate) fn shown_url(url: &str) -> Cow<'_, str> {
     let start = url.find("://").map_or(0, |i| i + 3);
     let rest = &url[start..];
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
+    let authority = &rest[..authority_end];
+    let userinfo_end = match authority.rfind('@') {
+        Some(at) => Some(at),
+        // A password holding a `/`, `?` or `#` that is not percent-encoded
+        // ends the authority early (`user:pa/ss@host`), leaving a `:` that
+        // no port follows: the text up to the last `@` is still userinfo.
+        None if !port_or_none(authority) => rest.rfind('@'),
+        None => None,
+    };
+    match userinfo_end {
         Some(at) => Cow::Owned(format!("{}***{}", &url[..start], &rest[at..])),
         None => Cow::Borrowed(url),
+    }
+}
+
+/// Whether `authority` (without userinfo) is a host with a port of digits
+/// or without one (`host`, `host:6443`, `[::1]:8080`).
+fn port_or_none(authority: &str) -> bool {
+    let after_host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split_once(']').map_or("", |(_, after)| after),
+        None => authority,
+    };
+    match after_host.split_once(':') {
+        Some((_, port)) => !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()),
+        None => true,
     }
 }
 
@@ -309,6 +331,16 @@ mod tests {
             shown_url("http://host/path?u=a@b"),
             "http://host/path?u=a@b"
         );
+        assert_eq!(
+            shown_url("http://host:8080/path?u=a@b"),
+            "http://host:8080/path?u=a@b"
+        );
+        assert_eq!(
+            shown_url("http://[::1]:8080/p?u=a@b"),
+            "http://[::1]:8080/p?u=a@b"
+        );
+        assert_eq!(shown_url("socks5://u:pa/ss@h:1080"), "socks5://***@h:1080");
+        assert_eq!(shown_url("https://u:pa#s?s@h"), "https://***@h");
         assert!(matches!(
             shown_url("https://10.0.0.1:6443"),
             Cow::Borrowed(_)

@@ -448,7 +448,7 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
             log::warn!(
                 "kubeconfig {}: user {user_name:?} has credentials but cluster {cluster_name:?} is plain http ({}): they are not sent, as kubectl does not send them",
                 user_file.display(),
-                crate::text::Escaped(&cluster.server)
+                crate::text::Escaped(&crate::client::failure::shown_url(&cluster.server))
             );
         }
         return Ok(cfg.with_namespace(Some(context_namespace(&ctx.value))));
@@ -458,7 +458,7 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
         log::warn!(
             "kubeconfig {}: cluster {cluster_name:?} sets insecure-skip-tls-verify: the certificate of {} is not verified, so anyone on the network path can pose as the API server and take the credentials; give the cluster's certificate-authority instead",
             cluster_file.display(),
-            crate::text::Escaped(&cluster.server)
+            crate::text::Escaped(&crate::client::failure::shown_url(&cluster.server))
         );
         cfg.insecure = true;
     }

@@ -38,7 +38,7 @@ pub(super) fn tls_config(config: &ClientConfig, https: bool) -> Result<TlsConfig
             // client-go's words: kubectl refuses the same.
             return Err(Error::InvalidConfig(format!(
                 "{}: specifying a root certificates file with the insecure flag is not allowed",
-                config.base_url
+                super::failure::shown_url(&config.base_url)
             )));
         }
         // Seen by SharedTls, which then verifies the handshake only.
@@ -47,7 +47,7 @@ pub(super) fn tls_config(config: &ClientConfig, https: bool) -> Result<TlsConfig
         let pem = config.ca_pem.as_deref().ok_or_else(|| {
             Error::InvalidConfig(format!(
                 "{} is https but no CA bundle was given (TLS is always verified)",
-                config.base_url
+                super::failure::shown_url(&config.base_url)
             ))
         })?;
         tls = tls.root_certs(RootCerts::new_with_certs(&parse_certs("CA bundle", pem)?));
