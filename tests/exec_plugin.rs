@@ -271,6 +271,28 @@ fn alive(pid: u32) -> bool {
 /// and 20 runs leave no reader thread and no process behind.
 #[test]
 fn a_forking_plugin_run_twenty_times_leaves_no_thread_or_process_behind() {
+    run_a_forking_plugin_twenty_times("sleep 300 &");
+}
+
+/// The same with a child in a session of its own (`setsid`), out of the
+/// plugin's process group: it still holds the plugin's output, and goes
+/// with the run.
+#[test]
+fn a_plugin_child_in_its_own_session_holding_the_output_goes_with_the_run() {
+    if std::process::Command::new("setsid")
+        .args(["true"])
+        .status()
+        .is_err()
+    {
+        eprintln!("setsid(1) is not installed: skipping");
+        return;
+    }
+    run_a_forking_plugin_twenty_times("setsid sleep 300 &");
+}
+
+/// Run a plugin that starts `child` (a shell command ending in `&`)
+/// twenty times; check that no thread or child outlives the runs.
+fn run_a_forking_plugin_twenty_times(child: &str) {
     let server = tls_server("t1");
     server.put_lease(
         "ns",
@@ -281,7 +303,7 @@ fn a_forking_plugin_run_twenty_times_leaves_no_thread_or_process_behind() {
     dir.write("expiry", "2000-01-01T00:00:00Z");
     dir.script(
         "plugin.sh",
-        &format!("sleep 300 &\necho $! >> \"$PLUGIN_DIR/leftovers\"\n{TOKEN_PLUGIN}"),
+        &format!("{child}\necho $! >> \"$PLUGIN_DIR/leftovers\"\n{TOKEN_PLUGIN}"),
     );
     let client = plugin_client(&dir, &server, Duration::from_secs(1));
     let plugin_threads = || threads_named("lease-exec-plug");

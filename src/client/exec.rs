@@ -22,7 +22,10 @@
 //! - with the cargo feature `process` (on with `cli`), its process group
 //!   gets SIGKILL (kill(2) through rustix, before the plugin is reaped, so
 //!   the group id cannot have been reused) and every member that became
-//!   our child is reaped by its group, never by a wait for any child;
+//!   our child is reaped by its group, never by a wait for any child; a
+//!   process that left the group (`setsid`) and still holds the plugin's
+//!   output is found through `/proc/PID/fd`, killed too, and reaped by
+//!   its pid if it became our child;
 //! - without it (safe std cannot signal a group) only the plugin itself is
 //!   killed and reaped, our end of its output is closed, and a process it
 //!   left holding that output is reported once at warn. Such a process
@@ -136,6 +139,13 @@ impl ExecPlugin {
             UnixStream::pair().map_err(|e| self.error(format!("cannot make its output: {e}")))?;
         ours.set_read_timeout(Some(POLL))
             .map_err(|e| self.error(format!("cannot make its output: {e}")))?;
+        let theirs = std::fs::File::from(OwnedFd::from(theirs));
+        // What names the plugin's output in /proc/PID/fd: `socket:[inode]`.
+        let output = std::os::unix::fs::MetadataExt::ino(
+            &theirs
+                .metadata()
+                .map_err(|e| self.error(format!("cannot make its output: {e}")))?,
+        );
         let started = Instant::now();
         let child = {
             // Dropped with the Command: only the plugin holds `theirs`.
@@ -145,14 +155,14 @@ impl ExecPlugin {
                 .envs(self.env.iter().map(|(k, v)| (k, v)))
                 .env("KUBERNETES_EXEC_INFO", info.to_string())
                 .stdin(Stdio::null())
-                .stdout(Stdio::from(OwnedFd::from(theirs)))
+                .stdout(Stdio::from(theirs))
                 .stderr(Stdio::inherit())
                 .process_group(0);
             command
                 .spawn()
                 .map_err(|e| self.error(format!("cannot run it: {e}")))?
         };
-        let mut plugin = Plugin::new(child);
+        let mut plugin = Plugin::new(child, output);
         let mut out = Vec::new();
         let mut buf = [0u8; 8192];
         let mut eof = false;
@@ -162,7 +172,11 @@ impl ExecPlugin {
                 thread::sleep(POLL);
             } else {
                 match ours.read(&mut buf) {
-                    Ok(0) => eof = true,
+                    Ok(0) => {
+                        eof = true;
+                        // Nothing holds its output any more.
+                        plugin.output = None;
+                    }
                     Ok(n) => {
                         out.extend_from_slice(&buf[..n]);
                         if out.len() as u64 > MAX_OUTPUT {
@@ -292,13 +306,17 @@ struct Plugin {
     child: Child,
     /// Once reaped.
     status: Option<ExitStatus>,
+    /// The inode of the socket that is the plugin's standard output, while
+    /// a process may still hold it.
+    output: Option<u64>,
 }
 
 impl Plugin {
-    fn new(child: Child) -> Plugin {
+    fn new(child: Child, output: u64) -> Plugin {
         Plugin {
             child,
             status: None,
+            output: Some(output),
         }
     }
 
@@ -345,6 +363,11 @@ impl Plugin {
         if let Some(pgid) = group {
             reap_group(pgid);
         }
+        // A process that left the group (`setsid`) holding the output.
+        #[cfg(feature = "process")]
+        if let Some(output) = self.output.take() {
+            kill_holders(output, self.child.id());
+        }
         Ok(status)
     }
 }
@@ -379,6 +402,52 @@ fn reap_group(pgid: rustix::process::Pid) {
             // ECHILD: none of our children is in the group.
             Ok(None) | Err(_) => return,
         }
+    }
+}
+
+/// SIGKILL every process that holds the socket `inode` open (a child the
+/// plugin started in a session of its own, out of its group's reach), and
+/// reap those that became our children (this process is a child subreaper,
+/// or PID 1). `plugin` is reaped already: std's `Child` owned its status.
+/// Bounded by [`WAIT_DELAY`], as [`reap_group`].
+#[cfg(feature = "process")]
+fn kill_holders(inode: u64, plugin: u32) {
+    use rustix::process::{Pid, Signal, WaitOptions};
+    let me = std::process::id();
+    let wanted = format!("socket:[{inode}]");
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    let holders: Vec<Pid> = procs
+        .flatten()
+        .filter_map(|p| p.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != me && pid != plugin)
+        .filter(|pid| {
+            std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+                fds.flatten().any(|fd| {
+                    std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == wanted.as_str())
+                })
+            })
+        })
+        .filter_map(|pid| i32::try_from(pid).ok().and_then(Pid::from_raw))
+        .collect();
+    for &pid in &holders {
+        let _ = rustix::process::kill_process(pid, Signal::KILL);
+    }
+    let until = Instant::now() + WAIT_DELAY;
+    let mut left = holders;
+    while !left.is_empty() {
+        // ECHILD: not our child; its own parent reaps it.
+        left.retain(|&pid| {
+            matches!(
+                rustix::process::waitpid(Some(pid), WaitOptions::NOHANG),
+                Ok(None)
+            )
+        });
+        if Instant::now() >= until {
+            return;
+        }
+        thread::sleep(Duration::from_millis(1));
     }
 }
 
