@@ -37,6 +37,7 @@ use std::time::Duration;
 use lease_elector::client::ConnectOptions;
 use lease_elector::events::EventRecorder;
 use lease_elector::text::Escaped;
+use lease_elector::tool::duration_flag;
 use lease_elector::{Client, ElectorStatus, LeaderElector, LeaderEvent, LeaseLock, StopReason};
 
 #[derive(Debug, Default)]
@@ -124,19 +125,6 @@ enum Parsed {
     Version,
 }
 
-/// Seconds (`15`, `1.5`) or a Go duration (`1m30s`). Plain seconds are
-/// read as the Go duration `15s`: no float parsing is linked in for them.
-fn parse_duration(flag: &str, v: &str) -> Result<Duration, String> {
-    let plain = !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit() || b == b'.');
-    let go = if plain {
-        format!("{v}s")
-    } else {
-        v.to_string()
-    };
-    lease_elector::duration::parse_go_duration(&go)
-        .map_err(|e| format!("{flag} {e}: give seconds (15, 1.5) or a Go duration (1m30s, 500ms)"))
-}
-
 fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Parsed, String> {
     let mut a = Args::default();
     while let Some(flag) = it.next() {
@@ -150,9 +138,9 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Parsed, String> {
             "--identity" => a.identity = Some(value()?),
             "--token-file" => a.connect.token_file = Some(value()?.into()),
             "--ca-file" => a.connect.ca_file = Some(value()?.into()),
-            "--lease-duration" => a.lease_duration = Some(parse_duration(&flag, &value()?)?),
-            "--renew-deadline" => a.renew_deadline = Some(parse_duration(&flag, &value()?)?),
-            "--retry-period" => a.retry_period = Some(parse_duration(&flag, &value()?)?),
+            "--lease-duration" => a.lease_duration = Some(duration_flag(&flag, &value()?)?),
+            "--renew-deadline" => a.renew_deadline = Some(duration_flag(&flag, &value()?)?),
+            "--retry-period" => a.retry_period = Some(duration_flag(&flag, &value()?)?),
             "--release-on-cancel" => a.release_on_cancel = true,
             "--ignore-stdin" => a.ignore_stdin = true,
             "--no-events" => a.no_events = true,
@@ -164,17 +152,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Parsed, String> {
     if a.name.is_none() {
         return Err("--name is required".into());
     }
-    if a.connect.server.is_some() && a.connect.namespace.is_none() {
-        return Err("--namespace is required with --server".into());
-    }
-    // TLS is always verified, and with --server nothing else names a CA.
-    let https = a.connect.server.as_deref().is_some_and(|url| {
-        url.get(..8)
-            .is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"))
-    });
-    if https && a.connect.ca_file.is_none() {
-        return Err("an https:// --server needs --ca-file (the CA that signed the server's certificate): TLS is always verified".into());
-    }
+    a.connect.check_flags()?;
     Ok(Parsed::Run(Box::new(a)))
 }
 
@@ -206,20 +184,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// Whether stdin is a pipe or a socket, whose end-of-file means "stop". A
-/// terminal is never read (a background job reading it is stopped by
-/// SIGTTIN), nor `/dev/null` (end-of-file at once).
-fn stdin_is_a_pipe() -> bool {
-    use std::os::fd::AsFd;
-    use std::os::unix::fs::FileTypeExt;
-    let Ok(fd) = std::io::stdin().as_fd().try_clone_to_owned() else {
-        return false;
-    };
-    std::fs::File::from(fd)
-        .metadata()
-        .is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_socket())
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
@@ -272,7 +236,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             }
         });
     }
-    if !args.ignore_stdin && stdin_is_a_pipe() {
+    if !args.ignore_stdin && lease_elector::tool::stdin_is_a_pipe() {
         let tx = tx.clone();
         thread::spawn(move || {
             let mut sink = [0u8; 256];

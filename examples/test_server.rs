@@ -78,20 +78,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// Whether stdin is a pipe or a socket, whose end-of-file means "stop". A
-/// terminal is never read (a background job reading it is stopped by
-/// SIGTTIN), nor `/dev/null` (end-of-file at once).
-fn stdin_is_a_pipe() -> bool {
-    use std::os::fd::AsFd;
-    use std::os::unix::fs::FileTypeExt;
-    let Ok(fd) = std::io::stdin().as_fd().try_clone_to_owned() else {
-        return false;
-    };
-    std::fs::File::from(fd)
-        .metadata()
-        .is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_socket())
-}
-
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let tokens: Vec<&str> = args.token.as_deref().into_iter().collect();
     let server = TestApiServer::builder()
@@ -117,7 +103,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             }
         });
     }
-    if stdin_is_a_pipe() {
+    if lease_elector::tool::stdin_is_a_pipe() {
         thread::spawn(move || {
             let mut sink = [0u8; 256];
             let mut stdin = std::io::stdin();

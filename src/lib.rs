@@ -123,6 +123,7 @@ mod test_dir;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod text;
+pub mod tool;
 mod watch;
 
 pub use client::{kubeconfig, Client, ClientConfig};

@@ -62,6 +62,25 @@ pub struct ConnectOptions {
 }
 
 impl ConnectOptions {
+    /// The mistakes a command line can make with these options, as a
+    /// usage error (both tools exit 2 on it): `--server` without
+    /// `--namespace`, and an `https://` `--server` without `--ca-file` (TLS
+    /// is always verified). Reading files is left to [`resolve`](Self::resolve).
+    pub fn check_flags(&self) -> std::result::Result<(), String> {
+        if self.server.is_some() && self.namespace.is_none() {
+            return Err("--namespace is required with --server".into());
+        }
+        // TLS is always verified, and with --server nothing else names a CA.
+        let https = self.server.as_deref().is_some_and(|url| {
+            url.get(..8)
+                .is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"))
+        });
+        if https && self.ca_file.is_none() {
+            return Err("an https:// --server needs --ca-file (the CA that signed the server's certificate): TLS is always verified".into());
+        }
+        Ok(())
+    }
+
     /// The client configuration and the namespace these options name.
     ///
     /// # Errors

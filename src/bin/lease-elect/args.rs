@@ -4,6 +4,7 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use lease_elector::client::ConnectOptions;
+use lease_elector::tool::duration_flag;
 
 /// One line, printed after a usage error.
 pub const USAGE: &str = "usage: lease-elect [--server URL | --kubeconfig F [--context C]] [--namespace NS] --name NAME [--identity ID] \
@@ -146,19 +147,6 @@ const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 /// client-go's usual `HealthzAdaptor` timeout (kube-controller-manager's).
 const DEFAULT_HEALTH_TOLERANCE: Duration = Duration::from_secs(20);
 
-/// Seconds (`15`, `1.5`) or a Go duration (`1m30s`). Plain seconds are
-/// read as the Go duration `15s`: no float parsing is linked in for them.
-fn parse_duration(flag: &str, v: &str) -> Result<Duration, String> {
-    let plain = !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit() || b == b'.');
-    let go = if plain {
-        format!("{v}s")
-    } else {
-        v.to_string()
-    };
-    lease_elector::duration::parse_go_duration(&go)
-        .map_err(|e| format!("{flag} {e}: give seconds (15, 1.5) or a Go duration (1m30s, 500ms)"))
-}
-
 /// Parse everything after the program name. `--flag value` and
 /// `--flag=value` both work; everything after `--` is COMMAND.
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
@@ -203,14 +191,14 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
             "--identity" => a.identity = Some(value()?),
             "--token-file" => a.connect.token_file = Some(value()?.into()),
             "--ca-file" => a.connect.ca_file = Some(value()?.into()),
-            "--lease-duration" => a.lease_duration = Some(parse_duration(&flag, &value()?)?),
-            "--renew-deadline" => a.renew_deadline = Some(parse_duration(&flag, &value()?)?),
-            "--retry-period" => a.retry_period = Some(parse_duration(&flag, &value()?)?),
+            "--lease-duration" => a.lease_duration = Some(duration_flag(&flag, &value()?)?),
+            "--renew-deadline" => a.renew_deadline = Some(duration_flag(&flag, &value()?)?),
+            "--retry-period" => a.retry_period = Some(duration_flag(&flag, &value()?)?),
             "--acquire-timeout" => {
-                a.acquire_timeout = Some(parse_duration(&flag, &value()?)?);
+                a.acquire_timeout = Some(duration_flag(&flag, &value()?)?);
             }
             "--grace" => {
-                a.grace = parse_duration(&flag, &value()?)?;
+                a.grace = duration_flag(&flag, &value()?)?;
                 grace_given = true;
             }
             "--health-addr" => {
@@ -224,7 +212,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
                 }
                 a.health_addr = Some(v);
             }
-            "--health-tolerance" => a.health_tolerance = parse_duration(&flag, &value()?)?,
+            "--health-tolerance" => a.health_tolerance = duration_flag(&flag, &value()?)?,
             "--release-on-cancel"
             | "--ignore-stdin"
             | "--watch"
@@ -255,17 +243,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     if a.name.is_none() {
         return Err("--name is required".into());
     }
-    if a.connect.server.is_some() && a.connect.namespace.is_none() {
-        return Err("--namespace is required with --server".into());
-    }
-    // TLS is always verified, and with --server nothing else names a CA.
-    let https = a.connect.server.as_deref().is_some_and(|url| {
-        url.get(..8)
-            .is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"))
-    });
-    if https && a.connect.ca_file.is_none() {
-        return Err("an https:// --server needs --ca-file (the CA that signed the server's certificate): TLS is always verified".into());
-    }
+    a.connect.check_flags()?;
     Ok(Parsed::Run(Box::new(a)))
 }
 
@@ -312,7 +290,7 @@ mod tests {
 
     #[test]
     fn durations_are_plain_seconds_or_go_durations() {
-        let d = |v| parse_duration("--grace", v);
+        let d = |v| duration_flag("--grace", v);
         assert_eq!(d("15"), Ok(Duration::from_secs(15)));
         assert_eq!(d("1.5"), Ok(Duration::from_millis(1500)));
         assert_eq!(d(".5"), Ok(Duration::from_millis(500)));

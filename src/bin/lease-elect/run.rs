@@ -126,7 +126,7 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
     };
 
     let forward = forward_events(events, identity, tx.clone())?;
-    if args.command.is_empty() && !args.ignore_stdin && stdin_is_a_pipe() {
+    if args.command.is_empty() && !args.ignore_stdin && lease_elector::tool::stdin_is_a_pipe() {
         let tx = tx.clone();
         // Blocked in read(2) until stdin closes; not joined.
         thread::Builder::new()
@@ -268,21 +268,6 @@ fn health_addrs(addr: &str) -> Result<Vec<SocketAddr>, BoxError> {
             .map_err(|e| format!("--health-addr {addr}: {e}"))?
             .collect()),
     }
-}
-
-/// Whether stdin is a pipe or a socket, whose end-of-file means that the
-/// parent wants us to stop. A terminal is never read (a background job
-/// reading it would be stopped by SIGTTIN), nor `/dev/null` (it reads
-/// end-of-file at once: every pod's stdin).
-fn stdin_is_a_pipe() -> bool {
-    use std::os::fd::AsFd;
-    use std::os::unix::fs::FileTypeExt;
-    let Ok(fd) = std::io::stdin().as_fd().try_clone_to_owned() else {
-        return false;
-    };
-    std::fs::File::from(fd)
-        .metadata()
-        .is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_socket())
 }
 
 /// Why the lease was lost, for the WARN line that says so: the elector's

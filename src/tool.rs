@@ -1,0 +1,46 @@
+//! What the crate's command-line tools (`lease-elect`, and the `elect` and
+//! `test_server` examples) share, so that they cannot drift apart: reading a
+//! duration flag, and when standard input means "stop". Public because
+//! binaries and examples see only the public API; small, and no dependency.
+
+use std::time::Duration;
+
+use crate::duration::parse_go_duration;
+
+/// A duration flag's value: plain seconds (`15`, `1.5`) or a Go duration
+/// (`1m30s`, `500ms`). Plain seconds are read as the Go duration `15s`, so no
+/// float parsing is linked into a static binary. The error names the flag
+/// and shows both forms.
+///
+/// ```
+/// use lease_elector::tool::duration_flag;
+/// use std::time::Duration;
+/// assert_eq!(duration_flag("--grace", "1.5"), Ok(Duration::from_millis(1500)));
+/// assert_eq!(duration_flag("--grace", "1m30s"), Ok(Duration::from_secs(90)));
+/// assert!(duration_flag("--grace", "abc").unwrap_err().contains("give seconds (15, 1.5)"));
+/// ```
+pub fn duration_flag(flag: &str, value: &str) -> Result<Duration, String> {
+    let plain = !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+    let go = if plain {
+        format!("{value}s")
+    } else {
+        value.to_string()
+    };
+    parse_go_duration(&go)
+        .map_err(|e| format!("{flag} {e}: give seconds (15, 1.5) or a Go duration (1m30s, 500ms)"))
+}
+
+/// Whether stdin is a pipe or a socket, whose end-of-file means "stop" (a
+/// parent that closes it wants the tool gone). A terminal is never read (a
+/// background job reading it is stopped by SIGTTIN), nor `/dev/null`
+/// (end-of-file at once, in every container).
+pub fn stdin_is_a_pipe() -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(fd) = std::io::stdin().as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    std::fs::File::from(fd)
+        .metadata()
+        .is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_socket())
+}
