@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use lease_elector::testing::TestApiServer;
 
 mod common;
+use common::procs::state;
 use common::tempdir::TempDir;
 use common::WAIT;
 
@@ -133,12 +134,6 @@ fn works(program: Program, server: &TestApiServer, lease: &str, up: &str) -> boo
             answer.starts_with("HTTP/1.1 200")
         }
     }
-}
-
-/// The state letter of `pid` (`R`, `S`, `T` stopped, `Z`), `None` once gone.
-fn state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit(')').next()?.trim_start().chars().next()
 }
 
 /// `pid` keeps running (never stopped, never gone) for [`KEEPS_RUNNING`],

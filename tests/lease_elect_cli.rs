@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use lease_elector::testing::{Fault, TestApiServer};
 
 mod common;
+use common::procs::{alive, args, holder};
 use common::tempdir::TempDir;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -353,26 +354,6 @@ fn now_ns() -> u128 {
         .as_nanos()
 }
 
-fn alive(pid: u32) -> bool {
-    // A zombie has ended; only its parent has not reaped it yet.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|stat| !stat.rsplit(')').next().unwrap_or("").starts_with(" Z"))
-}
-
-fn holder(server: &TestApiServer) -> String {
-    server.lease("cli", "lock").unwrap()["spec"]["holderIdentity"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
-
-fn args<'a>(words: &'a [String], more: &[&'a str]) -> Vec<&'a str> {
-    more.iter()
-        .copied()
-        .chain(words.iter().map(String::as_str))
-        .collect()
-}
-
 #[test]
 fn help_documents_the_exit_statuses_and_mistakes_exit_two() {
     let out = Command::new(BIN).arg("--help").output().unwrap();
@@ -521,7 +502,7 @@ fn stopped_is_printed_before_the_release_completes() {
         "STOPPED came only {:?} before the exit: after the release",
         exited - stopped
     );
-    assert_eq!(holder(&server), "", "released");
+    assert_eq!(holder(&server, "cli", "lock"), "", "released");
 }
 
 #[test]
@@ -564,7 +545,11 @@ fn the_command_runs_while_leading_and_sigterm_stops_it_before_the_release() {
         run_b.lines.iter().any(|l| l == "got INT"),
         "SIGINT passed on as SIGINT"
     );
-    assert_eq!(holder(&server), "", "released after the command ended");
+    assert_eq!(
+        holder(&server, "cli", "lock"),
+        "",
+        "released after the command ended"
+    );
     runs.assert_never_overlapped();
 }
 
@@ -593,7 +578,7 @@ fn no_two_commands_ever_run_at_once_even_when_the_leader_is_killed() {
     a.signal("-TERM");
     a.expect("STOPPED a");
     assert_eq!(a.exit_code(), Some(0));
-    let next = wait_for(|| Some(holder(&server)).filter(|h| h == "b" || h == "c"));
+    let next = wait_for(|| Some(holder(&server, "cli", "lock")).filter(|h| h == "b" || h == "c"));
     let i = others.iter().position(|(n, _)| *n == next).unwrap();
     let (name, leader) = others.remove(i);
     let (other_name, other) = others.pop().unwrap();
@@ -683,7 +668,7 @@ fn a_command_that_exits_releases_the_lease_and_passes_its_status_on() {
     a.expect("LEADING a");
     a.expect("STOPPED a");
     assert_eq!(a.exit_code(), Some(7));
-    assert_eq!(holder(&server), "", "released");
+    assert_eq!(holder(&server, "cli", "lock"), "", "released");
     assert_eq!(runs.runs().len(), 1);
 }
 
@@ -699,7 +684,7 @@ fn restart_runs_the_command_again_while_leading() {
     a.signal("-TERM");
     a.expect("STOPPED a");
     assert_eq!(a.exit_code(), Some(0));
-    assert_eq!(holder(&server), "");
+    assert_eq!(holder(&server, "cli", "lock"), "");
     runs.assert_never_overlapped();
 }
 
@@ -725,7 +710,7 @@ fn a_command_that_ignores_sigterm_is_killed_after_the_grace_period() {
     assert!(run.lines.iter().any(|l| l == "got TERM"));
     assert!(!run.lines.iter().any(|l| l == "exit"), "killed, not exited");
     assert!(!alive(run.pid));
-    assert_eq!(holder(&server), "");
+    assert_eq!(holder(&server, "cli", "lock"), "");
 }
 
 #[test]
@@ -766,7 +751,7 @@ fn without_kill_on_path_sigterm_is_passed_on_and_the_command_ends_gracefully() {
         "{run:?}"
     );
     assert!(!alive(run.pid));
-    assert_eq!(holder(&server), "");
+    assert_eq!(holder(&server, "cli", "lock"), "");
 }
 
 #[test]
@@ -1125,7 +1110,7 @@ fn events_that_are_forbidden_never_affect_the_election() {
     let renewed = |s: &TestApiServer| s.lease("cli", "lock").unwrap()["spec"]["renewTime"].clone();
     let first = renewed(&server);
     wait_for(|| (renewed(&server) != first).then_some(()));
-    assert_eq!(holder(&server), "a");
+    assert_eq!(holder(&server, "cli", "lock"), "a");
     a.signal("-TERM");
     a.expect("STOPPED a");
     let (code, log) = a.exit_with_log();

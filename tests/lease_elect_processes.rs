@@ -17,6 +17,7 @@ use lease_elector::testing::{Fault, TestApiServer};
 use serde_json::json;
 
 mod common;
+use common::procs::{alive, args, holder, kill, stat_field};
 use common::tempdir::TempDir;
 use common::{eventually, WAIT};
 
@@ -133,7 +134,7 @@ impl Elect {
     }
 
     fn signal(&self, sig: &str) {
-        kill(sig, self.child.id());
+        kill(&[sig, &self.child.id().to_string()]);
     }
 
     fn exit_code(&mut self) -> Option<i32> {
@@ -227,46 +228,10 @@ impl Drop for Work {
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             let cmdline = String::from_utf8_lossy(&cmdline);
             if alive(pid) && (cmdline.contains("sleep") || cmdline.contains("command.sh")) {
-                kill("-KILL", pid);
+                kill(&["-KILL", &pid.to_string()]);
             }
         }
     }
-}
-
-fn kill(sig: &str, pid: u32) {
-    let status = Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill {sig} {pid}");
-}
-
-/// Field `n` (0: state, 1: ppid, 2: pgrp, 3: session) after the command
-/// name in `/proc/PID/stat`.
-fn stat_field(pid: u32, n: usize) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(n)?.parse().ok()
-}
-
-fn alive(pid: u32) -> bool {
-    // A zombie has ended; only its parent has not reaped it yet.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|stat| !stat.rsplit(')').next().unwrap_or("").starts_with(" Z"))
-}
-
-fn holder(server: &TestApiServer) -> String {
-    server.lease("procs", "lock").unwrap()["spec"]["holderIdentity"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
-
-fn args<'a>(words: &'a [String], more: &[&'a str]) -> Vec<&'a str> {
-    more.iter()
-        .copied()
-        .chain(words.iter().map(String::as_str))
-        .collect()
 }
 
 /// Hold the next `PUT` (the release) for [`HOLD`]; returns a check that
@@ -289,7 +254,11 @@ fn assert_all_gone_before_the_release(server: &TestApiServer, pids: &[u32], log:
         living.is_empty(),
         "{living:?} still run while the lease is being released; stderr: {log}"
     );
-    assert_eq!(holder(server), "a", "the release has not completed yet");
+    assert_eq!(
+        holder(server, "procs", "lock"),
+        "a",
+        "the release has not completed yet"
+    );
 }
 
 #[test]
@@ -309,7 +278,7 @@ fn sigterm_ends_every_process_the_command_started_before_the_release_without_kil
     all.push(command);
     assert_all_gone_before_the_release(&server, &all, &a.log());
     assert_eq!(a.exit_code(), Some(0), "{}", a.log());
-    assert_eq!(holder(&server), "", "released");
+    assert_eq!(holder(&server, "procs", "lock"), "", "released");
 }
 
 #[test]
@@ -326,7 +295,7 @@ fn a_command_that_exits_leaves_nothing_running_when_the_lease_is_released() {
     arrived();
     assert_all_gone_before_the_release(&server, &pids, &a.log());
     assert_eq!(a.exit_code(), Some(3), "{}", a.log());
-    assert_eq!(holder(&server), "", "released");
+    assert_eq!(holder(&server, "procs", "lock"), "", "released");
 }
 
 #[test]
@@ -367,7 +336,11 @@ fn a_lost_lease_ends_every_process_the_command_started_before_lease_elect_exits(
         a.log()
     );
     assert_eq!(code, Some(1), "{}", a.log());
-    assert_eq!(holder(&server), "other", "never released: it was not ours");
+    assert_eq!(
+        holder(&server, "procs", "lock"),
+        "other",
+        "never released: it was not ours"
+    );
 }
 
 #[test]
@@ -407,11 +380,11 @@ fn a_killed_supervisor_leaves_its_processes_to_lease_elect_which_ends_them_then_
     let supervisor = stat_field(command, 1).unwrap();
     assert_eq!(stat_field(supervisor, 1), Some(a.child.id()));
     let arrived = hold_the_release(&server);
-    kill("-KILL", supervisor);
+    kill(&["-KILL", &supervisor.to_string()]);
     arrived();
     let mut all = pids.clone();
     all.push(command);
     assert_all_gone_before_the_release(&server, &all, &a.log());
     assert_eq!(a.exit_code(), Some(1), "{}", a.log());
-    assert_eq!(holder(&server), "", "released");
+    assert_eq!(holder(&server, "procs", "lock"), "", "released");
 }

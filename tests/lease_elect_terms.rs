@@ -24,6 +24,7 @@ use lease_elector::testing::{Fault, TestApiServer};
 use serde_json::json;
 
 mod common;
+use common::procs::{alive, kill, stat_field};
 use common::tempdir::TempDir;
 use common::{eventually, WAIT};
 
@@ -234,27 +235,6 @@ impl Drop for Elect {
     }
 }
 
-/// Field `n` after the command name in `/proc/PID/stat` (1: ppid, 2: pgrp).
-fn stat_field(pid: u32, n: usize) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit(')')
-        .next()?
-        .split_whitespace()
-        .nth(n)?
-        .parse()
-        .ok()
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|stat| !stat.rsplit(')').next().unwrap_or("").starts_with(" Z"))
-}
-
-fn kill(args: &[String]) {
-    let status = Command::new("kill").args(args).status().unwrap();
-    assert!(status.success(), "kill {args:?}");
-}
-
 #[test]
 fn a_frozen_leader_is_stopped_on_thawing_and_its_stale_writes_are_refused() {
     let server = TestApiServer::start().unwrap();
@@ -307,7 +287,7 @@ fn a_frozen_leader_is_stopped_on_thawing_and_its_stale_writes_are_refused() {
     ];
     let mut stop = vec!["-STOP".to_string(), "--".into()];
     stop.extend(frozen.iter().cloned());
-    kill(&stop);
+    kill(&stop.iter().map(String::as_str).collect::<Vec<_>>());
 
     // b takes over once the lease has expired, and writes.
     b.expect("LEADING b");
@@ -316,7 +296,7 @@ fn a_frozen_leader_is_stopped_on_thawing_and_its_stale_writes_are_refused() {
     // Thaw, COMMAND first (it runs ahead of its elector).
     let mut thaw = vec!["-CONT".to_string(), "--".into()];
     thaw.extend(frozen.iter().rev().cloned());
-    kill(&thaw);
+    kill(&thaw.iter().map(String::as_str).collect::<Vec<_>>());
     let thawed = Instant::now();
     while alive(writer_pid) && thawed.elapsed() < WAIT {
         thread::sleep(Duration::from_millis(2));
@@ -379,7 +359,7 @@ fn a_frozen_leader_is_stopped_on_thawing_and_its_stale_writes_are_refused() {
         stale.iter().map(|j| j.n).collect::<Vec<_>>()
     );
 
-    kill(&["-TERM".to_string(), b.child.id().to_string()]);
+    kill(&["-TERM", &b.child.id().to_string()]);
     b.expect("STOPPED b");
     assert_eq!(b.exit_code(), Some(0));
 }
