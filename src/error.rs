@@ -59,9 +59,9 @@ pub enum Error {
     /// says what happened in these words and names the API server's URL
     /// (without credentials): "no answer from the API server at URL within
     /// 5 s", "the server at URL did not answer in HTTP ...: use https://...";
-    /// the HTTP library's own error is its `source()`. A `source` from
-    /// elsewhere (a [`Lock`](crate::Lock) of your own) is shown after "no
-    /// answer from the API server:".
+    /// the HTTP library's own error is its `source()`. The message is
+    /// `"{action} {target}: {source}"`, so a [`Lock`](crate::Lock) of your
+    /// own should give a `source` that says as much.
     Transport {
         /// The object acted on.
         target: String,
@@ -266,22 +266,13 @@ impl Error {
                 }
                 Ok(())
             }
-            // The client's causes say what happened and name the server.
+            // The cause says what happened (the crate's client says it in
+            // its own words and names the server).
             Error::Transport {
                 target,
                 action,
                 source,
-            } if source.is::<crate::client::failure::NoAnswer>() => {
-                write!(f, "{action} {target}: {source}")
-            }
-            Error::Transport {
-                target,
-                action,
-                source,
-            } => write!(
-                f,
-                "{action} {target}: no answer from the API server: {source}"
-            ),
+            } => write!(f, "{action} {target}: {source}"),
             Error::Decode {
                 target,
                 action,

@@ -478,7 +478,7 @@ impl Endpoints {
 
     /// `200 ok`, or `failed` with one line per elector that fails `check`
     /// (escaped: the reasons carry the server's words).
-    fn verdict(&self, failed: u16, check: impl Fn(&Probe) -> crate::Result<()>) -> Response {
+    fn verdict(&self, failed: u16, check: impl Fn(&Probe) -> crate::error::Result<()>) -> Response {
         let failures: String = self
             .probes
             .iter()

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use super::exec::ExecPlugin;
 use super::file::{read_capped, read_text, MAX_NAMESPACE, MAX_PEM, MAX_TOKEN};
-use super::oidc::OidcConfig;
 use super::proxy::ProxyChoice;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
@@ -328,4 +327,28 @@ pub(super) fn read_token(path: &Path) -> Result<String> {
         });
     }
     Ok(token.to_string())
+}
+
+/// A kubeconfig user's oidc `auth-provider` config.
+#[derive(Clone)]
+pub(crate) struct OidcConfig {
+    /// The kubeconfig user and file, for messages.
+    pub(crate) user: String,
+    pub(crate) issuer: String,
+    pub(crate) client_id: String,
+    pub(crate) client_secret: String,
+    pub(crate) id_token: String,
+    pub(crate) refresh_token: String,
+    /// `idp-certificate-authority(-data)`, PEM.
+    pub(crate) idp_ca: Option<Vec<u8>>,
+}
+
+impl fmt::Debug for OidcConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "oidc auth-provider of {} (issuer {})",
+            self.user, self.issuer
+        )
+    }
 }

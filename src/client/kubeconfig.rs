@@ -35,10 +35,12 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::client::base64;
 use crate::client::config::read_token;
+use crate::client::config::OidcConfig;
 use crate::client::exec::ExecPlugin;
 use crate::client::file::{read_capped, MAX_KUBECONFIG, MAX_PEM};
-use crate::client::oidc::{check_url, OidcConfig};
+use crate::client::oidc::check_url;
 use crate::client::ClientConfig;
 use crate::error::{Error, Result};
 
@@ -464,7 +466,7 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
     }
     if let Some(data) = &cluster.certificate_authority_data {
         cfg = cfg.ca_pem(
-            decode_base64(data)
+            base64::decode(data)
                 .map_err(|e| bad(cluster_file, format!("certificate-authority-data: {e}")))?,
         );
     } else if let Some(file) = &cluster.certificate_authority {
@@ -587,7 +589,7 @@ fn oidc_config(provider: &serde_json::Value, user: &str, file: &Path) -> Result<
         get("idp-certificate-authority-data"),
         get("idp-certificate-authority"),
     ) {
-        (Some(data), _) => Some(decode_base64(&data).map_err(|e| {
+        (Some(data), _) => Some(base64::decode(&data).map_err(|e| {
             bad(
                 file,
                 format!("user {user:?}: idp-certificate-authority-data: {e}"),
@@ -666,7 +668,7 @@ fn pem_source(
     file: &Option<PathBuf>,
 ) -> Result<Option<Vec<u8>>> {
     if let Some(data) = data {
-        return decode_base64(data)
+        return base64::decode(data)
             .map(Some)
             .map_err(|e| bad(path, format!("{field}-data: {e}")));
     }
@@ -692,42 +694,6 @@ fn encode_base64(data: &[u8]) -> String {
         }
     }
     out
-}
-
-/// Standard base64 with optional padding; whitespace ignored.
-pub(super) fn decode_base64(s: &str) -> std::result::Result<Vec<u8>, String> {
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let mut acc = 0u32;
-    let mut bits = 0;
-    let mut padding = 0;
-    for c in s.bytes().filter(|c| !c.is_ascii_whitespace()) {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            b'=' => {
-                padding += 1;
-                continue;
-            }
-            _ => return Err(format!("invalid base64 character {:?}", char::from(c))),
-        };
-        if padding > 0 {
-            return Err("base64 data after padding".into());
-        }
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    if bits >= 6 || padding > 2 {
-        return Err("truncated base64".into());
-    }
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -884,7 +850,7 @@ mod tests {
         assert_eq!(cluster["proxy-url"], "http://proxy:3128");
         assert_eq!(cluster["config"], serde_json::json!({"audience": "my-aud"}));
         let data = cluster["certificate-authority-data"].as_str().unwrap();
-        assert_eq!(decode_base64(data).unwrap(), ca.as_slice());
+        assert_eq!(base64::decode(data).unwrap(), ca.as_slice());
     }
 
     #[test]
@@ -1057,24 +1023,5 @@ mod tests {
             eprintln!("{name}: {}", line.trim_start_matches("MEASURED "));
             assert!(out.status.success(), "{name}: {stderr}");
         }
-    }
-
-    #[test]
-    fn base64_decodes_rfc4648_vectors() {
-        for (enc, dec) in [
-            ("", ""),
-            ("Zg==", "f"),
-            ("Zm8=", "fo"),
-            ("Zm9v", "foo"),
-            ("Zm9vYg==", "foob"),
-            ("Zm9vYmE=", "fooba"),
-            ("Zm9vYmFy", "foobar"),
-            ("Zm9v\nYmFy", "foobar"),
-        ] {
-            assert_eq!(decode_base64(enc).unwrap(), dec.as_bytes(), "{enc}");
-        }
-        assert!(decode_base64("Zm9v!").is_err());
-        assert!(decode_base64("Z").is_err());
-        assert!(decode_base64("Zg==Zg").is_err());
     }
 }

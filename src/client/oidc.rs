@@ -16,7 +16,6 @@
 //! its two HTTP requests gets what is left); other requests wait for it
 //! no longer than their own budgets.
 
-use std::fmt;
 use std::io::Read;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -24,6 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use ureq::http;
 use ureq::RequestExt;
 
+use super::config::OidcConfig;
 use super::file::{read_capped, MAX_PEM};
 use super::{segment, tls, MAX_BODY};
 use crate::clock::Clock;
@@ -49,30 +49,6 @@ const SYSTEM_CA_FILES: [&str; 6] = [
 /// What to do when the tokens cannot be renewed here.
 const RUN_KUBECTL: &str =
     "run kubectl once (e.g. `kubectl get pods`) to refresh the kubeconfig's tokens";
-
-/// A kubeconfig user's oidc `auth-provider` config.
-#[derive(Clone)]
-pub(crate) struct OidcConfig {
-    /// The kubeconfig user and file, for messages.
-    pub(crate) user: String,
-    pub(crate) issuer: String,
-    pub(crate) client_id: String,
-    pub(crate) client_secret: String,
-    pub(crate) id_token: String,
-    pub(crate) refresh_token: String,
-    /// `idp-certificate-authority(-data)`, PEM.
-    pub(crate) idp_ca: Option<Vec<u8>>,
-}
-
-impl fmt::Debug for OidcConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "oidc auth-provider of {} (issuer {})",
-            self.user, self.issuer
-        )
-    }
-}
 
 struct Tokens {
     id_token: String,
@@ -398,8 +374,8 @@ fn expired(token: &str, now: SystemTime) -> std::result::Result<bool, String> {
             c => c,
         })
         .collect();
-    let json = super::kubeconfig::decode_base64(&standard)
-        .map_err(|e| format!("the id-token's payload: {e}"))?;
+    let json =
+        super::base64::decode(&standard).map_err(|e| format!("the id-token's payload: {e}"))?;
     let claims = serde_json::from_slice::<serde_json::Value>(&json)
         .map_err(|e| format!("the id-token's claims: {e}"))?;
     let exp = claims

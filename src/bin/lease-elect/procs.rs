@@ -20,7 +20,47 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal as Sig, WaitOptions};
 
-use crate::supervise::Signal;
+use signal_hook::consts::{SIGINT, SIGTERM};
+
+/// What can be asked of COMMAND.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    Term,
+    Int,
+    Kill,
+}
+
+impl Signal {
+    /// The name the protocol uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Signal::Term => "TERM",
+            Signal::Int => "INT",
+            Signal::Kill => "KILL",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Signal> {
+        [Signal::Term, Signal::Int, Signal::Kill]
+            .into_iter()
+            .find(|s| s.name() == name)
+    }
+
+    /// SIGTERM and SIGINT, as signal-hook reports them.
+    pub fn from_raw(sig: i32) -> Option<Signal> {
+        match sig {
+            SIGTERM => Some(Signal::Term),
+            SIGINT => Some(Signal::Int),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Signal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SIG{}", self.name())
+    }
+}
 
 /// One process, as `/proc/PID/stat` shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -42,7 +42,8 @@ use signal_hook::iterator::Signals;
 
 use crate::args::Args;
 use crate::procs;
-use crate::supervise::{self, Signal, Supervised};
+use crate::procs::Signal;
+use crate::supervise::{self, Supervised};
 
 type BoxError = Box<dyn std::error::Error>;
 
