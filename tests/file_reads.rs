@@ -347,3 +347,55 @@ fn the_service_account_folder_and_openshift_config_files_are_read_the_same_way()
             .to_string();
     assert_clear(&err, "leader election config", &config, "a FIFO");
 }
+
+/// A kubeconfig of `entries` one-character impersonation groups, as one
+/// flow list: a node per two bytes of the file.
+fn kubeconfig_of_tiny_entries(entries: usize) -> String {
+    format!(
+        "apiVersion: v1\nclusters:\n- name: c\n  cluster: {{server: 'http://127.0.0.1:1'}}\n\
+         users:\n- name: u\n  user:\n    token: t\n    as: me\n    as-groups: [{}]\n\
+         contexts:\n- name: x\n  context: {{cluster: c, user: u, namespace: ns}}\n\
+         current-context: x\n",
+        vec!["a"; entries].join(",")
+    )
+}
+
+/// Reading a kubeconfig takes at most 4 times its size and 1 MiB: a file
+/// made of one-character entries (once 17 to 34 times its size, 272 MiB
+/// at the 8 MiB cap) is refused with an error that names it and says why,
+/// while kubeconfigs of many small entries as tools write them still load.
+#[test]
+fn a_kubeconfig_that_would_take_more_than_four_times_its_size_in_memory_is_refused() {
+    let dir = TempDir::new();
+    let hostile = dir.write("hostile", kubeconfig_of_tiny_entries(1 << 20));
+    let err = ClientConfig::from_kubeconfig(&hostile, None)
+        .map(|_| ())
+        .expect_err("a kubeconfig of a million one-character groups is refused")
+        .to_string();
+    assert!(
+        err.contains(&hostile.display().to_string()) && err.contains("4 \u{d7} its size in memory"),
+        "{err}"
+    );
+
+    // The same shape, small: read, every group kept.
+    let small = dir.write("small", kubeconfig_of_tiny_entries(1000));
+    ClientConfig::from_kubeconfig(&small, None).expect("a small kubeconfig reads");
+
+    // 5,000 contexts as gcloud names them (1 MiB of small entries).
+    let name = |i: usize| format!("gke_my-project-123456_europe-west1-b_cluster-{i:05}");
+    let mut many = format!(
+        "apiVersion: v1\nclusters:\n- cluster:\n    server: https://10.0.0.1\n  name: {0}\n\
+         users:\n- name: {0}\n  user:\n    token: t\ncurrent-context: {0}\ncontexts:\n",
+        name(0)
+    );
+    for i in 0..5000 {
+        many += &format!(
+            "- context:\n    cluster: {0}\n    user: {0}\n    namespace: ns\n  name: {1}\n",
+            name(0),
+            name(i)
+        );
+    }
+    let many = dir.write("many", many);
+    let cfg = ClientConfig::from_kubeconfig(&many, None).expect("5,000 contexts read");
+    assert_eq!(cfg.namespace(), Some("ns"));
+}

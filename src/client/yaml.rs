@@ -1,5 +1,6 @@
 //! The YAML that kubeconfig files are written in, read into a [`Node`]
-//! (and then JSON text for serde) or a [`serde_json::Value`].
+//! (and from it into serde types, see [`from_node`]) or a
+//! [`serde_json::Value`].
 //!
 //! Not a general YAML parser, and no dependency: it reads what kubectl
 //! (go-yaml v2) reads in the files kubectl, kind, minikube and cloud CLIs
@@ -16,19 +17,27 @@
 //! tags and anchors on keys, complex keys (`? `) and directives are refused
 //! with the line they are on, never guessed.
 //!
-//! Memory is linear in the input: lines are read in place (no copy per
-//! line), and what anchors and aliases copy is bounded by twice the
-//! document's size (at least 1 MiB), so a "billion laughs" document is an
-//! error rather than gigabytes.
+//! Memory is linear in the input, and bounded where the caller asks
+//! ([`Memory`]): lines are read in place (no copy per line); scalars
+//! written as they read borrow the document's text; values under keys the
+//! reader does not use ([`Keep`]) are parsed (a syntax error anywhere is
+//! an error, as with kubectl) but not stored; a collection is one
+//! allocation of its exact size; what a typed reader allocates from the
+//! tree is accounted too. What anchors and aliases copy is bounded by
+//! twice the document's size (at least 1 MiB), so a "billion laughs"
+//! document is an error rather than gigabytes.
 //!
 //! Plain scalars are strings, except `null`, `~` and nothing, which are
 //! null: the kubeconfig reader gives fields their types, as client-go's
 //! YAML-to-JSON step does with its Go structs (a namespace `0123` stays a
 //! string).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::mem::size_of;
 
+use serde::de::{self, DeserializeSeed, Visitor};
 use serde_json::Value;
 
 /// A YAML document this reader does not accept, and where.
@@ -54,125 +63,172 @@ const MAX_DEPTH: usize = 64;
 const MIN_ALIAS_BUDGET: usize = 1 << 20;
 
 /// A parsed document: like [`serde_json::Value`] with every scalar a
-/// string, but a mapping is a vector of its entries (a `BTreeMap` costs
+/// string, but smaller. A scalar written as it reads (most of them, and
+/// most keys) borrows the document's text; a collection is one boxed
+/// slice of its exact length; a node is 24 bytes. (A `BTreeMap` costs
 /// ~600 bytes however few its keys, and kubeconfigs are made of small
-/// mappings: reading one into `Value`s took 4 times its size). Typed
-/// readers go through [`to_json`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Node {
+/// mappings.)
+#[derive(Debug, Clone)]
+pub(crate) enum Node<'a> {
     Null,
-    Str(String),
-    Seq(Vec<Node>),
+    Str(Cow<'a, str>),
+    Seq(Box<[Node<'a>]>),
     /// Entries in order, each key once.
-    Map(Vec<(String, Node)>),
+    Map(Box<[Entry<'a>]>),
 }
 
-/// A mapping whose later entries win over earlier ones with the same key
-/// (a key given twice, or set by a `<<` merge and then again).
-fn finish_map(mut entries: Vec<(String, Node)>) -> Node {
-    // Map of the same type as the anchors': the static binary gets one.
-    let mut seen = BTreeMap::new();
-    let mut keep = vec![false; entries.len()];
-    for (i, (k, _)) in entries.iter().enumerate().rev() {
-        keep[i] = seen.insert(k.as_str(), i).is_none();
-    }
-    if keep.iter().any(|k| !k) {
-        let mut keep = keep.into_iter();
-        entries.retain(|_| keep.next().unwrap_or(true));
-    }
-    entries.shrink_to_fit();
-    Node::Map(entries)
+type Entry<'a> = (Cow<'a, str>, Node<'a>);
+
+/// What of a document to store. All of it is parsed (a syntax error
+/// anywhere is an error, as kubectl's go-yaml reads the whole file), but
+/// a value that is not kept costs no memory.
+#[derive(Debug)]
+pub(crate) enum Keep {
+    /// The whole value.
+    All,
+    /// Of a mapping, these keys, each value kept as its `Keep` says; the
+    /// other entries are dropped. A list passes it on to its items; a
+    /// scalar is kept.
+    Keys(&'static [(&'static str, Keep)]),
 }
 
-impl From<Node> for Value {
-    fn from(node: Node) -> Value {
+/// What a `<<` merge key's value keeps where its mapping is not stored:
+/// its shape, which must be checked (a mapping or a list of them).
+static SHAPE_ONLY: Keep = Keep::Keys(&[]);
+
+/// What to keep of the value of `key` in a mapping kept as `keep` (`None`:
+/// not stored).
+fn child(keep: Option<&'static Keep>, key: &str) -> Option<&'static Keep> {
+    match keep? {
+        Keep::All => Some(&Keep::All),
+        Keep::Keys(keys) => keys.iter().find(|(k, _)| *k == key).map(|(_, c)| c),
+    }
+}
+
+/// What reading a document may allocate, and has: the tree and the stacks
+/// it is built on, the lines and strings it copies, anchored nodes and
+/// their copies, and what [`from_node`] allocates for the typed value.
+/// Charged before (or as) the allocation is made; never credited, so that
+/// memory freed but still resident counts too.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Memory {
+    used: usize,
+    limit: usize,
+    exceeded: bool,
+}
+
+impl Memory {
+    /// At most `limit` bytes.
+    pub(crate) fn new(limit: usize) -> Self {
+        Memory {
+            used: 0,
+            limit,
+            exceeded: false,
+        }
+    }
+
+    /// Whether reading stopped because it would need more than the limit.
+    pub(crate) fn exceeded(&self) -> bool {
+        self.exceeded
+    }
+
+    /// What reading has charged so far (bytes).
+    #[cfg(test)]
+    pub(crate) fn used(&self) -> usize {
+        self.used
+    }
+
+    fn charge(&mut self, bytes: usize) -> std::result::Result<(), String> {
+        self.used = self.used.saturating_add(bytes);
+        if self.used > self.limit {
+            self.exceeded = true;
+            return Err(format!(
+                "reading the document needs more than {} KiB of memory",
+                self.limit >> 10
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What an allocation of `bytes` takes on the heap: glibc's chunk, the
+/// request and an 8-byte header rounded up to 16, at least 32.
+fn heap(bytes: usize) -> usize {
+    if bytes == 0 {
+        return 0;
+    }
+    (bytes.saturating_add(8 + 15) & !15).max(32)
+}
+
+impl From<Node<'_>> for Value {
+    fn from(node: Node<'_>) -> Value {
         match node {
             Node::Null => Value::Null,
-            Node::Str(s) => Value::String(s),
-            Node::Seq(items) => Value::Array(items.into_iter().map(Value::from).collect()),
+            Node::Str(s) => Value::String(s.into_owned()),
+            Node::Seq(items) => {
+                Value::Array(items.into_vec().into_iter().map(Value::from).collect())
+            }
             Node::Map(entries) => Value::Object(
                 entries
+                    .into_vec()
                     .into_iter()
-                    .map(|(k, v)| (k, Value::from(v)))
+                    .map(|(k, v)| (k.into_owned(), Value::from(v)))
                     .collect(),
             ),
         }
     }
 }
 
-/// `node` as JSON text into `out` (every scalar a string), leaving out
-/// the `null` entries of mappings: Go's decoder leaves such a field at its
-/// zero value, and serde then takes the field's default. Consumes the
-/// node, so its memory is freed as the text grows.
-pub(crate) fn to_json(node: Node, out: &mut Vec<u8>) {
-    match node {
-        Node::Null => out.extend_from_slice(b"null"),
-        Node::Str(s) => write_str(&s, out),
-        Node::Seq(items) => {
-            out.push(b'[');
-            for (i, item) in items.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                to_json(item, out);
-            }
-            out.push(b']');
-        }
-        Node::Map(entries) => {
-            out.push(b'{');
-            let present = entries.into_iter().filter(|(_, v)| *v != Node::Null);
-            for (i, (k, v)) in present.enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_str(&k, out);
-                out.push(b':');
-                to_json(v, out);
-            }
-            out.push(b'}');
-        }
-    }
-}
-
-fn write_str(s: &str, out: &mut Vec<u8>) {
-    // Writing into a Vec cannot fail, and a str always serializes.
-    let _ = serde_json::to_writer(&mut *out, s);
-}
-
-/// Parse one YAML document.
+/// Parse one YAML document, all of it kept, without a memory bound (the
+/// caller has capped the file).
 pub(crate) fn parse(text: &str) -> Result<Value> {
-    parse_node(text).map(Value::from)
+    parse_node(text, &Keep::All, &mut Memory::new(usize::MAX)).map(Value::from)
 }
 
-/// Parse one YAML document into a [`Node`], for a type to deserialize from.
-pub(crate) fn parse_node(text: &str) -> Result<Node> {
+/// Parse one YAML document into a [`Node`], storing what `keep` keeps,
+/// within `memory`.
+pub(crate) fn parse_node<'a>(
+    text: &'a str,
+    keep: &'static Keep,
+    memory: &mut Memory,
+) -> Result<Node<'a>> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut p = Parser::new(text);
-    if let Some(0) = p.next_content()? {
-        if p.line().starts_with('%') {
-            return Err(p.err("YAML directives are not supported"));
-        }
-        match doc_marker(p.line()) {
-            Some("---") => {
-                p.marker_alone()?;
-                p.advance();
+    let mut p = Parser::new(text, keep, *memory);
+    let result = p.document();
+    *memory = p.b.memory;
+    result
+}
+
+impl<'a> Parser<'a> {
+    fn document(&mut self) -> Result<Node<'a>> {
+        if let Some(0) = self.next_content()? {
+            if self.line().starts_with('%') {
+                return Err(self.err("YAML directives are not supported"));
             }
-            // `...` first: an empty first document.
-            Some(_) => return p.marker_alone().map(|()| Node::Null),
-            None => {}
+            match doc_marker(self.line()) {
+                Some("---") => {
+                    self.marker_alone()?;
+                    self.advance();
+                }
+                // `...` first: an empty first document.
+                Some(_) => return self.marker_alone().map(|()| Node::Null),
+                None => {}
+            }
         }
-    }
-    let value = match p.next_content()? {
-        None => Node::Null,
-        Some(0) if doc_marker(p.line()).is_some() => Node::Null,
-        Some(ind) => p.node(ind, 0)?,
-    };
-    match p.next_content()? {
-        None => Ok(value),
-        // As kubectl's go-yaml: only the first document is read, whatever
-        // follows its end.
-        Some(0) if doc_marker(p.line()).is_some() => Ok(value),
-        Some(_) => Err(p.err("unexpected content after the document (check the indentation)")),
+        let value = match self.next_content()? {
+            None => Node::Null,
+            Some(0) if doc_marker(self.line()).is_some() => Node::Null,
+            Some(ind) => self.node(ind, 0)?,
+        };
+        match self.next_content()? {
+            None => Ok(value),
+            // As kubectl's go-yaml: only the first document is read, whatever
+            // follows its end.
+            Some(0) if doc_marker(self.line()).is_some() => Ok(value),
+            Some(_) => {
+                Err(self.err("unexpected content after the document (check the indentation)"))
+            }
+        }
     }
 }
 
@@ -218,10 +274,10 @@ fn strip_comment(s: &str) -> (&str, bool) {
 }
 
 /// A plain scalar's value: `null`, `~` and nothing are null.
-fn plain_value(s: &str) -> Node {
-    match s {
+fn plain_node(s: Cow<'_, str>) -> Node<'_> {
+    match &*s {
         "" | "~" | "null" | "Null" | "NULL" => Node::Null,
-        _ => Node::Str(s.to_owned()),
+        _ => Node::Str(s),
     }
 }
 
@@ -252,8 +308,10 @@ fn check_plain_start(s: &str) -> std::result::Result<(), String> {
 
 /// The scanned text of a quoted scalar on one line, from just after its
 /// opening quote.
-struct Scan {
-    text: String,
+struct Scan<'s> {
+    /// Borrowed from the line until an escape or a doubled quote makes it
+    /// differ from what is written.
+    text: Cow<'s, str>,
     /// Byte offset just past the closing quote, if it is on this line.
     end: Option<usize>,
     /// The line ended with a `\` in a double-quoted scalar: no folding space.
@@ -263,8 +321,12 @@ struct Scan {
     protected: usize,
 }
 
-fn scan_quoted(s: &str, quote: char) -> std::result::Result<Scan, String> {
-    let mut text = String::new();
+fn scan_quoted(s: &str, quote: char) -> std::result::Result<Scan<'_>, String> {
+    let mut owned: Option<String> = None;
+    let text = |owned: Option<String>, upto: usize| match owned {
+        Some(t) => Cow::Owned(t),
+        None => Cow::Borrowed(&s[..upto]),
+    };
     let mut protected = 0;
     let mut chars = s.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
@@ -272,10 +334,10 @@ fn scan_quoted(s: &str, quote: char) -> std::result::Result<Scan, String> {
             '\'' if quote == '\'' => {
                 if let Some((_, '\'')) = chars.peek() {
                     chars.next();
-                    text.push('\'');
+                    owned.get_or_insert_with(|| s[..i].to_owned()).push('\'');
                 } else {
                     return Ok(Scan {
-                        text,
+                        text: text(owned, i),
                         end: Some(i + 1),
                         escaped_break: false,
                         protected: 0,
@@ -284,7 +346,7 @@ fn scan_quoted(s: &str, quote: char) -> std::result::Result<Scan, String> {
             }
             '"' if quote == '"' => {
                 return Ok(Scan {
-                    text,
+                    text: text(owned, i),
                     end: Some(i + 1),
                     escaped_break: false,
                     protected: 0,
@@ -292,23 +354,30 @@ fn scan_quoted(s: &str, quote: char) -> std::result::Result<Scan, String> {
             }
             '\\' if quote == '"' => match chars.next() {
                 None => {
+                    let text = text(owned, i);
                     return Ok(Scan {
                         protected: text.len(),
                         text,
                         end: None,
                         escaped_break: true,
-                    })
+                    });
                 }
                 Some((_, e)) => {
-                    text.push(unescape(e, &mut chars)?);
-                    protected = text.len();
+                    let c = unescape(e, &mut chars)?;
+                    let t = owned.get_or_insert_with(|| s[..i].to_owned());
+                    t.push(c);
+                    protected = t.len();
                 }
             },
-            _ => text.push(c),
+            _ => {
+                if let Some(t) = owned.as_mut() {
+                    t.push(c);
+                }
+            }
         }
     }
     Ok(Scan {
-        text,
+        text: text(owned, s.len()),
         end: None,
         escaped_break: false,
         protected,
@@ -403,20 +472,24 @@ fn tag(s: &str) -> std::result::Result<(bool, &str), String> {
 struct Anchors<'a> {
     /// Each anchor's latest node in `nodes`.
     names: BTreeMap<&'a str, usize>,
-    nodes: Vec<Anchored>,
+    nodes: Vec<Anchored<'a>>,
     /// Estimated heap bytes that anchors and aliases may still copy.
     budget: usize,
     limit: usize,
 }
 
-struct Anchored {
-    value: Node,
+struct Anchored<'a> {
+    value: Node<'a>,
     weight: usize,
     height: usize,
 }
 
+/// What an anchor costs besides its node: its place in `nodes` and in the
+/// `names` B-tree (whose nodes are at least half full).
+const ANCHOR: usize = 2 * size_of::<Anchored<'static>>() + 96;
+
 /// Estimated heap bytes and nesting levels of `v`.
-fn measure(v: &Node) -> (usize, usize) {
+fn measure(v: &Node<'_>) -> (usize, usize) {
     const NODE: usize = 32;
     match v {
         Node::Str(s) => (NODE + s.len(), 0),
@@ -443,62 +516,216 @@ impl<'a> Anchors<'a> {
         }
     }
 
-    fn charge(budget: &mut usize, limit: usize, weight: usize) -> std::result::Result<(), String> {
-        *budget = budget.checked_sub(weight).ok_or_else(|| {
+    fn charge(&mut self, weight: usize) -> std::result::Result<(), String> {
+        self.budget = self.budget.checked_sub(weight).ok_or_else(|| {
             format!(
                 "anchors and aliases copy more than {} KiB, twice the document's size (a \"billion laughs\" document?)",
-                limit >> 10
+                self.limit >> 10
             )
         })?;
         Ok(())
     }
 
-    fn define(&mut self, name: &'a str, value: &Node) -> std::result::Result<(), String> {
-        let (weight, height) = measure(value);
-        Self::charge(&mut self.budget, self.limit, weight)?;
-        self.names.insert(name, self.nodes.len());
-        self.nodes.push(Anchored {
-            value: value.clone(),
-            weight,
-            height,
-        });
-        Ok(())
-    }
-
-    /// A copy of the node anchored as `name`, to sit `depth` levels deep.
-    fn alias(&mut self, name: &str, depth: usize) -> std::result::Result<Node, String> {
-        let Some(node) = self.names.get(name).and_then(|&i| self.nodes.get(i)) else {
+    /// The node anchored as `name`, to be copied `depth` levels deep (its
+    /// copy charged to the budget).
+    fn alias(&mut self, name: &str, depth: usize) -> std::result::Result<usize, String> {
+        let Some(&i) = self.names.get(name) else {
             return Err(format!("the alias *{name} has no anchor &{name} before it"));
         };
-        if depth + node.height > MAX_DEPTH {
+        let (weight, height) = (self.nodes[i].weight, self.nodes[i].height);
+        if depth + height > MAX_DEPTH {
             return Err(format!(
                 "the alias *{name} nests deeper than {MAX_DEPTH} levels"
             ));
         }
-        Self::charge(&mut self.budget, self.limit, node.weight)?;
-        Ok(node.value.clone())
+        self.charge(weight)?;
+        Ok(i)
     }
 }
 
-/// A `<<` merge key's value, into `map` (kubectl's go-yaml v2 semantics):
-/// the merged keys are set at the `<<`'s place in the mapping, so they
-/// override the keys above it and the keys below override them; of a list
-/// of mappings, the first to name a key wins.
-fn merge_into(map: &mut Vec<(String, Node)>, value: Node) -> std::result::Result<(), String> {
-    let wrong = || "a `<<` merge key takes a mapping or a list of mappings".to_string();
-    match value {
-        Node::Map(m) => map.extend(m),
-        Node::Seq(items) => {
-            for item in items.into_iter().rev() {
-                match item {
-                    Node::Map(m) => map.extend(m),
-                    _ => return Err(wrong()),
-                }
-            }
-        }
-        _ => return Err(wrong()),
+/// Where the tree is built: anchored nodes, the two stacks on which the
+/// collections being read keep their children (so that each collection
+/// is then one allocation of its exact size), and the memory account.
+struct Build<'a> {
+    anchors: Anchors<'a>,
+    items: Vec<Node<'a>>,
+    entries: Vec<Entry<'a>>,
+    memory: Memory,
+}
+
+/// Make room for one more on a stack, charging its new buffer (the old
+/// one is copied from, and then only reused as the heap sees fit).
+fn reserve<T>(stack: &mut Vec<T>, memory: &mut Memory) -> std::result::Result<(), String> {
+    if stack.len() == stack.capacity() {
+        let more = stack.capacity().max(4);
+        memory.charge(heap(
+            (stack.capacity() + more).saturating_mul(size_of::<T>()),
+        ))?;
+        stack.reserve_exact(more);
     }
     Ok(())
+}
+
+impl<'a> Build<'a> {
+    /// Charge what a kept string holds on the heap.
+    fn string(&mut self, s: Cow<'a, str>) -> std::result::Result<Cow<'a, str>, String> {
+        if let Cow::Owned(t) = &s {
+            self.memory.charge(heap(t.capacity()))?;
+        }
+        Ok(s)
+    }
+
+    /// Charge the new buffer of a string being built, if it grew (as
+    /// [`reserve`]).
+    fn grown(&mut self, before: usize, after: usize) -> std::result::Result<(), String> {
+        if after > before {
+            self.memory.charge(heap(after))?;
+        }
+        Ok(())
+    }
+
+    fn push_item(&mut self, item: Node<'a>) -> std::result::Result<(), String> {
+        reserve(&mut self.items, &mut self.memory)?;
+        self.items.push(item);
+        Ok(())
+    }
+
+    fn push_entry(&mut self, entry: Entry<'a>) -> std::result::Result<(), String> {
+        reserve(&mut self.entries, &mut self.memory)?;
+        self.entries.push(entry);
+        Ok(())
+    }
+
+    /// The list of the items from `base` on.
+    fn seq(&mut self, base: usize) -> std::result::Result<Node<'a>, String> {
+        let len = self.items.len() - base;
+        self.memory.charge(heap(len * size_of::<Node<'a>>()))?;
+        Ok(Node::Seq(self.items.split_off(base).into_boxed_slice()))
+    }
+
+    /// The mapping of the entries from `base` on, in order, a key given
+    /// twice (or set by a `<<` merge and then again) keeping its last
+    /// value.
+    fn map(&mut self, base: usize) -> std::result::Result<Node<'a>, String> {
+        let entries = &self.entries[base..];
+        let n = entries.len();
+        let dropped: Vec<bool> = if n <= 16 {
+            (0..n)
+                .map(|i| entries[i + 1..].iter().any(|(k, _)| *k == entries[i].0))
+                .collect()
+        } else {
+            // A map of the same type as the anchors' (the static binary gets
+            // one): its nodes of 11 keys and indexes, at least 5 full.
+            self.memory
+                .charge(heap(n) + n * (11 * 24 + 12 * 8 + 16) / 4)?;
+            let mut last = BTreeMap::new();
+            for (i, (k, _)) in entries.iter().enumerate() {
+                last.insert(&**k, i);
+            }
+            let mut dropped = vec![true; n];
+            for i in last.into_values() {
+                dropped[i] = false;
+            }
+            dropped
+        };
+        let len = dropped.iter().filter(|d| !**d).count();
+        self.memory.charge(heap(len * size_of::<Entry<'a>>()))?;
+        if len == n {
+            return Ok(Node::Map(self.entries.split_off(base).into_boxed_slice()));
+        }
+        let mut map = Vec::with_capacity(len);
+        for (entry, dropped) in self.entries.drain(base..).zip(dropped) {
+            if !dropped {
+                map.push(entry);
+            }
+        }
+        Ok(Node::Map(map.into_boxed_slice()))
+    }
+
+    /// A `<<` merge key's value, onto the entries of the mapping being
+    /// read (kubectl's go-yaml v2 semantics): the merged keys are set at
+    /// the `<<`'s place in the mapping, so they override the keys above it
+    /// and the keys below override them; of a list of mappings, the first
+    /// to name a key wins. Only checked when `store` is false.
+    fn merge(&mut self, value: Node<'a>, store: bool) -> std::result::Result<(), String> {
+        let wrong = || "a `<<` merge key takes a mapping or a list of mappings".to_string();
+        let maps = match value {
+            Node::Map(m) => vec![m],
+            Node::Seq(items) => {
+                let mut maps = Vec::with_capacity(items.len());
+                for item in items.into_vec().into_iter().rev() {
+                    match item {
+                        Node::Map(m) => maps.push(m),
+                        _ => return Err(wrong()),
+                    }
+                }
+                maps
+            }
+            _ => return Err(wrong()),
+        };
+        if store {
+            for entry in maps.into_iter().flat_map(|m| m.into_vec()) {
+                self.push_entry(entry)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Remember `value` as the node anchored as `name`.
+    fn define(&mut self, name: &'a str, value: Node<'a>) -> std::result::Result<usize, String> {
+        let (weight, height) = measure(&value);
+        self.anchors.charge(weight)?;
+        self.memory.charge(ANCHOR)?;
+        let i = self.anchors.nodes.len();
+        self.anchors.names.insert(name, i);
+        self.anchors.nodes.push(Anchored {
+            value,
+            weight,
+            height,
+        });
+        Ok(i)
+    }
+
+    /// A copy of anchored node `i`, with what `keep` keeps of it.
+    fn copy_anchored(
+        &mut self,
+        i: usize,
+        keep: &'static Keep,
+    ) -> std::result::Result<Node<'a>, String> {
+        let node = std::mem::replace(&mut self.anchors.nodes[i].value, Node::Null);
+        let copy = self.copy(&node, keep);
+        self.anchors.nodes[i].value = node;
+        copy
+    }
+
+    fn copy(
+        &mut self,
+        node: &Node<'a>,
+        keep: &'static Keep,
+    ) -> std::result::Result<Node<'a>, String> {
+        Ok(match node {
+            Node::Null => Node::Null,
+            Node::Str(s) => Node::Str(self.string(s.clone())?),
+            Node::Seq(items) => {
+                let base = self.items.len();
+                for item in items.iter() {
+                    let item = self.copy(item, keep)?;
+                    self.push_item(item)?;
+                }
+                self.seq(base)?
+            }
+            Node::Map(entries) => {
+                let base = self.entries.len();
+                for (k, v) in entries.iter() {
+                    if let Some(keep) = child(Some(keep), k) {
+                        let entry = (self.string(k.clone())?, self.copy(v, keep)?);
+                        self.push_entry(entry)?;
+                    }
+                }
+                self.map(base)?
+            }
+        })
+    }
 }
 
 /// Reads the document line by line in place: memory is the [`Node`] it
@@ -511,10 +738,14 @@ struct Parser<'a> {
     /// The current line's number (0-based).
     pos: usize,
     /// The current line with a compact entry's `- ` blanked out (see
-    /// [`Parser::sequence`]).
-    blanked: Option<String>,
+    /// [`Parser::sequence`]), when `is_blanked`; one buffer for the whole
+    /// document.
+    blanked: String,
+    is_blanked: bool,
     depth: usize,
-    anchors: Anchors<'a>,
+    b: Build<'a>,
+    /// What to store of the node being read; `None`: read, not stored.
+    keep: Option<&'static Keep>,
     /// An anchor ended its line: the node on the next lines is its.
     anchor_pending: bool,
     /// A `!!str` tag precedes the plain scalar about to be read.
@@ -522,15 +753,22 @@ struct Parser<'a> {
 }
 
 impl<'a> Parser<'a> {
-    fn new(text: &'a str) -> Self {
+    fn new(text: &'a str, keep: &'static Keep, memory: Memory) -> Self {
         let mut p = Parser {
             text,
             start: 0,
             end: 0,
             pos: 0,
-            blanked: None,
+            blanked: String::new(),
+            is_blanked: false,
             depth: 0,
-            anchors: Anchors::new(text.len()),
+            b: Build {
+                anchors: Anchors::new(text.len()),
+                items: Vec::new(),
+                entries: Vec::new(),
+                memory,
+            },
+            keep: Some(keep),
             anchor_pending: false,
             force_str: false,
         };
@@ -554,7 +792,7 @@ impl<'a> Parser<'a> {
 
     /// On to the next line.
     fn advance(&mut self) {
-        self.blanked = None;
+        self.is_blanked = false;
         self.start = match self.text[self.end..].find('\n') {
             Some(i) => self.end + i + 1,
             None => self.text.len(),
@@ -564,9 +802,10 @@ impl<'a> Parser<'a> {
     }
 
     fn line(&self) -> &str {
-        match &self.blanked {
-            Some(l) => l,
-            None => self.raw_line(),
+        if self.is_blanked {
+            &self.blanked
+        } else {
+            self.raw_line()
         }
     }
 
@@ -609,14 +848,15 @@ impl<'a> Parser<'a> {
 
     /// The node whose first line is the current one, starting at column
     /// `ind`; its parent block is at indentation `parent`.
-    fn node(&mut self, ind: usize, parent: usize) -> Result<Node> {
+    fn node(&mut self, ind: usize, parent: usize) -> Result<Node<'a>> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             return Err(self.err(format!("nested deeper than {MAX_DEPTH} levels")));
         }
         let pending = std::mem::take(&mut self.anchor_pending);
         self.force_str = false;
-        let content = &self.line()[ind..];
+        // Past a blanked-out dash, the line as written reads the same.
+        let content = &self.raw_line()[ind..];
         if pending && content.starts_with(['&', '*']) {
             return Err(self.err("a node may have one anchor and an alias none"));
         }
@@ -639,7 +879,7 @@ impl<'a> Parser<'a> {
 
     /// `Some((key, offset of the text after the colon))` when `content` is
     /// `key: ...`.
-    fn key(&self, content: &str) -> Result<Option<(String, usize)>> {
+    fn key<'s>(&self, content: &'s str) -> Result<Option<(Cow<'s, str>, usize)>> {
         let (key, after) = match content.chars().next() {
             Some(q @ ('"' | '\'')) => {
                 let scan = scan_quoted(&content[1..], q).map_err(|e| self.err(e))?;
@@ -673,7 +913,7 @@ impl<'a> Parser<'a> {
                 if key == ":" {
                     return Err(self.err("a lone `:` as a mapping key; quote it"));
                 }
-                (key.to_owned(), i)
+                (Cow::Borrowed(key), i)
             }
         };
         let rest = &content[after..];
@@ -701,11 +941,12 @@ impl<'a> Parser<'a> {
     }
 
     /// A block mapping. A key given twice keeps its last value, as kubectl
-    /// reads it; `<<: *alias` merges (see [`merge_into`]).
-    fn mapping(&mut self, ind: usize) -> Result<Node> {
-        let mut map = Vec::new();
+    /// reads it; `<<: *alias` merges (see [`Build::merge`]).
+    fn mapping(&mut self, ind: usize) -> Result<Node<'a>> {
+        let keep = self.keep;
+        let base = self.b.entries.len();
         while self.next_at(ind)? {
-            let content = &self.line()[ind..];
+            let content = &self.raw_line()[ind..];
             if is_entry(content) {
                 return Err(self.err("a list item where a `key: value` was expected"));
             }
@@ -717,21 +958,37 @@ impl<'a> Parser<'a> {
             };
             let merge = key == "<<" && content.starts_with('<');
             let line = self.pos;
-            let value = self.value(ind + after, ind, true)?;
-            if merge {
-                merge_into(&mut map, value).map_err(|message| YamlError {
-                    line: line + 1,
-                    message,
-                })?;
+            let value_keep = if merge {
+                Some(keep.unwrap_or(&SHAPE_ONLY))
             } else {
-                map.push((key, value));
-            }
+                child(keep, &key)
+            };
+            self.keep = value_keep;
+            let value = self.value(ind + after, ind, true);
+            self.keep = keep;
+            let value = value?;
+            let stored = if merge {
+                self.b.merge(value, keep.is_some())
+            } else if value_keep.is_some() {
+                self.b
+                    .string(key)
+                    .and_then(|key| self.b.push_entry((key, value)))
+            } else {
+                Ok(())
+            };
+            stored.map_err(|message| YamlError {
+                line: line + 1,
+                message,
+            })?;
         }
-        Ok(finish_map(map))
+        if keep.is_none() {
+            return Ok(Node::Map(Box::new([])));
+        }
+        self.b.map(base).map_err(|e| self.err(e))
     }
 
-    fn sequence(&mut self, ind: usize) -> Result<Node> {
-        let mut items = Vec::new();
+    fn sequence(&mut self, ind: usize) -> Result<Node<'a>> {
+        let base = self.b.items.len();
         while self.next_at(ind)? {
             if !is_entry(&self.line()[ind..]) {
                 break;
@@ -741,26 +998,37 @@ impl<'a> Parser<'a> {
                 return Err(self.err("a tab after `-`: use a space"));
             }
             let col = ind + 1 + after_dash.len() - after_dash.trim_start_matches(' ').len();
-            let content = &self.line()[col..];
+            let content = &self.raw_line()[col..];
             let item = if is_blank(content) || content.starts_with(['&', '*']) {
                 self.value(col, ind, false)?
             } else if is_entry(content) || self.key(content)?.is_some() {
                 // A compact nested node (`- key: v` or `- - x`): blank out the
                 // dash so the node reads as if it started on its own line.
-                self.blanked = Some(format!("{}{}", " ".repeat(col), &self.line()[col..]));
+                let before = self.blanked.capacity();
+                self.blanked.clear();
+                self.blanked.extend(std::iter::repeat_n(' ', col));
+                self.blanked.push_str(content);
+                self.is_blanked = true;
+                let after = self.blanked.capacity();
+                self.b.grown(before, after).map_err(|e| self.err(e))?;
                 self.node(col, ind)?
             } else {
                 self.value(col, ind, false)?
             };
-            items.push(item);
+            if self.keep.is_some() {
+                self.b.push_item(item).map_err(|e| self.err(e))?;
+            }
         }
-        Ok(Node::Seq(items))
+        if self.keep.is_none() {
+            return Ok(Node::Seq(Box::new([])));
+        }
+        self.b.seq(base).map_err(|e| self.err(e))
     }
 
     /// The value starting at column `col` of the current line (after
     /// `key:` or `- `), in a block at indentation `parent`. Leaves `pos` on
     /// the first line it did not consume.
-    fn value(&mut self, col: usize, parent: usize, after_key: bool) -> Result<Node> {
+    fn value(&mut self, col: usize, parent: usize, after_key: bool) -> Result<Node<'a>> {
         let line = self.raw_line();
         // As kubectl's go-yaml: tabs may follow a key's `:`, not a `- `.
         let text = if after_key {
@@ -798,9 +1066,10 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// `&name` at column `col` and the node it names, remembered for the
-    /// aliases that follow.
-    fn anchored(&mut self, col: usize, parent: usize, after_key: bool) -> Result<Node> {
+    /// `&name` at column `col` and the node it names, remembered (whole,
+    /// whatever is kept here: an alias may be used where more is kept) for
+    /// the aliases that follow.
+    fn anchored(&mut self, col: usize, parent: usize, after_key: bool) -> Result<Node<'a>> {
         let line = self.raw_line();
         let (name, rest) = property_name(&line[col..]).map_err(|e| self.err(e))?;
         if !(rest.is_empty() || rest.starts_with([' ', '\t'])) {
@@ -820,21 +1089,25 @@ impl<'a> Parser<'a> {
             )));
         }
         let line_no = self.pos;
+        let keep = self.keep.replace(&Keep::All);
         self.anchor_pending = is_blank(value_text);
         let value = self.value(line.len() - value_text.len(), parent, after_key);
         self.anchor_pending = false;
+        self.keep = keep;
         let value = value?;
-        self.anchors
-            .define(name, &value)
-            .map_err(|message| YamlError {
-                line: line_no + 1,
-                message,
-            })?;
-        Ok(value)
+        let b = &mut self.b;
+        let copy = b.define(name, value).and_then(|i| match keep {
+            Some(keep) => b.copy_anchored(i, keep),
+            None => Ok(Node::Null),
+        });
+        copy.map_err(|message| YamlError {
+            line: line_no + 1,
+            message,
+        })
     }
 
     /// A tag at column `col` and the node it tags (see [`tag`]).
-    fn tagged(&mut self, col: usize, parent: usize, after_key: bool) -> Result<Node> {
+    fn tagged(&mut self, col: usize, parent: usize, after_key: bool) -> Result<Node<'a>> {
         let line = self.raw_line();
         let (is_str, rest) = tag(&line[col..]).map_err(|e| self.err(e))?;
         let value_text = rest.trim_start_matches([' ', '\t']);
@@ -849,13 +1122,13 @@ impl<'a> Parser<'a> {
         let value = self.value(line.len() - value_text.len(), parent, after_key);
         self.force_str = false;
         match value? {
-            Node::Null if is_str => Ok(Node::Str(String::new())),
+            Node::Null if is_str => Ok(Node::Str(Cow::Borrowed(""))),
             value => Ok(value),
         }
     }
 
     /// `*name` at column `col`: a copy of the node anchored as `name`.
-    fn alias(&mut self, col: usize) -> Result<Node> {
+    fn alias(&mut self, col: usize) -> Result<Node<'a>> {
         let line = self.raw_line();
         let (name, rest) = property_name(&line[col..]).map_err(|e| self.err(e))?;
         if !ends_line(rest) {
@@ -864,10 +1137,15 @@ impl<'a> Parser<'a> {
                 rest.trim()
             )));
         }
-        let value = self
+        let b = &mut self.b;
+        let value = b
             .anchors
             .alias(name, self.depth)
-            .map_err(|e| self.err(e))?;
+            .and_then(|i| match self.keep {
+                Some(keep) => b.copy_anchored(i, keep),
+                None => Ok(Node::Null),
+            });
+        let value = value.map_err(|e| self.err(e))?;
         self.advance();
         Ok(value)
     }
@@ -875,7 +1153,7 @@ impl<'a> Parser<'a> {
     /// A flow collection starting at column `col` of the current line,
     /// over as many lines as it takes; its continuation lines are indented
     /// more than `parent` (`None`: the document is the collection).
-    fn flow(&mut self, col: usize, parent: Option<usize>) -> Result<Node> {
+    fn flow(&mut self, col: usize, parent: Option<usize>) -> Result<Node<'a>> {
         let text = self.text;
         let from = self.start + col;
         let s = &text[from..];
@@ -887,7 +1165,8 @@ impl<'a> Parser<'a> {
             line_end: s.find('\n').unwrap_or(s.len()),
             first_line: self.pos + 1,
             parent,
-            anchors: &mut self.anchors,
+            b: &mut self.b,
+            keep: self.keep,
         };
         let value = flow.node();
         let (i, lines) = (flow.i, flow.lines);
@@ -908,10 +1187,12 @@ impl<'a> Parser<'a> {
     }
 
     /// A plain scalar, folded over more-indented continuation lines.
-    fn plain(&mut self, first: &str, parent: usize) -> Result<Node> {
+    fn plain(&mut self, first: &'a str, parent: usize) -> Result<Node<'a>> {
         let (first, mut ended) = strip_comment(first);
         check_plain(first).map_err(|e| self.err(e))?;
-        let mut out = first.to_owned();
+        let keeping = self.keep.is_some();
+        // Owned once folded over several lines (and kept).
+        let mut out: Option<String> = None;
         self.advance();
         let mut newlines = 0;
         while !ended && !self.at_end() {
@@ -927,44 +1208,71 @@ impl<'a> Parser<'a> {
             }
             let (part, comment) = strip_comment(t);
             check_plain(part).map_err(|e| self.err(e))?;
-            if newlines == 0 {
-                out.push(' ');
-            } else {
-                out.push_str(&"\n".repeat(newlines));
+            if keeping {
+                let before = out.as_ref().map_or(0, String::capacity);
+                let out = out.get_or_insert_with(|| first.to_owned());
+                if newlines == 0 {
+                    out.push(' ');
+                } else {
+                    out.extend(std::iter::repeat_n('\n', newlines));
+                }
+                out.push_str(part);
+                let after = out.capacity();
+                self.b.grown(before, after).map_err(|e| self.err(e))?;
             }
-            out.push_str(part);
             newlines = 0;
             ended = comment;
             self.advance();
         }
+        let text = match out {
+            Some(out) => Cow::Owned(out),
+            None => Cow::Borrowed(first),
+        };
         if std::mem::take(&mut self.force_str) {
-            return Ok(Node::Str(out));
+            return Ok(Node::Str(text));
         }
-        Ok(plain_value(&out))
+        Ok(plain_node(text))
     }
 
     /// A quoted scalar starting at column `col`, folded over line breaks;
     /// continuation lines are indented deeper than the `parent` block.
-    fn quoted(&mut self, col: usize, parent: usize) -> Result<Node> {
+    fn quoted(&mut self, col: usize, parent: usize) -> Result<Node<'a>> {
         let start = self.pos;
-        let quote = self.line()[col..].chars().next().unwrap_or('"');
+        let keeping = self.keep.is_some();
+        let quote = self.raw_line()[col..].chars().next().unwrap_or('"');
         let mut out = String::new();
         let mut from = col + 1;
+        let mut first = true;
         loop {
-            let scan = scan_quoted(&self.line()[from..], quote).map_err(|e| self.err(e))?;
+            let line = self.raw_line();
+            let scan = scan_quoted(&line[from..], quote).map_err(|e| self.err(e))?;
+            let before = out.capacity();
             if let Some(end) = scan.end {
-                out.push_str(&scan.text);
-                let rest = &self.line()[from + end..];
+                let rest = &line[from + end..];
                 if !ends_line(rest) {
                     return Err(
                         self.err(format!("unexpected {:?} after a quoted value", rest.trim()))
                     );
                 }
+                let text = if !keeping {
+                    Cow::Borrowed("")
+                } else if first {
+                    // On one line: as scanned (borrowed unless escaped).
+                    self.b.string(scan.text).map_err(|e| self.err(e))?
+                } else {
+                    out.push_str(&scan.text);
+                    let after = out.capacity();
+                    self.b.grown(before, after).map_err(|e| self.err(e))?;
+                    Cow::Owned(out)
+                };
                 self.advance();
-                return Ok(Node::Str(out));
+                return Ok(Node::Str(text));
             }
-            let trimmed = scan.text.trim_end_matches([' ', '\t']).len();
-            out.push_str(&scan.text[..trimmed.max(scan.protected)]);
+            first = false;
+            if keeping {
+                let trimmed = scan.text.trim_end_matches([' ', '\t']).len();
+                out.push_str(&scan.text[..trimmed.max(scan.protected)]);
+            }
             let mut newlines = 0;
             loop {
                 self.advance();
@@ -974,8 +1282,8 @@ impl<'a> Parser<'a> {
                         message: "unterminated quoted value".into(),
                     });
                 }
-                if self.line().trim().is_empty() {
-                    if self.line().contains('\t') {
+                if self.raw_line().trim().is_empty() {
+                    if self.raw_line().contains('\t') {
                         return Err(self.err("a tab on a blank line inside a quoted value"));
                     }
                     newlines += 1;
@@ -983,12 +1291,15 @@ impl<'a> Parser<'a> {
                     break;
                 }
             }
-            if newlines > 0 {
-                out.push_str(&"\n".repeat(newlines));
+            if !keeping {
+            } else if newlines > 0 {
+                out.extend(std::iter::repeat_n('\n', newlines));
             } else if !scan.escaped_break {
                 out.push(' ');
             }
-            let line = self.line();
+            let after = out.capacity();
+            self.b.grown(before, after).map_err(|e| self.err(e))?;
+            let line = self.raw_line();
             if indent_of(line) <= parent {
                 return Err(self
                     .err("the continuation of a quoted value must be indented more than its key"));
@@ -998,7 +1309,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `|` or `>` with optional chomping (`-`, `+`) and indentation digit.
-    fn block_scalar(&mut self, header: &str, parent: usize) -> Result<Node> {
+    fn block_scalar(&mut self, header: &str, parent: usize) -> Result<Node<'a>> {
         let (header, _) = strip_comment(header);
         let folded = header.starts_with('>');
         let (mut chomp, mut explicit) = (None, None);
@@ -1013,7 +1324,8 @@ impl<'a> Parser<'a> {
         }
         self.advance();
         let mut content_indent = explicit;
-        let mut body = BlockBody::new(folded);
+        // Not built where it is not kept.
+        let mut body = self.keep.map(|_| BlockBody::new(folded));
         // The widest all-space line before the first content line.
         let mut leading_spaces = 0;
         while !self.at_end() {
@@ -1024,14 +1336,15 @@ impl<'a> Parser<'a> {
                     return Err(self.err("a tab in a block scalar's indentation: use spaces"));
                 }
                 // Whitespace past the content indentation is content.
-                match content_indent {
-                    Some(n) if line.len() > n => body.line(&line[n..]),
-                    Some(_) => body.line(""),
+                let content = match content_indent {
+                    Some(n) if line.len() > n => &line[n..],
+                    Some(_) => "",
                     None => {
                         leading_spaces = leading_spaces.max(line.len());
-                        body.line("");
+                        ""
                     }
-                }
+                };
+                self.body_line(&mut body, content)?;
                 self.advance();
                 continue;
             }
@@ -1045,10 +1358,26 @@ impl<'a> Parser<'a> {
             if ind < want || ind <= parent {
                 break;
             }
-            body.line(&line[want..]);
+            self.body_line(&mut body, &line[want..])?;
             self.advance();
         }
-        Ok(Node::Str(body.finish(chomp)))
+        let Some(body) = body else {
+            return Ok(Node::Str(Cow::Borrowed("")));
+        };
+        let before = body.out.capacity();
+        let text = body.finish(chomp);
+        let after = text.capacity();
+        self.b.grown(before, after).map_err(|e| self.err(e))?;
+        Ok(Node::Str(Cow::Owned(text)))
+    }
+
+    /// One more line of a block scalar, if it is kept.
+    fn body_line(&mut self, body: &mut Option<BlockBody>, line: &str) -> Result<()> {
+        let Some(body) = body else { return Ok(()) };
+        let before = body.out.capacity();
+        body.line(line);
+        let after = body.out.capacity();
+        self.b.grown(before, after).map_err(|e| self.err(e))
     }
 }
 
@@ -1137,7 +1466,9 @@ struct Flow<'a, 'b> {
     /// Continuation lines are indented more than this (`None`: the
     /// collection is the document).
     parent: Option<usize>,
-    anchors: &'b mut Anchors<'a>,
+    b: &'b mut Build<'a>,
+    /// What to store of the node being read; `None`: read, not stored.
+    keep: Option<&'static Keep>,
 }
 
 impl<'a> Flow<'a, '_> {
@@ -1209,7 +1540,18 @@ impl<'a> Flow<'a, '_> {
         format!("the flow collection `{open}` opened on line {line} is not closed with `{close}`")
     }
 
-    fn node(&mut self) -> std::result::Result<Node, String> {
+    /// The node here, read with `keep` (the flow's own restored after).
+    fn node_keeping(
+        &mut self,
+        keep: Option<&'static Keep>,
+    ) -> std::result::Result<Node<'a>, String> {
+        let outer = std::mem::replace(&mut self.keep, keep);
+        let node = self.node();
+        self.keep = outer;
+        node
+    }
+
+    fn node(&mut self) -> std::result::Result<Node<'a>, String> {
         self.skip_ws()?;
         match self.peek() {
             Some(',') => Err("an empty entry in a flow collection".into()),
@@ -1229,7 +1571,9 @@ impl<'a> Flow<'a, '_> {
             }
             Some(q @ ('"' | '\'')) => {
                 self.i += 1;
-                self.quoted(q).map(Node::Str)
+                let keeping = self.keep.is_some();
+                let text = self.quoted(q, keeping)?;
+                self.b.string(text).map(Node::Str)
             }
             Some('&') => {
                 let s = self.s;
@@ -1246,9 +1590,13 @@ impl<'a> Flow<'a, '_> {
                 if next.is_empty() || next.starts_with(['#', ',', ']', '}', '&', '*']) {
                     return Err(format!("&{name} must be followed by a value on its line"));
                 }
-                let value = self.node()?;
-                self.anchors.define(name, &value)?;
-                Ok(value)
+                // Whole, whatever is kept here (see `Parser::anchored`).
+                let value = self.node_keeping(Some(&Keep::All))?;
+                let i = self.b.define(name, value)?;
+                match self.keep {
+                    Some(keep) => self.b.copy_anchored(i, keep),
+                    None => Ok(Node::Null),
+                }
             }
             Some('!') => {
                 let s = self.s;
@@ -1257,13 +1605,13 @@ impl<'a> Flow<'a, '_> {
                 self.skip_ws()?;
                 match self.peek() {
                     None | Some(',' | ']' | '}') => Ok(if is_str {
-                        Node::Str(String::new())
+                        Node::Str(Cow::Borrowed(""))
                     } else {
                         Node::Null
                     }),
                     Some('!' | '*') => Err("a tag must be followed by a value".into()),
                     Some('[' | '{' | '"' | '\'' | '&') => self.node(),
-                    Some(_) if is_str => self.plain().map(|t| Node::Str(t.to_owned())),
+                    Some(_) if is_str => self.plain().map(|t| Node::Str(Cow::Borrowed(t))),
                     Some(_) => self.node(),
                 }
             }
@@ -1275,9 +1623,13 @@ impl<'a> Flow<'a, '_> {
                     return Err(format!("unexpected text after the alias *{name}"));
                 }
                 self.i = s.len() - after.len();
-                self.anchors.alias(name, self.depth)
+                let i = self.b.anchors.alias(name, self.depth)?;
+                match self.keep {
+                    Some(keep) => self.b.copy_anchored(i, keep),
+                    None => Ok(Node::Null),
+                }
             }
-            _ => self.plain().map(plain_value),
+            _ => self.plain().map(|t| plain_node(Cow::Borrowed(t))),
         }
     }
 
@@ -1309,20 +1661,35 @@ impl<'a> Flow<'a, '_> {
     }
 
     /// A quoted value from just after its opening quote, folded over line
-    /// breaks as in block context (see [`Parser::quoted`]).
-    fn quoted(&mut self, quote: char) -> std::result::Result<String, String> {
+    /// breaks as in block context (see [`Parser::quoted`]); its text only
+    /// where `keep_text` (else nothing), for the caller to charge if kept.
+    fn quoted(
+        &mut self,
+        quote: char,
+        keep_text: bool,
+    ) -> std::result::Result<Cow<'a, str>, String> {
         let first_line = self.first_line + self.lines;
         let mut out = String::new();
+        let mut first = true;
         loop {
             let line = self.rest_of_line();
             let scan = scan_quoted(line.strip_suffix('\r').unwrap_or(line), quote)?;
             if let Some(end) = scan.end {
-                out.push_str(&scan.text);
                 self.i += end;
-                return Ok(out);
+                return Ok(if !keep_text {
+                    Cow::Borrowed("")
+                } else if first {
+                    scan.text
+                } else {
+                    out.push_str(&scan.text);
+                    Cow::Owned(out)
+                });
             }
-            let trimmed = scan.text.trim_end_matches([' ', '\t']).len();
-            out.push_str(&scan.text[..trimmed.max(scan.protected)]);
+            first = false;
+            if keep_text {
+                let trimmed = scan.text.trim_end_matches([' ', '\t']).len();
+                out.push_str(&scan.text[..trimmed.max(scan.protected)]);
+            }
             self.i += line.len();
             let mut newlines = 0;
             loop {
@@ -1341,7 +1708,8 @@ impl<'a> Flow<'a, '_> {
                 self.i += self.rest_of_line().len();
                 newlines += 1;
             }
-            if newlines > 0 {
+            if !keep_text {
+            } else if newlines > 0 {
                 out.extend(std::iter::repeat_n('\n', newlines));
             } else if !scan.escaped_break {
                 out.push(' ');
@@ -1349,20 +1717,26 @@ impl<'a> Flow<'a, '_> {
         }
     }
 
-    fn list(&mut self) -> std::result::Result<Node, String> {
+    fn list(&mut self) -> std::result::Result<Node<'a>, String> {
         let opened = self.first_line + self.lines;
-        let mut items = Vec::new();
+        let base = self.b.items.len();
         loop {
             self.skip_ws()?;
             match self.peek() {
                 Some(']') => {
                     self.i += 1;
-                    return Ok(Node::Seq(items));
+                    return match self.keep {
+                        Some(_) => self.b.seq(base),
+                        None => Ok(Node::Seq(Box::new([]))),
+                    };
                 }
                 None => return Err(self.not_closed('[', opened)),
                 _ => {}
             }
-            items.push(self.node()?);
+            let item = self.node()?;
+            if self.keep.is_some() {
+                self.b.push_item(item)?;
+            }
             self.skip_ws()?;
             match self.peek() {
                 Some(',') => self.i += 1,
@@ -1380,28 +1754,32 @@ impl<'a> Flow<'a, '_> {
         }
     }
 
-    fn map(&mut self) -> std::result::Result<Node, String> {
+    fn map(&mut self) -> std::result::Result<Node<'a>, String> {
         let opened = self.first_line + self.lines;
-        let mut map = Vec::new();
+        let keep = self.keep;
+        let base = self.b.entries.len();
         loop {
             self.skip_ws()?;
             let (key, merge) = match self.peek() {
                 Some('}') => {
                     self.i += 1;
-                    return Ok(finish_map(map));
+                    return match keep {
+                        Some(_) => self.b.map(base),
+                        None => Ok(Node::Map(Box::new([]))),
+                    };
                 }
                 None => return Err(self.not_closed('{', opened)),
-                Some('"' | '\'') => match self.node()? {
-                    Node::Str(k) => (k, false),
-                    _ => return Err("flow mapping keys must be scalars".into()),
-                },
+                Some(q @ ('"' | '\'')) => {
+                    self.i += 1;
+                    (self.quoted(q, true)?, false)
+                }
                 Some('[' | '{') => return Err("flow mapping keys must be scalars".into()),
                 Some('&' | '*') => {
                     return Err("anchors and aliases on mapping keys are not supported".into())
                 }
                 _ => match self.plain()? {
                     "" => return Err("empty mapping keys are not supported".into()),
-                    k => (k.to_owned(), k == "<<"),
+                    k => (Cow::Borrowed(k), k == "<<"),
                 },
             };
             // A key and its `:` share a line.
@@ -1411,14 +1789,20 @@ impl<'a> Flow<'a, '_> {
             }
             self.i += 1;
             self.skip_ws()?;
+            let value_keep = if merge {
+                Some(keep.unwrap_or(&SHAPE_ONLY))
+            } else {
+                child(keep, &key)
+            };
             let value = match self.peek() {
                 Some(',' | '}') => Node::Null,
-                _ => self.node()?,
+                _ => self.node_keeping(value_keep)?,
             };
             if merge {
-                merge_into(&mut map, value)?;
-            } else {
-                map.push((key, value));
+                self.b.merge(value, keep.is_some())?;
+            } else if value_keep.is_some() {
+                let key = self.b.string(key)?;
+                self.b.push_entry((key, value))?;
             }
             self.skip_ws()?;
             match self.peek() {
@@ -1432,6 +1816,319 @@ impl<'a> Flow<'a, '_> {
                 }
             }
         }
+    }
+}
+
+/// `T` read from `node` as serde reads JSON (every scalar a string), what
+/// it allocates charged to `memory`. The `null` entries of mappings are
+/// left out (Go's decoder leaves such a field at its zero value, and serde
+/// then takes the field's default); a struct is read from a mapping only
+/// and a string from a scalar only, as Go's decoder reads them. Consumes
+/// the tree as it goes.
+pub(crate) fn from_node<'a, T: de::Deserialize<'a>>(
+    node: Node<'a>,
+    memory: &mut Memory,
+) -> std::result::Result<T, serde_json::Error> {
+    T::deserialize(Reader { node, memory })
+}
+
+/// A node as a serde deserializer (JSON's error type: the one the crate's
+/// serde errors have anyway).
+struct Reader<'a, 'm> {
+    node: Node<'a>,
+    memory: &'m mut Memory,
+}
+
+fn charge(memory: &mut Memory, bytes: usize) -> std::result::Result<(), serde_json::Error> {
+    memory.charge(bytes).map_err(de::Error::custom)
+}
+
+/// The error for `node` where `expected` was: one function for every
+/// type read (each visitor's own would be code for each).
+fn invalid(node: &Node<'_>, expected: &dyn de::Expected) -> serde_json::Error {
+    let unexpected = match node {
+        Node::Null => de::Unexpected::Unit,
+        Node::Str(s) => de::Unexpected::Str(s),
+        Node::Seq(_) => de::Unexpected::Seq,
+        Node::Map(_) => de::Unexpected::Map,
+    };
+    de::Error::invalid_type(unexpected, expected)
+}
+
+impl<'de> Reader<'de, '_> {
+    fn seq<V: Visitor<'de>>(
+        self,
+        typed: bool,
+        visitor: V,
+    ) -> std::result::Result<V::Value, serde_json::Error> {
+        match self.node {
+            Node::Seq(items) => visitor.visit_seq(Items {
+                items: items.into_vec().into_iter(),
+                memory: self.memory,
+                first: true,
+                typed,
+            }),
+            node => Err(invalid(&node, &visitor)),
+        }
+    }
+
+    fn map<V: Visitor<'de>>(
+        self,
+        fields: bool,
+        visitor: V,
+    ) -> std::result::Result<V::Value, serde_json::Error> {
+        match self.node {
+            Node::Map(entries) => visitor.visit_map(Entries {
+                entries: entries.into_vec().into_iter(),
+                value: None,
+                memory: self.memory,
+                fields,
+                key_size: 0,
+                first: true,
+            }),
+            node => Err(invalid(&node, &visitor)),
+        }
+    }
+
+    /// A scalar; where the visitor keeps it, it copies it (`charged`).
+    fn str<V: Visitor<'de>>(
+        self,
+        charged: bool,
+        visitor: V,
+    ) -> std::result::Result<V::Value, serde_json::Error> {
+        match self.node {
+            Node::Str(Cow::Borrowed(s)) => {
+                if charged {
+                    charge(self.memory, heap(s.len()))?;
+                }
+                visitor.visit_borrowed_str(s)
+            }
+            Node::Str(Cow::Owned(s)) => visitor.visit_string(s),
+            node => Err(invalid(&node, &visitor)),
+        }
+    }
+}
+
+impl<'de> de::Deserializer<'de> for Reader<'de, '_> {
+    type Error = serde_json::Error;
+
+    /// Any value (serde_json's `Value`).
+    fn deserialize_any<V: Visitor<'de>>(
+        self,
+        visitor: V,
+    ) -> std::result::Result<V::Value, Self::Error> {
+        match self.node {
+            Node::Null => visitor.visit_unit(),
+            Node::Str(_) => self.str(true, visitor),
+            Node::Seq(_) => self.seq(false, visitor),
+            Node::Map(_) => self.map(false, visitor),
+        }
+    }
+
+    fn deserialize_str<V: Visitor<'de>>(
+        self,
+        visitor: V,
+    ) -> std::result::Result<V::Value, Self::Error> {
+        self.str(true, visitor)
+    }
+
+    fn deserialize_string<V: Visitor<'de>>(
+        self,
+        visitor: V,
+    ) -> std::result::Result<V::Value, Self::Error> {
+        self.str(true, visitor)
+    }
+
+    /// A field's name: compared, not kept.
+    fn deserialize_identifier<V: Visitor<'de>>(
+        self,
+        visitor: V,
+    ) -> std::result::Result<V::Value, Self::Error> {
+        self.str(false, visitor)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(
+        self,
+        visitor: V,
+    ) -> std::result::Result<V::Value, Self::Error> {
+        match self.node {
+            Node::Null => visitor.visit_none(),
+            _ => visitor.visit_some(self),
+        }
+    }
+
+    /// A typed list (serde's `Vec`): allocated once from the size hint.
+    fn deserialize_seq<V: Visitor<'de>>(
+        self,
+        visitor: V,
+    ) -> std::result::Result<V::Value, Self::Error> {
+        self.seq(true, visitor)
+    }
+
+    fn deserialize_map<V: Visitor<'de>>(
+        self,
+        visitor: V,
+    ) -> std::result::Result<V::Value, Self::Error> {
+        self.map(false, visitor)
+    }
+
+    /// A struct's fields are in its own place: only their values allocate.
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> std::result::Result<V::Value, Self::Error> {
+        self.map(true, visitor)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(
+        self,
+        visitor: V,
+    ) -> std::result::Result<V::Value, Self::Error> {
+        visitor.visit_unit()
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> std::result::Result<V::Value, Self::Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char
+        bytes byte_buf unit unit_struct tuple tuple_struct enum
+    }
+}
+
+struct Items<'a, 'm> {
+    items: std::vec::IntoIter<Node<'a>>,
+    memory: &'m mut Memory,
+    first: bool,
+    /// Asked for as a sequence (serde's `Vec`), not as any value.
+    typed: bool,
+}
+
+impl<'a> Items<'a, '_> {
+    /// The next item, the vector the visitor fills charged with the first:
+    /// serde's `Vec` takes its size from the hint, up to 1 MiB, and grows
+    /// by doubling past it; serde_json's `Value` grows by doubling from 4.
+    /// Doubling ends with up to twice the length, copied from a buffer
+    /// half that.
+    fn next(&mut self, size: usize) -> std::result::Result<Option<Node<'a>>, serde_json::Error> {
+        let Some(node) = self.items.next() else {
+            return Ok(None);
+        };
+        if std::mem::take(&mut self.first) {
+            let len = self.items.len() + 1;
+            let slots = if self.typed && len.saturating_mul(size) <= 1 << 20 {
+                len
+            } else {
+                len.saturating_mul(3).max(4)
+            };
+            charge(self.memory, heap(slots.saturating_mul(size)))?;
+        }
+        Ok(Some(node))
+    }
+}
+
+impl<'de> de::SeqAccess<'de> for Items<'de, '_> {
+    type Error = serde_json::Error;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> std::result::Result<Option<T::Value>, Self::Error> {
+        match self.next(size_of::<T::Value>())? {
+            None => Ok(None),
+            Some(node) => seed
+                .deserialize(Reader {
+                    node,
+                    memory: self.memory,
+                })
+                .map(Some),
+        }
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.items.len())
+    }
+}
+
+struct Entries<'a, 'm> {
+    entries: std::vec::IntoIter<Entry<'a>>,
+    value: Option<Node<'a>>,
+    memory: &'m mut Memory,
+    /// A struct's fields, rather than a map's entries.
+    fields: bool,
+    key_size: usize,
+    first: bool,
+}
+
+impl<'a> Entries<'a, '_> {
+    /// The next key whose value is not null, its value kept for
+    /// [`Entries::value`].
+    fn key(&mut self, key_size: usize) -> Option<Cow<'a, str>> {
+        let (key, value) = self
+            .entries
+            .by_ref()
+            .find(|(_, v)| !matches!(v, Node::Null))?;
+        self.value = Some(value);
+        self.key_size = key_size;
+        Some(key)
+    }
+
+    /// The value of the last key, and what a map (not a struct) spends on
+    /// the entry: a B-tree's (serde_json's `Value`, `BTreeMap`) nodes of 11
+    /// entries and 12 edges, each at least 5 full but the first, and
+    /// internal nodes over them.
+    fn value(&mut self, size: usize) -> std::result::Result<Node<'a>, serde_json::Error> {
+        if !self.fields {
+            let node = 11 * (self.key_size + size) + 12 * 8 + 16;
+            let cost = if std::mem::take(&mut self.first) {
+                heap(node)
+            } else {
+                node / 4
+            };
+            charge(self.memory, cost)?;
+        }
+        Ok(self.value.take().unwrap_or(Node::Null))
+    }
+}
+
+impl<'de> de::MapAccess<'de> for Entries<'de, '_> {
+    type Error = serde_json::Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> std::result::Result<Option<K::Value>, Self::Error> {
+        match self.key(size_of::<K::Value>()) {
+            None => Ok(None),
+            Some(key) => seed
+                .deserialize(Reader {
+                    node: Node::Str(key),
+                    memory: self.memory,
+                })
+                .map(Some),
+        }
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> std::result::Result<V::Value, Self::Error> {
+        let node = self.value(size_of::<V::Value>())?;
+        seed.deserialize(Reader {
+            node,
+            memory: self.memory,
+        })
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.entries.len())
     }
 }
 
@@ -1870,7 +2567,7 @@ twice: 2
                 Event::Scalar(s, style, anchor, tag) => (
                     match style {
                         yaml_rust2::scanner::TScalarStyle::Plain if !is(&tag, "str") => {
-                            Value::from(plain_value(&s))
+                            Value::from(plain_node(Cow::Borrowed(&s)))
                         }
                         _ => Value::String(s),
                     },
