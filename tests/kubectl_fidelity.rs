@@ -292,6 +292,20 @@ const CORPUS: &[(&str, Outcome)] = &[
     ("oidc.yaml", Outcome::Same),
     ("hand-edited.yaml", Outcome::Same),
     ("hand-written.yaml", Outcome::Same),
+    // Shapes an independent check found kubectl reads and the crate had
+    // refused: a flow collection closed at column 0 or below its key (as
+    // hand-written JSON-like files have it), a `%YAML 1.1` directive, and
+    // `sub/../token` where `sub` does not exist (Go cleans it lexically).
+    ("flow-closed-at-column-0.yaml", Outcome::Same),
+    ("flow-map-closed-below-its-key.yaml", Outcome::Same),
+    ("yaml-directive.yaml", Outcome::Same),
+    ("relative-paths/config", Outcome::Same),
+    ("crlf-bom.yaml", Outcome::Same),
+    ("tabs.yaml", Outcome::Same),
+    ("odd-comments.yaml", Outcome::Same),
+    ("block-scalars.yaml", Outcome::Same),
+    ("merge-override-order.yaml", Outcome::Same),
+    ("two-documents.yaml", Outcome::Same),
     (
         "insecure-with-ca.yaml",
         Outcome::BothRefuse(

@@ -147,6 +147,58 @@ fn eventually(what: &str, cond: impl Fn() -> bool) {
     }
 }
 
+/// kube-apiserver decodes `application/yaml` bodies (`curl --data-binary
+/// @lease.yaml -H 'Content-Type: application/yaml'`): so does the test
+/// server, its numbers typed as the Lease's Go types have them, and
+/// YAML it cannot read is a 400.
+#[test]
+fn yaml_bodies_are_read_as_kube_apiserver_reads_them() {
+    let server = TestApiServer::start().unwrap();
+    let a = agent();
+    let send = |method: &str, url: &str, body: &str| {
+        a.run(
+            ureq::http::Request::builder()
+                .method(method)
+                .uri(url)
+                .header("Content-Type", "application/yaml")
+                .body(body.to_string())
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    let created = send(
+        "POST",
+        &leases(&server),
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: y\n\
+         spec:\n  holderIdentity: yaml\n  leaseDurationSeconds: 15\n  leaseTransitions: 2\n",
+    );
+    assert_eq!(created.status().as_u16(), 201);
+    let stored = server.lease(NS, "y").unwrap();
+    assert_eq!(stored["spec"]["holderIdentity"], "yaml");
+    assert_eq!(stored["spec"]["leaseDurationSeconds"], 15);
+    assert_eq!(stored["spec"]["leaseTransitions"], 2);
+
+    let rv = stored["metadata"]["resourceVersion"].as_str().unwrap();
+    let updated = send(
+        "PUT",
+        &lease_url(&server, "y"),
+        &format!(
+            "metadata: {{name: y, resourceVersion: '{rv}'}}\n\
+             spec: {{holderIdentity: other, leaseDurationSeconds: 20}}\n"
+        ),
+    );
+    assert_eq!(updated.status().as_u16(), 200);
+    assert_eq!(
+        server.lease(NS, "y").unwrap()["spec"]["holderIdentity"],
+        "other"
+    );
+
+    let mut broken = send("POST", &leases(&server), "metadata: {name: [z\n");
+    assert_eq!(broken.status().as_u16(), 400);
+    let text = broken.body_mut().read_to_string().unwrap();
+    assert!(text.contains("yaml"), "{text}");
+}
+
 fn raw_exchange(server: &TestApiServer, request: &[u8]) -> String {
     let addr = server.url().trim_start_matches("http://").to_string();
     let mut conn = TcpStream::connect(addr).unwrap();
@@ -355,13 +407,13 @@ fn validation_is_strict() {
     assert_eq!(got.code, 400);
     assert!(server.lease(NS, "t").is_none());
 
-    // Only JSON is understood.
-    let yaml = a
+    // JSON and YAML are understood; protobuf is not.
+    let protobuf = a
         .post(leases(&server))
-        .header("Content-Type", "application/yaml")
-        .send("kind: Lease")
+        .header("Content-Type", "application/vnd.kubernetes.protobuf")
+        .send("k8s\0")
         .unwrap();
-    assert_eq!(yaml.status().as_u16(), 415);
+    assert_eq!(protobuf.status().as_u16(), 415);
 
     // The strict six-digit form passes.
     assert_eq!(post(&lease("t")).code, 201);

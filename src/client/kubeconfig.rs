@@ -241,6 +241,31 @@ fn bad(path: &Path, detail: impl Into<String>) -> Error {
     Error::InvalidConfig(format!("kubeconfig {}: {}", path.display(), detail.into()))
 }
 
+/// `path` relative to `base`, cleaned lexically as Go's `filepath.Join`
+/// cleans it (client-go resolves a kubeconfig's relative paths so):
+/// `sub/../token` names `token` even where `sub` does not exist.
+fn join_clean(base: &Path, path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out: Vec<Component<'_>> = Vec::new();
+    for part in base.components().chain(path.components()) {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => match out.last() {
+                Some(Component::Normal(_)) => {
+                    out.pop();
+                }
+                Some(Component::RootDir | Component::Prefix(_)) => {}
+                _ => out.push(part),
+            },
+            _ => out.push(part),
+        }
+    }
+    if out.is_empty() {
+        return PathBuf::from(".");
+    }
+    out.iter().collect()
+}
+
 impl KubeConfig {
     /// Read one file; relative paths in it are made relative to its folder
     /// and every entry remembers the file.
@@ -250,7 +275,7 @@ impl KubeConfig {
         let base = path.parent().unwrap_or(Path::new("."));
         let resolve = |p: &mut Option<PathBuf>| {
             if let Some(p) = p.as_mut().filter(|p| p.is_relative()) {
-                *p = base.join(&*p);
+                *p = join_clean(base, p);
             }
         };
         for c in &mut kc.clusters {
@@ -269,14 +294,16 @@ impl KubeConfig {
                 .and_then(|p| p.get_mut("config")?.get_mut("idp-certificate-authority"));
             if let Some(serde_json::Value::String(ca)) = idp_ca {
                 if Path::new(ca.as_str()).is_relative() {
-                    *ca = base.join(&*ca).to_string_lossy().into_owned();
+                    *ca = join_clean(base, Path::new(ca.as_str()))
+                        .to_string_lossy()
+                        .into_owned();
                 }
             }
             // Like kubectl: a command with a path separator is a path,
             // relative to the kubeconfig; a bare name is looked up in PATH.
             if let Some(exec) = u.value.exec.as_mut() {
                 if exec.command.is_relative() && exec.command.components().count() > 1 {
-                    exec.command = base.join(&exec.command);
+                    exec.command = join_clean(base, &exec.command);
                 }
             }
         }
@@ -969,6 +996,28 @@ mod tests {
         assert_eq!(cluster["config"], serde_json::json!({"audience": "my-aud"}));
         let data = cluster["certificate-authority-data"].as_str().unwrap();
         assert_eq!(base64::decode(data).unwrap(), ca.as_slice());
+    }
+
+    /// Relative paths are joined and cleaned lexically, as Go's
+    /// `filepath.Join` does for client-go: a missing folder before `..`
+    /// does not matter.
+    #[test]
+    fn relative_paths_are_cleaned_as_go_cleans_them() {
+        for (base, path, joined) in [
+            ("/k", "sub/../token", "/k/token"),
+            ("/k/a", "../../../t", "/t"),
+            ("/k", "./a/./b", "/k/a/b"),
+            ("", "sub/../t", "t"),
+            ("", "../t", "../t"),
+            ("rel", "../../t", "../t"),
+            ("", "a/..", "."),
+        ] {
+            assert_eq!(
+                join_clean(Path::new(base), Path::new(path)),
+                PathBuf::from(joined),
+                "{base} + {path}"
+            );
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@ use super::stats::Kind;
 use super::status::{self, Resource, Target, EVENTS, LEASES};
 use super::store::{meta_str, Store};
 use super::table;
+use super::yaml_body;
 use crate::lease::{MicroTime, LEASE_API_VERSION};
 
 /// What a request addresses. An empty `ns` is every namespace (the
@@ -178,23 +179,31 @@ pub(crate) fn handle(store: &mut Store, route: &Route, req: &Request) -> Respons
         // Refused rather than carried out: a dry run must never write.
         return status::bad_request("dryRun is not supported by this test server");
     }
-    if writes && !is_json(req.header("content-type")) {
-        return status::unsupported_media_type(req.header("content-type").unwrap_or(""));
-    }
+    let content_type = req.header("content-type");
+    let from_yaml: Vec<u8>;
+    let body: &[u8] = if writes && yaml_body::is_yaml(content_type) {
+        from_yaml = match yaml_body::to_json(&req.body) {
+            Ok(json) => json,
+            Err(resp) => return resp,
+        };
+        &from_yaml
+    } else if writes && !is_json(content_type) {
+        return status::unsupported_media_type(content_type.unwrap_or(""));
+    } else {
+        &req.body
+    };
     match (route, req.method.as_str()) {
         (Route::Lease { ns, name }, "GET") => match store.get(ns, name) {
             Some(obj) => object_response(req, table::LEASES, obj),
             None => status::not_found(LEASES, name),
         },
-        (Route::Lease { ns, name }, "PUT") => update(store, ns, name, &req.body, strict(req)),
+        (Route::Lease { ns, name }, "PUT") => update(store, ns, name, body, strict(req)),
         (Route::Lease { ns, name }, "PATCH") => patch(store, ns, name, req),
-        (Route::Lease { ns, name }, "DELETE") => delete(store, ns, name, &req.body),
-        (Route::Leases { ns }, "POST") if !ns.is_empty() => {
-            create(store, ns, &req.body, strict(req))
-        }
+        (Route::Lease { ns, name }, "DELETE") => delete(store, ns, name, body),
+        (Route::Leases { ns }, "POST") if !ns.is_empty() => create(store, ns, body, strict(req)),
         (Route::Leases { ns }, "GET") => list(store, ns, req),
         (Route::Events { ns }, "POST") if !ns.is_empty() => {
-            match decode_typed(&req.body, "Event", "v1") {
+            match decode_typed(body, "Event", "v1") {
                 Ok(obj) => json_response(201, &store.add_event(ns, obj)),
                 Err(resp) => resp,
             }
@@ -218,8 +227,8 @@ fn cannot_handle(kind: &str, detail: &str) -> Response {
     ))
 }
 
-/// Only JSON bodies are accepted (the real server also takes YAML and
-/// protobuf, which no client of this crate sends). A body without a media
+/// JSON bodies are accepted, and YAML ones (see `yaml_body`); protobuf,
+/// which the real server also takes, is not. A body without a media
 /// type is JSON, as kube-apiserver takes it (apimachinery's
 /// `NegotiateInputSerializerForMediaType` picks its first serializer):
 /// the official Python client sends none.

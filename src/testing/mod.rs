@@ -125,9 +125,10 @@
 //! prints (`NAME HOLDER AGE` for Leases), also in watch events.
 //!
 //! Everything else is a 404 `Status`; a wrong method a 405 `Status`.
-//! Bodies are capped at 1 MiB (413) and must be JSON: `Content-Type:
+//! Bodies are capped at 1 MiB (413) and must be JSON (`Content-Type:
 //! application/json`, or none at all, which kube-apiserver also takes as
-//! JSON (another media type is a 415). Objects without `kind` or
+//! JSON) or YAML (`application/yaml`); another media type, protobuf
+//! included, is a 415. Objects without `kind` or
 //! `apiVersion` get them from the URL, as the real decoder defaults them;
 //! a different one is a 400. `acquireTime` and `renewTime` are stored and
 //! returned as kube-apiserver re-serialises a MicroTime: UTC, six digits,
@@ -169,6 +170,7 @@ mod store;
 mod table;
 mod tls;
 mod watch;
+mod yaml_body;
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};

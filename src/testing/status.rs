@@ -310,14 +310,14 @@ pub(crate) fn forbidden_path(method: &str, path: &str) -> Response {
     )
 }
 
-/// 415 for a body that is not JSON.
+/// 415 for a body that is neither JSON nor YAML.
 pub(crate) fn unsupported_media_type(content_type: &str) -> Response {
     failure(
         415,
         "UnsupportedMediaType",
         &format!(
             "the body of the request was in an unknown format - accepted media types include: \
-             application/json, application/yaml, application/vnd.kubernetes.protobuf \
+             application/json, application/yaml \
              (got {content_type:?})"
         ),
         json!({}),

@@ -5,10 +5,20 @@ use super::*;
 
 impl<'a> Parser<'a> {
     pub(super) fn document(&mut self) -> Result<Node<'a>> {
+        let (mut directives, mut yaml) = (false, false);
+        while let Some(0) = self.next_content()? {
+            let Some(directive) = self.line().strip_prefix('%') else {
+                break;
+            };
+            check_directive(directive, &mut yaml).map_err(|e| self.err(e))?;
+            directives = true;
+            self.advance();
+        }
+        if directives && (self.next_content()? != Some(0) || doc_marker(self.line()) != Some("---"))
+        {
+            return Err(self.err("directives must be followed by `---`"));
+        }
         if let Some(0) = self.next_content()? {
-            if self.line().starts_with('%') {
-                return Err(self.err("YAML directives are not supported"));
-            }
             match doc_marker(self.line()) {
                 Some("---") => {
                     self.marker_alone()?;
@@ -33,6 +43,31 @@ impl<'a> Parser<'a> {
                 Err(self.err("unexpected content after the document (check the indentation)"))
             }
         }
+    }
+}
+
+/// A directive (the line after its `%`), checked as kubectl's go-yaml v2
+/// checks it: `%YAML 1.1` once (another version is "incompatible"), `%TAG`
+/// any number of times (tags change nothing this reader keeps), nothing
+/// else. `yaml`: whether a `%YAML` came before.
+fn check_directive(directive: &str, yaml: &mut bool) -> std::result::Result<(), String> {
+    let (directive, _) = strip_comment(directive);
+    let mut words = directive.split_whitespace();
+    match (words.next(), words.next(), words.next(), words.next()) {
+        (Some("YAML"), _, _, _) if *yaml => Err("a second %YAML directive".into()),
+        (Some("YAML"), Some("1.1"), None, _) => {
+            *yaml = true;
+            Ok(())
+        }
+        (Some("YAML"), version, ..) => Err(format!(
+            "%YAML {}: an incompatible YAML document (kubectl reads YAML 1.1)",
+            version.unwrap_or("")
+        )),
+        (Some("TAG"), Some(_), Some(_), None) => Ok(()),
+        _ => Err(format!(
+            "the directive %{} is not one kubectl reads",
+            directive.trim()
+        )),
     }
 }
 
@@ -177,7 +212,7 @@ impl<'a> Parser<'a> {
         } else if self.depth == 1 && content.starts_with(['[', '{']) {
             // The whole document is a flow collection: its lines may
             // start anywhere.
-            self.flow(ind, None)
+            self.flow(ind)
         } else {
             self.value(ind, parent, false)
         };
@@ -363,9 +398,9 @@ impl<'a> Parser<'a> {
             Some('&') => self.anchored(col, parent, after_key),
             Some('!') => self.tagged(col, parent, after_key),
             Some('*') => self.alias(col),
-            Some('"' | '\'') => self.quoted(col, parent),
+            Some('"' | '\'') => self.quoted(col),
             Some('|' | '>') => self.block_scalar(text, parent),
-            Some('[' | '{') => self.flow(col, Some(parent)),
+            Some('[' | '{') => self.flow(col),
             Some('-') if is_entry(strip_comment(text).0) => {
                 Err(self
                     .err("a list may not start on the line of its key; put `- ` on the next line"))
@@ -459,9 +494,8 @@ impl<'a> Parser<'a> {
     }
 
     /// A flow collection starting at column `col` of the current line,
-    /// over as many lines as it takes; its continuation lines are indented
-    /// more than `parent` (`None`: the document is the collection).
-    fn flow(&mut self, col: usize, parent: Option<usize>) -> Result<Node<'a>> {
+    /// over as many lines as it takes.
+    fn flow(&mut self, col: usize) -> Result<Node<'a>> {
         let text = self.text;
         let from = self.start + col;
         let s = &text[from..];
@@ -472,7 +506,6 @@ impl<'a> Parser<'a> {
             lines: 0,
             line_end: s.find('\n').unwrap_or(s.len()),
             first_line: self.pos + 1,
-            parent,
             b: &mut self.b,
             keep: self.keep,
         };
@@ -542,9 +575,10 @@ impl<'a> Parser<'a> {
         Ok(plain_node(text))
     }
 
-    /// A quoted scalar starting at column `col`, folded over line breaks;
-    /// continuation lines are indented deeper than the `parent` block.
-    fn quoted(&mut self, col: usize, parent: usize) -> Result<Node<'a>> {
+    /// A quoted scalar starting at column `col`, folded over line breaks.
+    /// Its continuation lines may have any indentation, as kubectl's
+    /// go-yaml (libyaml) reads them, but not be a document marker.
+    fn quoted(&mut self, col: usize) -> Result<Node<'a>> {
         let start = self.pos;
         let keeping = self.keep.is_some();
         let quote = self.raw_line()[col..].chars().next().unwrap_or('"');
@@ -608,9 +642,8 @@ impl<'a> Parser<'a> {
             let after = out.capacity();
             self.b.grown(before, after).map_err(|e| self.err(e))?;
             let line = self.raw_line();
-            if indent_of(line) <= parent {
-                return Err(self
-                    .err("the continuation of a quoted value must be indented more than its key"));
+            if doc_marker(line).is_some() {
+                return Err(self.err("a document marker inside a quoted value"));
             }
             from = line.len() - line.trim_start_matches([' ', '\t']).len();
         }

@@ -18,9 +18,6 @@ pub(super) struct Flow<'a, 'b> {
     pub(super) line_end: usize,
     /// The line the collection starts on (1-based), for messages.
     pub(super) first_line: usize,
-    /// Continuation lines are indented more than this (`None`: the
-    /// collection is the document).
-    pub(super) parent: Option<usize>,
     pub(super) b: &'b mut Build<'a>,
     /// What to store of the node being read; `None`: read, not stored.
     pub(super) keep: Option<&'static Keep>,
@@ -54,31 +51,22 @@ impl<'a> Flow<'a, '_> {
         }
     }
 
-    /// Check the line just entered: indented more than the parent block
-    /// (in spaces; tabs may follow, as in tab-indented JSON), and not a
-    /// document marker.
+    /// Check the line just entered: anything but a document marker. Its
+    /// indentation is not looked at: kubectl's go-yaml (libyaml) reads a
+    /// flow collection's lines at any indentation, its closing `]` at
+    /// column 0 included, as hand-written JSON-like files have them.
     fn new_line(&mut self) -> std::result::Result<(), String> {
         self.lines += 1;
         let rest = &self.s[self.i..];
         self.line_end = self.i + rest.find('\n').unwrap_or(rest.len());
         let line = &self.s[self.i..self.line_end];
-        let ind = indent_of(line);
-        if line[ind..].trim().is_empty() {
-            return Ok(());
-        }
-        if ind == 0 && doc_marker(line).is_some() {
+        if doc_marker(line).is_some() {
             return Err(format!(
                 "a document marker inside the flow collection started on line {}",
                 self.first_line
             ));
         }
-        match self.parent {
-            Some(p) if ind <= p => Err(format!(
-                "this line continues the flow collection started on line {}, so it must be indented more than {p} spaces",
-                self.first_line
-            )),
-            _ => Ok(()),
-        }
+        Ok(())
     }
 
     fn peek(&self) -> Option<char> {
