@@ -26,7 +26,8 @@
 //! as a background job or in a container until signalled), releasing the
 //! lease first with `--release-on-cancel`. Usage errors exit 2. The
 //! crate's warnings and errors (a server it cannot talk to and what to
-//! check, a lost lease and why, recovery) go to stderr.
+//! check, a lost lease and why, recovery, an insecure kubeconfig cluster)
+//! go to stderr.
 
 use std::io::{Read, Write};
 use std::process::ExitCode;
@@ -161,7 +162,33 @@ enum Msg {
     Quit(&'static str),
 }
 
+/// The warnings of reading the configuration (an insecure kubeconfig
+/// cluster, credentials withheld from plain HTTP, a token file that failed
+/// a re-read), on stderr. The elector's own warnings are not printed from
+/// the log: `elect` tells them from the status (see `report`), once each.
+struct ConfigWarnings;
+
+impl log::Log for ConfigWarnings {
+    fn enabled(&self, meta: &log::Metadata) -> bool {
+        meta.level() <= log::Level::Warn && meta.target().starts_with("lease_elector::client")
+    }
+
+    fn log(&self, record: &log::Record) {
+        if self.enabled(record.metadata()) {
+            let line = record.args().to_string();
+            eprintln!("elect: warning: {}", Escaped(&line));
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+static CONFIG_WARNINGS: ConfigWarnings = ConfigWarnings;
+
 fn main() -> ExitCode {
+    if log::set_logger(&CONFIG_WARNINGS).is_ok() {
+        log::set_max_level(log::LevelFilter::Warn);
+    }
     let args = match parse_args(std::env::args().skip(1)) {
         Ok(Parsed::Run(a)) => a,
         Ok(Parsed::Help) => {

@@ -424,6 +424,39 @@ fn acquire_timeout_zero_gives_up_at_once_with_75_when_another_holds_the_lease() 
     );
 }
 
+/// 75 says "another run holds the lease" (the cron recipes skip on it);
+/// an API server that refuses us (RBAC: 403) or cannot be reached is an
+/// error (exit 1) that says why, not a skip.
+#[test]
+fn acquire_timeout_reports_an_api_server_it_cannot_ask_as_an_error_not_as_75() {
+    let server = TestApiServer::start().unwrap();
+    server.inject(Fault::status(403).times(usize::MAX));
+    let mut forbidden = Elect::start(&server, "a", &["--acquire-timeout", "0", "--", "true"]);
+    assert_eq!(forbidden.exit_code(), Some(1), "{}", forbidden.log());
+    assert!(
+        forbidden.log().contains("could not be asked") && forbidden.log().contains("403"),
+        "{}",
+        forbidden.log()
+    );
+
+    let unreachable = Command::new(BIN)
+        .args([
+            "--server",
+            "http://127.0.0.1:1",
+            "--namespace",
+            "terms",
+            "--name",
+            "lock",
+        ])
+        .args(["--no-events", "--acquire-timeout", "0", "--", "true"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&unreachable.stderr);
+    assert_eq!(unreachable.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("could not be asked"), "{stderr}");
+}
+
 #[test]
 fn acquire_timeout_waits_that_long_for_a_held_lease_then_gives_up_with_75() {
     let server = TestApiServer::start().unwrap();

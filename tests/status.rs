@@ -295,6 +295,37 @@ fn a_healthy_follower_counts_no_failures_and_an_outage_does() {
     });
 }
 
+/// Every new Lease starts with a `GET` answered 404 and a create; a
+/// candidate that loses the create race gets 409 `AlreadyExists`. Neither
+/// is a failed request (an alert on the failure counter fired for minutes
+/// on every new Lease), nor a WARN: the loser simply follows.
+#[test]
+fn creating_the_lease_or_losing_the_create_race_is_not_a_failure() {
+    let mut c = Cluster::new();
+    c.add("creator", timings());
+    c.step_until(Duration::from_millis(500), Duration::from_secs(5), |c| {
+        c.candidates[0].started() == 1
+    });
+    let s = c.candidates[0].handle().status();
+    assert_eq!((s.failed_requests, s.consecutive_failures), (0, 0), "{s:?}");
+
+    // The leader renews with PUTs only: the next GET, answered 404 as if
+    // the Lease were not there yet, is the newcomer's, whose create then
+    // loses to the Lease that exists.
+    c.server.inject(Fault::status(404).method("GET").times(1));
+    let late = c.add("late", timings());
+    for _ in 0..10 {
+        c.step(Duration::from_millis(500));
+    }
+    let l = c.candidates[late].handle().status();
+    assert!(l.attempts >= 2 && l.held_by_other >= 1, "{l:?}");
+    assert_eq!((l.failed_requests, l.consecutive_failures), (0, 0), "{l:?}");
+    assert!(l.last_error.is_none(), "{l:?}");
+    let lease = c.candidates[late].handle().status().name;
+    assert_eq!(lines_about(&lease, log::Level::Warn, "AlreadyExists"), 0);
+    assert_eq!(c.candidates[0].handle().status().failed_requests, 0);
+}
+
 /// `lease_elector_requests_total` counts requests sent to the API server:
 /// a watching follower whose reads the watch events answer sends none, and
 /// its counter must say so (it used to count every call to the lock).

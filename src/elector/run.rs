@@ -460,8 +460,19 @@ impl Run {
         let old = match self.read(&deadline) {
             Ok(old) => old,
             Err(e) if e.is_not_found() => {
-                self.write(&record, &round.capped(cap), true)?;
-                return Ok(true);
+                return match self.write(&record, &round.capped(cap), true) {
+                    // Another candidate created it first: held by someone
+                    // else, as a read would have shown (the next attempt
+                    // reads it). Not a failure.
+                    Err(e) if e.is_already_exists() => {
+                        log::debug!(
+                            "lease {} was created by another candidate first",
+                            self.shared.describe
+                        );
+                        Ok(false)
+                    }
+                    written => written.map(|()| true),
+                };
             }
             Err(e) => return Err(e),
         };
@@ -525,7 +536,10 @@ impl Run {
     fn read(&mut self, deadline: &Deadline) -> Result<LeaderElectionRecord> {
         let result = self.lock.get(deadline);
         let sent = result.is_err() || !self.lock.last_get_was_local();
-        self.count(&result, sent);
+        // A 404 is an answer: the Lease does not exist yet, the way into a
+        // create (every new Lease starts so).
+        let failure = result.as_ref().err().filter(|e| !e.is_not_found());
+        self.count_request(sent, failure);
         result
     }
 
@@ -534,11 +548,15 @@ impl Run {
     /// create that lost the race to another candidate (the lease is then
     /// simply held by someone else) nor a request a stop cut short.
     fn count<T>(&self, result: &Result<T>, sent: bool) {
+        self.count_request(sent, result.as_ref().err());
+    }
+
+    fn count_request(&self, sent: bool, failure: Option<&Error>) {
         let mut st = self.shared.lock();
         if sent {
             st.counters.requests += 1;
         }
-        if let Err(e) = result {
+        if let Some(e) = failure {
             if !e.is_already_exists() && !self.shared.wake.is_stopped() {
                 st.counters.failed_requests += 1;
             }

@@ -53,7 +53,8 @@ With COMMAND:
                           whatever --grace says
   --restart               start COMMAND again when it exits on its own while still leading
                           (1s after it ended, doubling up to 30s while it keeps exiting within 10s)
-  --acquire-timeout S     give up, exiting 75, if not leading within S (0: after one attempt);
+  --acquire-timeout S     give up, exiting 75, if another candidate holds the lease for S (0: one
+                          attempt; exit 1 if the API server could not be asked);
                           giving up writes nothing to the Lease (an attempt in flight at S
                           decides). For jobs that must not run twice at once (cron): COMMAND
                           runs once, then the lease is released. A lease left by a crashed
@@ -104,8 +105,9 @@ Exit status:
            server, the configuration, a failed release, or COMMAND's supervisor killed
            (what COMMAND started is killed first, then the lease released)
   2        usage error
-  75       --acquire-timeout passed without leading (EX_TEMPFAIL; COMMAND never ran, the
-           Lease was not written), or COMMAND itself exited 75
+  75       --acquire-timeout passed while another candidate held the lease (EX_TEMPFAIL;
+           COMMAND never ran, the Lease was not written), or COMMAND itself exited 75;
+           an API server that could not be asked (refused, forbidden, unreachable) is 1
   126, 127 COMMAND cannot be run, or is not found (checked at start)
 ";
 

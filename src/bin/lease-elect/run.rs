@@ -162,6 +162,13 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
         let n = procs::kill_all_below();
         log::error!("COMMAND's supervisor was killed; killed the {n} processes it left, releasing the lease");
     }
+    // Whether the last attempt was answered: giving up because another
+    // candidate holds the lease (75) is not giving up because the API
+    // server could not be asked (an error).
+    let last_failure = match handle.status() {
+        s if s.consecutive_failures > 0 => s.last_error,
+        _ => None,
+    };
     // COMMAND has ended (or never ran): now the lease may be released.
     let stopped = handle.stop();
     // The elector's thread is gone, so its channel is closed and the
@@ -201,6 +208,15 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
         End::GaveUp => {
             // A panic of the elector thread is not a give-up.
             stopped?;
+            if let Some(e) = last_failure {
+                return Err(format!(
+                    "not leading within --acquire-timeout {}: the API server could not be asked: {} ({})",
+                    humantime::format_duration(acquire_timeout),
+                    Escaped(&e.message),
+                    Escaped(&e.hint)
+                )
+                .into());
+            }
             log::warn!(
                 "not leading within --acquire-timeout {}: giving up (exit {EXIT_GAVE_UP})",
                 humantime::format_duration(acquire_timeout)

@@ -573,6 +573,17 @@ fn mutations_agree_with_a_full_parser_or_are_refused() {
 /// or a quoted value is indented further: then the strict parser's refusal
 /// was about that indentation only, which kubectl does not check.
 fn continues_below_its_indentation(text: &str) -> bool {
+    // A quote at a line's start opens a quoted value, or continues a plain
+    // one (`one\n  'two`): both readings are tried.
+    [true, false].into_iter().any(|quote_at_line_start| {
+        let shifted = shift_continuations(text, quote_at_line_start);
+        shifted != text && oracle(&shifted).is_some() && parse(&shifted).ok() == parse(text).ok()
+    })
+}
+
+/// `text` with every line inside a flow collection or a quoted value
+/// indented 64 spaces further.
+fn shift_continuations(text: &str, quote_at_line_start: bool) -> String {
     let mut shifted = String::new();
     let (mut open, mut quote) = (0i32, None);
     for line in text.split_inclusive('\n') {
@@ -582,12 +593,18 @@ fn continues_below_its_indentation(text: &str) -> bool {
         // Brackets and quotes count where a value starts: at the line's
         // start, after `- `, `: `, an anchor or a tag, and in a flow
         // collection after `[`, `{` or `,`.
-        let mut at_start = quote.is_none();
+        let mut at_start = quote.is_none() && quote_at_line_start;
         let mut chars = line.chars().peekable();
+        let mut after_blank = true;
         while let Some(c) = chars.next() {
+            let comment = c == '#' && after_blank;
+            after_blank = c == ' ' || c == '\t';
             let next_blank = matches!(chars.peek(), None | Some(' ' | '\t' | '\n' | '\r'));
             match (quote, c) {
                 (Some('"'), '\\') => {
+                    chars.next();
+                }
+                (Some('\''), '\'') if chars.peek() == Some(&'\'') => {
                     chars.next();
                 }
                 (Some(q), c) if c == q => quote = None,
@@ -613,14 +630,14 @@ fn continues_below_its_indentation(text: &str) -> bool {
                     at_start = true;
                     continue;
                 }
-                (None, '#') => break,
+                (None, '#') if comment => break,
                 _ => {}
             }
             at_start = false;
         }
         shifted.push_str(line);
     }
-    shifted != text && oracle(&shifted).is_some() && parse(&shifted).ok() == parse(text).ok()
+    shifted
 }
 
 /// What kubectl's go-yaml reads and a strict YAML 1.2 parser refuses: a
