@@ -1,8 +1,9 @@
 //! `lease-elect` owns every process COMMAND starts: in COMMAND's process
 //! group, orphaned, or in a session of its own (`setsid`); with `PATH`
-//! emptied, as in a `FROM scratch` image. None of them is alive when the
-//! lease is released: each test holds the release at the API server (an
-//! injected latency on the `PUT`) and looks at `/proc` while it waits.
+//! emptied, as in a `FROM scratch` image; also when COMMAND stops its
+//! supervisor. None of them is alive when the lease is released: each test
+//! holds the release at the API server (an injected latency on the `PUT`)
+//! and looks at `/proc` while it waits.
 
 #![cfg(feature = "cli")]
 
@@ -17,7 +18,7 @@ use lease_elector::testing::{Fault, TestApiServer};
 use serde_json::json;
 
 mod common;
-use common::procs::{alive, args, holder, kill, stat_field};
+use common::procs::{alive, args, holder, kill, stat_field, state};
 use common::tempdir::TempDir;
 use common::{eventually, WAIT};
 
@@ -36,11 +37,13 @@ const SLOW_RENEWS: [&str; 6] = [
 /// How long the API server holds the release (the per-request cap is 4 s).
 const HOLD: Duration = Duration::from_millis(1500);
 
-/// COMMAND: `$1` the folder, `$2` `wait` (until signalled) or `exit` (exit
-/// 3 once the folder has a `go` file). It starts three processes that
-/// ignore SIGTERM and write their pids to `pids`: one in COMMAND's process
-/// group, one orphaned at once (its parent subshell exits), and one in a
-/// session of its own. Only absolute paths: `PATH` is empty.
+/// COMMAND: `$1` the folder, `$2` `wait` (until signalled), `exit` (exit
+/// 3 once the folder has a `go` file) or `stop` (stop its supervisor with
+/// SIGSTOP, writing its pid to `supervisor`, then wait). It starts three
+/// processes that ignore SIGTERM and write their pids to `pids`: one in
+/// COMMAND's process group, one orphaned at once (its parent subshell
+/// exits), and one in a session of its own. Only absolute paths: `PATH` is
+/// empty.
 const COMMAND: &str = r#"
 dir=$1; mode=$2
 echo $$ > "$dir/command"
@@ -54,6 +57,10 @@ while [ "$n" -lt 3 ]; do
   n=0
   while read -r _; do n=$((n + 1)); done < "$dir/pids"
 done
+if [ "$mode" = stop ]; then
+  echo $PPID > "$dir/supervisor"
+  kill -STOP $PPID
+fi
 echo ready > "$dir/ready"
 if [ "$mode" = exit ]; then
   while [ ! -e "$dir/go" ]; do /bin/sleep 0.02; done
@@ -218,7 +225,18 @@ impl Work {
             .filter_map(|l| l.trim().parse().ok())
             .collect();
         pids.extend(self.dir.read("command").trim().parse::<u32>().ok());
+        pids.extend(self.dir.read("supervisor").trim().parse::<u32>().ok());
         pids
+    }
+
+    /// COMMAND's supervisor, which COMMAND stopped (mode `stop`).
+    fn stopped_supervisor(&self, elect: &Elect) -> u32 {
+        let supervisor = self.dir.read("supervisor").trim().parse().unwrap();
+        assert_eq!(stat_field(supervisor, 1), Some(elect.child.id()));
+        eventually("the supervisor is stopped", || {
+            state(supervisor) == Some('T')
+        });
+        supervisor
     }
 }
 
@@ -227,7 +245,8 @@ impl Drop for Work {
         for pid in self.recorded() {
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             let cmdline = String::from_utf8_lossy(&cmdline);
-            if alive(pid) && (cmdline.contains("sleep") || cmdline.contains("command.sh")) {
+            let ours = ["sleep", "command.sh", "--supervise"];
+            if alive(pid) && ours.iter().any(|w| cmdline.contains(w)) {
                 kill(&["-KILL", &pid.to_string()]);
             }
         }
@@ -259,6 +278,28 @@ fn assert_all_gone_before_the_release(server: &TestApiServer, pids: &[u32], log:
         "a",
         "the release has not completed yet"
     );
+}
+
+/// Those of `pids` still running at `deadline`; looks until then.
+fn living_at(pids: &[u32], deadline: Instant) -> Vec<u32> {
+    loop {
+        let living: Vec<u32> = pids.iter().copied().filter(|&p| alive(p)).collect();
+        if living.is_empty() || Instant::now() >= deadline {
+            return living;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `lease-elect`'s log says it killed a supervisor that did not answer,
+/// and blames no process for surviving SIGKILL.
+fn assert_logged_the_unanswering_supervisor(log: &str) {
+    assert!(
+        log.contains("supervisor has not reported COMMAND's end")
+            && log.contains("killing it and every process below it"),
+        "{log}"
+    );
+    assert!(!log.contains("uninterruptible"), "{log}");
 }
 
 #[test]
@@ -356,11 +397,7 @@ fn a_killed_lease_elect_takes_everything_the_command_started_with_it() {
     a.child.wait().unwrap();
     let mut all = pids.clone();
     all.push(command);
-    let deadline = Instant::now() + Duration::from_millis(500);
-    while all.iter().any(|&p| alive(p)) && Instant::now() < deadline {
-        thread::sleep(Duration::from_millis(10));
-    }
-    let living: Vec<u32> = all.iter().copied().filter(|&p| alive(p)).collect();
+    let living = living_at(&all, Instant::now() + Duration::from_millis(500));
     assert!(
         living.is_empty(),
         "{living:?} outlived a killed lease-elect by 500 ms"
@@ -387,4 +424,69 @@ fn a_killed_supervisor_leaves_its_processes_to_lease_elect_which_ends_them_then_
     assert_all_gone_before_the_release(&server, &all, &a.log());
     assert_eq!(a.exit_code(), Some(1), "{}", a.log());
     assert_eq!(holder(&server, "procs", "lock"), "", "released");
+}
+
+#[test]
+fn a_stopped_supervisor_does_not_keep_the_command_alive_past_a_lost_term() {
+    let server = TestApiServer::start().unwrap();
+    let work = Work::new();
+    let cmd = work.command("stop");
+    // SIGKILL 0.5 s before the lease could expire for others, whatever
+    // --grace says; the supervisor has a quarter second of it to answer.
+    let timings = [
+        "--lease-duration",
+        "4",
+        "--renew-deadline",
+        "3",
+        "--retry-period",
+        "1",
+    ];
+    let mut a = Elect::start(&server, "a", &args(&cmd, &timings));
+    a.expect("NEW_LEADER a");
+    a.expect("LEADING a");
+    let (command, pids) = work.ready();
+    let supervisor = work.stopped_supervisor(&a);
+    // Another candidate takes the lease: this term is over.
+    let mut lease = server.lease("procs", "lock").unwrap();
+    lease["spec"]["holderIdentity"] = json!("other");
+    server.put_lease("procs", lease);
+    let lost = Instant::now();
+    let mut all = pids.clone();
+    all.extend([command, supervisor]);
+    // Nothing may run once the lease could expire for the other candidate.
+    let living = living_at(&all, lost + Duration::from_secs(4));
+    assert!(
+        living.is_empty(),
+        "{living:?} still run a lease duration after the term was lost; stderr: {}",
+        a.log()
+    );
+    assert_eq!(a.exit_code(), Some(1), "{}", a.log());
+    assert_logged_the_unanswering_supervisor(&a.log());
+    assert_eq!(holder(&server, "procs", "lock"), "other", "not ours");
+}
+
+#[test]
+fn a_stopped_supervisor_is_killed_with_everything_below_it_before_the_release() {
+    let server = TestApiServer::start().unwrap();
+    let work = Work::new();
+    let cmd = work.command("stop");
+    let mut a = Elect::start(
+        &server,
+        "a",
+        &args(&cmd, &[&SLOW_RENEWS[..], &["--grace", "1"]].concat()),
+    );
+    a.expect("NEW_LEADER a");
+    a.expect("LEADING a");
+    let (command, pids) = work.ready();
+    let supervisor = work.stopped_supervisor(&a);
+    let arrived = hold_the_release(&server);
+    a.signal("-TERM");
+    a.expect("STOPPED a");
+    arrived();
+    let mut all = pids.clone();
+    all.extend([command, supervisor]);
+    assert_all_gone_before_the_release(&server, &all, &a.log());
+    assert_eq!(a.exit_code(), Some(0), "{}", a.log());
+    assert_eq!(holder(&server, "procs", "lock"), "", "released");
+    assert_logged_the_unanswering_supervisor(&a.log());
 }

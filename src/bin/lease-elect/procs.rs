@@ -185,15 +185,20 @@ const DYING_POLL: Duration = Duration::from_millis(5);
 
 /// SIGKILL every process below this one and reap each as it becomes our
 /// child, until none is left; loops, since a process may fork while its
-/// siblings are being killed. Every child std's `Child` owns must have
-/// been reaped (or be reapable here without harm) first. Returns how many
-/// processes were killed.
-pub fn kill_all_below() -> usize {
+/// siblings are being killed. `owned` are children whose exit status
+/// std's `Child` is to collect: they are killed too, but left unreaped
+/// (done once they are zombies). Every other child std's `Child` owns must
+/// have been reaped (or be reapable here without harm) first. Returns how
+/// many processes were killed.
+pub fn kill_all_below(owned: &[u32]) -> usize {
     let me = own_pid();
     let mut killed = std::collections::HashSet::new();
     let mut reported = Instant::now();
     loop {
-        let procs = below(me);
+        let procs: Vec<Proc> = below(me)
+            .into_iter()
+            .filter(|p| !(p.zombie && owned.contains(&p.pid)))
+            .collect();
         if procs.is_empty() {
             return killed.len();
         }
@@ -206,7 +211,7 @@ pub fn kill_all_below() -> usize {
         }
         let reaped = procs
             .iter()
-            .filter(|p| p.ppid == me)
+            .filter(|p| p.ppid == me && !owned.contains(&p.pid))
             .filter(|p| reap(p.pid))
             .count();
         if reaped == 0 {

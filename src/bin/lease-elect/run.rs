@@ -159,7 +159,7 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
         }
         // The supervisor is reaped; everything below us now is what
         // COMMAND left (and an exec plugin run, if one was in flight).
-        let n = procs::kill_all_below();
+        let n = procs::kill_all_below(&[]);
         log::error!("COMMAND's supervisor was killed; killed the {n} processes it left, releasing the lease");
     }
     // Whether the last attempt was answered: giving up because another
@@ -583,9 +583,32 @@ impl Session {
         }
     }
 
+    /// How long the supervisor has to report COMMAND's end once SIGKILL
+    /// was ordered: half the margin, which leaves the other half for
+    /// killing it and everything below it ourselves (`kill_below`).
+    fn answer_within(&self) -> Duration {
+        self.margin / 2
+    }
+
+    /// The supervisor has not reported COMMAND's end in time after SIGKILL
+    /// was ordered: it is stopped (COMMAND may `kill -STOP $PPID`) or hung.
+    /// SIGKILL it and every process below us (COMMAND's come to us, a child
+    /// subreaper), reap them all, and return `end`.
+    fn kill_below(&self, child: &mut Supervised, end: End) -> End {
+        log::error!(
+            "COMMAND's supervisor has not reported COMMAND's end {} after SIGKILL was ordered (stopped or hung?): killing it and every process below it",
+            humantime::format_duration(self.answer_within())
+        );
+        // The supervisor is left for `child` to reap (when dropped).
+        let n = procs::kill_all_below(&[child.pid()]);
+        log::warn!("killed {n} processes (COMMAND's supervisor, COMMAND and what it started)");
+        end
+    }
+
     /// Send `signal`, then SIGKILL after `--grace` or at the lease deadline,
     /// whichever is first (or at a second SIGTERM/SIGINT); return `end`
-    /// once COMMAND has been reaped.
+    /// once COMMAND has been reaped: by the supervisor, or by ourselves if
+    /// the supervisor does not answer (`kill_below`).
     fn terminate(
         &self,
         rx: &Receiver<Msg>,
@@ -625,15 +648,15 @@ impl Session {
                     }
                     child.signal(Signal::Kill);
                     killed_at = Some(now);
-                    KILLED_POLL
+                    self.answer_within().min(KILLED_POLL)
                 }
                 None => kill_by.saturating_duration_since(now).min(self.tick()),
                 Some(at) => {
-                    if now.saturating_duration_since(at) >= STUCK_LOG_EVERY {
-                        log::error!("COMMAND has not ended since SIGKILL (in uninterruptible sleep?); waiting for it before releasing the lease");
-                        killed_at = Some(now);
+                    let answer_by = at + self.answer_within();
+                    if now >= answer_by {
+                        return self.kill_below(child, end);
                     }
-                    KILLED_POLL
+                    answer_by.saturating_duration_since(now).min(KILLED_POLL)
                 }
             };
             match rx.recv_timeout(wait) {
@@ -650,8 +673,6 @@ impl Session {
 
 /// How often a killed COMMAND is looked at besides SIGCHLD.
 const KILLED_POLL: Duration = Duration::from_millis(100);
-/// How often a COMMAND that survives SIGKILL is reported.
-const STUCK_LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// COMMAND's exit status as its supervisor passes it on; `None` when the
 /// supervisor itself was killed, so that COMMAND may still run.

@@ -41,7 +41,11 @@
 //! cannot reach COMMAND either without code between fork and exec, which
 //! would need `unsafe`. `lease-elect` is a subreaper too: if the supervisor
 //! itself is killed, COMMAND's processes come to `lease-elect`, which kills
-//! them all before it releases (`run.rs`).
+//! them all before it releases (`run.rs`). And `lease-elect` does not rely
+//! on the supervisor alone to kill COMMAND: if it has not reported
+//! COMMAND's end shortly after `KILL` was ordered (COMMAND stopped it with
+//! `kill -STOP $PPID`, or it hangs), `lease-elect` SIGKILLs the supervisor
+//! and every process below it itself, and reaps them.
 //!
 //! Not covered: a frozen (SIGSTOP, cgroup freezer) `lease-elect`, as for
 //! any lease, and both `lease-elect` and the supervisor killed at once
@@ -128,6 +132,11 @@ impl Supervised {
             // The supervisor is gone; try_wait reports how it ended.
             log::debug!("telling the supervisor {signal}: {e}");
         }
+    }
+
+    /// The supervisor's pid: its own until `try_wait` has reaped it.
+    pub fn pid(&self) -> u32 {
+        self.process.id()
     }
 
     /// The supervisor's exit status, once it has ended.
@@ -287,7 +296,7 @@ pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
             Ok(Some(status)) => {
                 // COMMAND is reaped: every other process below us is a
                 // leftover, and no wait can take a status std owns.
-                let left = procs::kill_all_below();
+                let left = procs::kill_all_below(&[]);
                 if left > 0 {
                     log::info!("killed {left} processes {} left behind", show(command));
                 }
