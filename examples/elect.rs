@@ -38,8 +38,10 @@ use std::time::Duration;
 use lease_elector::client::ConnectOptions;
 use lease_elector::events::EventRecorder;
 use lease_elector::text::Escaped;
-use lease_elector::tool::duration_flag;
-use lease_elector::{Client, ElectorStatus, LeaderElector, LeaderEvent, LeaseLock, StopReason};
+use lease_elector::tool::{check_election_flags, duration_flag};
+use lease_elector::{
+    Client, ElectorConfig, ElectorStatus, LeaderElector, LeaderEvent, LeaseLock, StopReason,
+};
 
 #[derive(Debug, Default)]
 struct Args {
@@ -154,6 +156,22 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Parsed, String> {
         return Err("--name is required".into());
     }
     a.connect.check_flags()?;
+    let mut timings = ElectorConfig::default();
+    for (flag, value) in [
+        (&mut timings.lease_duration, a.lease_duration),
+        (&mut timings.renew_deadline, a.renew_deadline),
+        (&mut timings.retry_period, a.retry_period),
+    ] {
+        if let Some(value) = value {
+            *flag = value;
+        }
+    }
+    check_election_flags(
+        &timings,
+        a.connect.namespace.as_deref(),
+        a.name.as_deref().unwrap_or_default(),
+        a.identity.as_deref(),
+    )?;
     Ok(Parsed::Run(Box::new(a)))
 }
 

@@ -1,11 +1,13 @@
 //! What the crate's command-line tools (`lease-elect`, and the `elect` and
 //! `test_server` examples) share, so that they cannot drift apart: reading a
-//! duration flag, and when standard input means "stop". Public because
+//! duration flag, checking the election's flags as usage, and when standard
+//! input means "stop". Public because
 //! binaries and examples see only the public API; small, and no dependency.
 
 use std::time::Duration;
 
 use crate::duration::parse_go_duration;
+use crate::elector::ElectorConfig;
 
 /// A duration flag's value: plain seconds (`15`, `1.5`) or a Go duration
 /// (`1m30s`, `500ms`). Plain seconds are read as the Go duration `15s`, so no
@@ -28,6 +30,44 @@ pub fn duration_flag(flag: &str, value: &str) -> Result<Duration, String> {
     };
     parse_go_duration(&go)
         .map_err(|e| format!("{flag} {e}: give seconds (15, 1.5) or a Go duration (1m30s, 500ms)"))
+}
+
+/// Check what a command line names for an election before any request:
+/// the timings (client-go's rules, over `config`, the defaults with the
+/// flags given), the Lease's name, its namespace when given and the
+/// identity when given. A tool reports an error as a usage error (exit 2),
+/// as it does an unknown flag: nothing was tried.
+///
+/// ```
+/// use lease_elector::tool::check_election_flags;
+/// use lease_elector::ElectorConfig;
+/// use std::time::Duration;
+/// let config = ElectorConfig::default();
+/// assert!(check_election_flags(&config, Some("default"), "my-lease", None).is_ok());
+/// let err = check_election_flags(&config, None, "Bad_Name", None).unwrap_err();
+/// assert!(err.contains("--name"), "{err}");
+/// let short = ElectorConfig { lease_duration: Duration::from_secs(5), ..config };
+/// let err = check_election_flags(&short, None, "my-lease", None).unwrap_err();
+/// assert!(err.contains("renewDeadline"), "{err}");
+/// ```
+pub fn check_election_flags(
+    config: &ElectorConfig,
+    namespace: Option<&str>,
+    name: &str,
+    identity: Option<&str>,
+) -> Result<(), String> {
+    let flag = |flag: &'static str| move |e: crate::Error| format!("{flag}: {e}");
+    crate::names::check_lease_name(name).map_err(flag("--name"))?;
+    if let Some(ns) = namespace {
+        crate::names::check_namespace(ns).map_err(flag("--namespace"))?;
+    }
+    if let Some(id) = identity {
+        crate::names::check_identity(id).map_err(flag("--identity"))?;
+    }
+    // The default identity is always valid: a stand-in for it.
+    config
+        .validate("default")
+        .map_err(flag("--lease-duration, --renew-deadline, --retry-period"))
 }
 
 /// Whether stdin is a pipe or a socket, whose end-of-file means "stop" (a

@@ -324,8 +324,24 @@ fn every_usage_error_exits_two() {
             "--namespace",
             "ns",
         ],
+        // Values the command line alone gets wrong, found before any
+        // request (they exited 1): see lease_elect_cli.rs.
+        &["--name", "x", "--lease-duration", "1.5"],
+        &["--name", "x", "--lease-duration", "5"],
+        &["--name", "x", "--server", "h:1", "--namespace", "n"],
+        &["--name", "Bad_Name"],
+        &["--name", "x", "--identity", ""],
     ] {
-        let out = Command::new(elect_binary()).args(bad).output().unwrap();
+        // Each names a reachable-looking server, so that only the value
+        // in question is wrong.
+        let server = ["--server", "http://127.0.0.1:1", "--namespace", "n"];
+        let named = bad.contains(&"--server") || bad.contains(&"--bogus") || bad.len() < 2;
+        let out = Command::new(elect_binary())
+            .args(bad)
+            .args(if named { &[][..] } else { &server[..] })
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("usage: elect"), "{bad:?}: {err}");

@@ -27,6 +27,8 @@ use common::procs::{alive, args, holder};
 use common::tempdir::TempDir;
 
 const WAIT: Duration = Duration::from_secs(20);
+/// Stands for `--server=http://127.0.0.1:1` in argument lists.
+const HTTP: &str = "<server>";
 const BIN: &str = env!("CARGO_BIN_EXE_lease-elect");
 
 /// lease 2 s, renew deadline 1.5 s, retry period 0.5 s.
@@ -385,8 +387,66 @@ fn help_documents_the_exit_statuses_and_mistakes_exit_two() {
             "--name",
             "x",
         ],
+        // Values the command line alone gets wrong, found before any
+        // request (they exited 1, "invalid configuration"): timings that
+        // break client-go's rules, a lease duration that is not whole
+        // seconds, a server without a scheme, names Kubernetes refuses.
+        &[
+            HTTP,
+            "--namespace",
+            "n",
+            "--name",
+            "x",
+            "--lease-duration",
+            "0",
+        ],
+        &[
+            HTTP,
+            "--namespace",
+            "n",
+            "--name",
+            "x",
+            "--lease-duration",
+            "1.5",
+        ],
+        &[
+            HTTP,
+            "--namespace",
+            "n",
+            "--name",
+            "x",
+            "--retry-period",
+            "0",
+        ],
+        &[
+            HTTP,
+            "--namespace",
+            "n",
+            "--name",
+            "x",
+            "--lease-duration",
+            "5",
+        ],
+        &[
+            "--server",
+            "127.0.0.1:6443",
+            "--namespace",
+            "n",
+            "--name",
+            "x",
+        ],
+        &[HTTP, "--namespace", "n", "--name", "Bad_Name"],
+        &[HTTP, "--namespace", "N", "--name", "x"],
+        &[HTTP, "--namespace", "n", "--name", "x", "--identity", ""],
     ] {
-        let out = Command::new(BIN).args(bad).output().unwrap();
+        let out = Command::new(BIN)
+            .args(
+                bad.iter()
+                    .map(|a| a.replace(HTTP, "--server=http://127.0.0.1:1")),
+            )
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
         assert!(String::from_utf8_lossy(&out.stderr).contains("usage: lease-elect"));
     }

@@ -70,11 +70,23 @@ impl ConnectOptions {
         if self.server.is_some() && self.namespace.is_none() {
             return Err("--namespace is required with --server".into());
         }
+        let scheme = |url: &str, scheme: &str| {
+            url.get(..scheme.len())
+                .is_some_and(|s| s.eq_ignore_ascii_case(scheme))
+        };
+        if let Some(url) = &self.server {
+            if !scheme(url, "http://") && !scheme(url, "https://") {
+                return Err(format!(
+                    "--server {}: give the API server's URL with its scheme (https://HOST:PORT, or http:// for a local proxy)",
+                    crate::text::Escaped(&crate::client::failure::shown_url(url))
+                ));
+            }
+        }
         // TLS is always verified, and with --server nothing else names a CA.
-        let https = self.server.as_deref().is_some_and(|url| {
-            url.get(..8)
-                .is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"))
-        });
+        let https = self
+            .server
+            .as_deref()
+            .is_some_and(|url| scheme(url, "https://"));
         if https && self.ca_file.is_none() {
             return Err("an https:// --server needs --ca-file (the CA that signed the server's certificate): TLS is always verified".into());
         }

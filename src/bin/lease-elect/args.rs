@@ -4,7 +4,8 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use lease_elector::client::ConnectOptions;
-use lease_elector::tool::duration_flag;
+use lease_elector::tool::{check_election_flags, duration_flag};
+use lease_elector::ElectorConfig;
 
 /// One line, printed after a usage error.
 pub const USAGE: &str = "usage: lease-elect [--server URL | --kubeconfig F [--context C]] [--namespace NS] --name NAME [--identity ID] \
@@ -104,7 +105,8 @@ Exit status:
            orchestrator restarts lease-elect as a fresh candidate), or an error: the API
            server, the configuration, a failed release, or COMMAND's supervisor killed
            (what COMMAND started is killed first, then the lease released)
-  2        usage error
+  2        usage error (also a value found wrong before any request: timings, names,
+           a --server without its scheme)
   75       --acquire-timeout passed while another candidate held the lease (EX_TEMPFAIL;
            COMMAND never ran, the Lease was not written), or COMMAND itself exited 75;
            an API server that could not be asked (refused, forbidden, unreachable) is 1
@@ -135,6 +137,19 @@ pub struct Args {
     pub acquire_timeout: Option<Duration>,
     /// Empty without `--`.
     pub command: Vec<OsString>,
+}
+
+impl Args {
+    /// The default timings with those the flags give.
+    pub fn elector_config(&self) -> ElectorConfig {
+        let defaults = ElectorConfig::default();
+        ElectorConfig {
+            lease_duration: self.lease_duration.unwrap_or(defaults.lease_duration),
+            renew_deadline: self.renew_deadline.unwrap_or(defaults.renew_deadline),
+            retry_period: self.retry_period.unwrap_or(defaults.retry_period),
+            ..defaults
+        }
+    }
 }
 
 /// A parsed command line.
@@ -246,6 +261,12 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
         return Err("--name is required".into());
     }
     a.connect.check_flags()?;
+    check_election_flags(
+        &a.elector_config(),
+        a.connect.namespace.as_deref(),
+        a.name.as_deref().unwrap_or_default(),
+        a.identity.as_deref(),
+    )?;
     Ok(Parsed::Run(Box::new(a)))
 }
 
@@ -278,6 +299,7 @@ mod tests {
             "--lease-duration",
             "2",
             "--renew-deadline=1.5s",
+            "--retry-period=1",
             "-vv",
             "--verbose",
             "--health-addr",

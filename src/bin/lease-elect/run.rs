@@ -413,9 +413,8 @@ struct Session {
 
 impl Session {
     fn new(args: &Args, probe: Probe) -> Session {
-        let defaults = lease_elector::ElectorConfig::default();
-        let lease_duration = args.lease_duration.unwrap_or(defaults.lease_duration);
-        let renew_deadline = args.renew_deadline.unwrap_or(defaults.renew_deadline);
+        let timings = args.elector_config();
+        let (lease_duration, renew_deadline) = (timings.lease_duration, timings.renew_deadline);
         Session {
             command: args.command.clone(),
             grace: args.grace,
