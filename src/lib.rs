@@ -85,7 +85,10 @@
 //!     }
 //!     fn log(&self, r: &log::Record) {
 //!         if self.enabled(r.metadata()) {
-//!             eprintln!("{} {}: {}", r.level(), r.target(), r.args());
+//!             // One write per line, so that lines do not mix with stdout's
+//!             // in a container log.
+//!             let line = format!("{} {}: {}\n", r.level(), r.target(), r.args());
+//!             let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
 //!         }
 //!     }
 //!     fn flush(&self) {}
