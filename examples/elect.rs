@@ -130,8 +130,16 @@ enum Parsed {
 
 fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Parsed, String> {
     let mut a = Args::default();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+    while let Some(arg) = it.next() {
+        // `--flag value` or `--flag=value`, as lease-elect reads them.
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (arg, None),
+        };
+        let mut value = || match inline.clone() {
+            Some(v) => Ok(v),
+            None => it.next().ok_or_else(|| format!("{flag} needs a value")),
+        };
         match flag.as_str() {
             "--server" => a.connect.server = Some(value()?),
             "--kubeconfig" => a.connect.kubeconfig = Some(value()?.into()),
@@ -144,6 +152,9 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Parsed, String> {
             "--lease-duration" => a.lease_duration = Some(duration_flag(&flag, &value()?)?),
             "--renew-deadline" => a.renew_deadline = Some(duration_flag(&flag, &value()?)?),
             "--retry-period" => a.retry_period = Some(duration_flag(&flag, &value()?)?),
+            "--release-on-cancel" | "--ignore-stdin" | "--no-events" if inline.is_some() => {
+                return Err(format!("{flag} takes no value"));
+            }
             "--release-on-cancel" => a.release_on_cancel = true,
             "--ignore-stdin" => a.ignore_stdin = true,
             "--no-events" => a.no_events = true,

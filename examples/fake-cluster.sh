@@ -48,3 +48,4 @@ wait $POD_C
 kubectl get lease demo -o jsonpath='{.spec.holderIdentity}{"\n"}'  # empty: released
 kill -TERM $SERVER
 wait
+unset KUBECONFIG  # the fake cluster is gone: back to your own

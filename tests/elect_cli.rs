@@ -331,6 +331,9 @@ fn every_usage_error_exits_two() {
         &["--name", "x", "--server", "h:1", "--namespace", "n"],
         &["--name", "Bad_Name"],
         &["--name", "x", "--identity", ""],
+        // `--flag=value` as lease-elect reads it; a switch takes none.
+        &["--name=Bad_Name"],
+        &["--name=x", "--no-events=1"],
     ] {
         // Each names a reachable-looking server, so that only the value
         // in question is wrong.
@@ -345,6 +348,9 @@ fn every_usage_error_exits_two() {
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("usage: elect"), "{bad:?}: {err}");
+        if bad == ["--name=Bad_Name"] {
+            assert!(err.contains("--name: invalid"), "{err}");
+        }
     }
     let out = Command::new(elect_binary())
         .args(["--name", "x", "--retry-period", "abc"])
