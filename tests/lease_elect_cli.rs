@@ -1097,6 +1097,19 @@ fn a_command_that_exits_by_itself_is_told_on_stderr_once_with_its_status() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    // Killed by a signal: the status says which (128 + 9 is SIGKILL).
+    let out = Command::new(BIN)
+        .args(["--server", &server.url(), "--namespace", "cli"])
+        .args(["--name", "lock", "--identity", "a"])
+        .args(TIMINGS)
+        .args(["--", "sh", "-c", "kill -KILL $$"])
+        .env_remove("LEASE_ELECT_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(137));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("status 137 (killed by SIGKILL)"), "{err}");
 }
 
 #[test]

@@ -380,6 +380,26 @@ const RESTART_MAX: Duration = Duration::from_secs(30);
 const RESTART_RESET: Duration = Duration::from_secs(10);
 
 /// The exit status when `--acquire-timeout` passes without leading:
+/// COMMAND's status as the supervisor passes it on, said in words: 128 +
+/// S is how a shell (and the supervisor) reports a kill by signal S.
+fn described(code: u8) -> String {
+    const NAMES: [(u8, &str); 6] = [
+        (1, "SIGHUP"),
+        (2, "SIGINT"),
+        (6, "SIGABRT"),
+        (9, "SIGKILL"),
+        (11, "SIGSEGV"),
+        (15, "SIGTERM"),
+    ];
+    match code.checked_sub(128).filter(|s| (1..=64).contains(s)) {
+        Some(sig) => match NAMES.iter().find(|(n, _)| *n == sig) {
+            Some((_, name)) => format!("status {code} (killed by {name})"),
+            None => format!("status {code} (killed by signal {sig})"),
+        },
+        None => format!("status {code}"),
+    }
+}
+
 /// `EX_TEMPFAIL` (sysexits.h), "try again later".
 const EXIT_GAVE_UP: u8 = 75;
 
@@ -505,7 +525,8 @@ impl Session {
                 };
                 log::log!(
                     level,
-                    "COMMAND exited with status {code}; releasing the lease"
+                    "COMMAND exited with {}; releasing the lease",
+                    described(code)
                 );
                 return End::CommandExited(code);
             }
@@ -515,7 +536,8 @@ impl Session {
                 pause
             };
             log::warn!(
-                "COMMAND exited with status {code}; starting it again in {}",
+                "COMMAND exited with {}; starting it again in {}",
+                described(code),
                 humantime::format_duration(pause)
             );
             if let Some(end) = self.pause(rx, pause, &term) {
