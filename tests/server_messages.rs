@@ -99,6 +99,34 @@ fn go_s_answer_to_plain_http_on_a_tls_port_gets_the_https_hint_too() {
     );
 }
 
+/// An HTTP answer the client cannot parse for another reason than a TLS
+/// record where the status line should be (a control character in a
+/// header) is not blamed on TLS: the hint to use `https://` would send an
+/// operator the wrong way.
+#[test]
+fn a_malformed_http_answer_is_not_taken_for_tls() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let mut r = BufReader::new(conn.try_clone().unwrap());
+            let mut line = String::new();
+            while r.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                line.clear();
+            }
+            let mut w = conn;
+            let _ = w.write_all(
+                b"HTTP/1.1 200 OK\r\nX-Bad: a\x1b[2Jb\x00\r\nContent-Length: 2\r\n\r\n{}",
+            );
+        }
+    });
+    let client = Client::new(ClientConfig::new(format!("http://{addr}"))).unwrap();
+    let err = get(&client);
+    let hint = FailureKind::hint_for(&err, NS);
+    assert!(!hint.contains("TLS"), "{err}: {hint}");
+    assert!(!err.to_string().contains('\u{1b}'), "{err}");
+}
+
 #[test]
 fn a_refused_connection_names_the_server() {
     let url = {

@@ -71,9 +71,14 @@ impl NoAnswer {
                 connecting: false,
                 within: budget,
             },
+            // A TLS record where the status line should be fails on its
+            // first bytes ("invalid HTTP version"); any other parse failure
+            // (a bad header) is not a TLS server's.
             ureq::Error::Protocol(p)
-                if server.starts_with("http://")
-                    && p.to_string().starts_with("http parse fail") =>
+                if server.starts_with("http://") && {
+                    let p = p.to_string();
+                    p.starts_with("http parse fail") && p.contains("version")
+                } =>
             {
                 Why::NotHttp
             }
