@@ -5,8 +5,12 @@
 //! - `config.rs`: [`ElectorConfig`] and client-go's rules on it;
 //! - `builder.rs`: [`ElectorBuilder`] and [`LeaderElector::spawn`];
 //! - `run.rs`: the thread's state machine, read top to bottom like
-//!   client-go's `leaderelection.go`: `acquire`, `renew`, `release`, all
-//!   built on `try_acquire_or_renew`;
+//!   client-go's `leaderelection.go`: `acquire`, `renew`, `step_down`,
+//!   `release`, and the pauses between attempts;
+//! - `attempt.rs`: one attempt against the Lease (`try_acquire_or_renew`)
+//!   and the record as last observed: whose it is, when it expires;
+//! - `report.rs`: what each attempt's outcome tells the status and the log
+//!   (counters, the last error, failures and recovery at warn);
 //! - `shared.rs`: the state the thread writes and the views read;
 //! - `probe.rs`: [`Probe`], the read-only view (every accessor lives there);
 //! - `term.rs`: [`Term`], one leadership term and its fencing token;
@@ -89,11 +93,13 @@
 
 use std::time::Instant;
 
+mod attempt;
 mod builder;
 mod config;
 mod handle;
 mod lost;
 mod probe;
+mod report;
 mod run;
 mod shared;
 mod term;
