@@ -191,33 +191,7 @@ enum Msg {
     Quit(&'static str),
 }
 
-/// The warnings of reading the configuration (an insecure kubeconfig
-/// cluster, credentials withheld from plain HTTP, a token file that failed
-/// a re-read), on stderr. The elector's own warnings are not printed from
-/// the log: `elect` tells them from the status (see `report`), once each.
-struct ConfigWarnings;
-
-impl log::Log for ConfigWarnings {
-    fn enabled(&self, meta: &log::Metadata) -> bool {
-        meta.level() <= log::Level::Warn && meta.target().starts_with("lease_elector::client")
-    }
-
-    fn log(&self, record: &log::Record) {
-        if self.enabled(record.metadata()) {
-            let line = record.args().to_string();
-            eprintln!("elect: warning: {}", Escaped(&line));
-        }
-    }
-
-    fn flush(&self) {}
-}
-
-static CONFIG_WARNINGS: ConfigWarnings = ConfigWarnings;
-
 fn main() -> ExitCode {
-    if log::set_logger(&CONFIG_WARNINGS).is_ok() {
-        log::set_max_level(log::LevelFilter::Warn);
-    }
     let args = match parse_args(std::env::args().skip(1)) {
         Ok(Parsed::Run(a)) => a,
         Ok(Parsed::Help) => {
@@ -244,6 +218,11 @@ fn main() -> ExitCode {
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let (config, namespace) = args.connect.resolve()?;
+    // Without a logger (it would link the formatting of every log line of
+    // the crate into this small binary), the configuration's warnings.
+    for warning in config.warnings() {
+        eprintln!("elect: warning: {warning}");
+    }
     let name = args.name.clone().unwrap_or_default();
     let identity = args
         .identity

@@ -502,3 +502,38 @@ fn warnings_reach_stderr_naming_the_server_and_the_reason_for_a_lost_lease() {
     server.set_outage(false);
     wait_line(&lines, &["cli/lock", "succeed again"]);
 }
+
+/// `elect` installs no logger (it would link every log line's formatting
+/// into the small binary), yet a kubeconfig cluster that skips TLS
+/// verification is warned about on stderr, naming the cluster and file, as
+/// kubectl-like tools must (`ClientConfig::warnings`).
+#[test]
+fn an_insecure_kubeconfig_cluster_is_warned_about_on_stderr() {
+    let dir = TempDir::new();
+    let config = dir.write(
+        "insecure.yaml",
+        "apiVersion: v1\nclusters:\n- name: shaky\n  cluster: {server: 'https://127.0.0.1:1', \
+         insecure-skip-tls-verify: true}\nusers: [{name: u, user: {token: t}}]\n\
+         contexts: [{name: x, context: {cluster: shaky, user: u, namespace: n}}]\ncurrent-context: x\n",
+    );
+    let mut child = Command::new(elect_binary())
+        .args(["--kubeconfig".as_ref(), config.as_os_str()])
+        .args(["--name", "x", "--no-events"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        first.starts_with("elect: warning:")
+            && first.contains("\"shaky\" sets insecure-skip-tls-verify")
+            && first.contains("insecure.yaml"),
+        "{first}"
+    );
+}

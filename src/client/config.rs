@@ -52,6 +52,8 @@ pub struct ClientConfig {
     pub(super) token_over_http: bool,
     /// A kubeconfig's `insecure-skip-tls-verify: true` (see `tls.rs`).
     pub(super) insecure: bool,
+    /// What reading the configuration warned about (see `warnings`).
+    pub(super) warnings: Vec<String>,
 }
 
 /// Who requests act as (kubectl's `--as`, `--as-group`, `--as-uid`, and
@@ -107,6 +109,7 @@ impl ClientConfig {
             tls_server_name: None,
             token_over_http: false,
             insecure: false,
+            warnings: Vec::new(),
         }
     }
 
@@ -300,6 +303,26 @@ impl ClientConfig {
     /// `None` for an explicit config.
     pub fn namespace(&self) -> Option<&str> {
         self.namespace.as_deref()
+    }
+
+    /// What reading the configuration warned about, each also logged at
+    /// warn level when it was read: a kubeconfig cluster that skips TLS
+    /// verification, credentials withheld from a plain-HTTP server. For a
+    /// program that shows them without installing a logger (one line
+    /// each, escaped).
+    ///
+    /// ```
+    /// let config = lease_elector::ClientConfig::new("http://127.0.0.1:8001");
+    /// assert!(config.warnings().is_empty());
+    /// ```
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Log `warning` and keep it for [`ClientConfig::warnings`].
+    pub(super) fn warn(&mut self, warning: String) {
+        log::warn!("{warning}");
+        self.warnings.push(warning);
     }
 }
 

@@ -561,21 +561,21 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
             || user.client_certificate.is_some()
             || user.client_certificate_data.is_some();
         if has_credentials {
-            log::warn!(
+            cfg.warn(format!(
                 "kubeconfig {}: user {user_name:?} has credentials but cluster {cluster_name:?} is plain http ({}): they are not sent, as kubectl does not send them",
-                user_file.display(),
+                crate::text::Escaped(&user_file.display().to_string()),
                 crate::text::Escaped(&crate::client::failure::shown_url(&cluster.server))
-            );
+            ));
         }
         return Ok(cfg.with_namespace(Some(context_namespace(&ctx.value))));
     }
     if cluster.insecure_skip_tls_verify {
         // As kubectl: the certificate chain and name are not checked.
-        log::warn!(
+        cfg.warn(format!(
             "kubeconfig {}: cluster {cluster_name:?} sets insecure-skip-tls-verify: the certificate of {} is not verified, so anyone on the network path can pose as the API server and take the credentials; give the cluster's certificate-authority instead",
-            cluster_file.display(),
+            crate::text::Escaped(&cluster_file.display().to_string()),
             crate::text::Escaped(&crate::client::failure::shown_url(&cluster.server))
-        );
+        ));
         cfg.insecure = true;
     }
     if let Some(data) = &cluster.certificate_authority_data {
