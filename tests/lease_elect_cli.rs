@@ -1068,17 +1068,25 @@ fn the_health_address_may_be_a_port_alone_as_in_go() {
 #[test]
 fn a_command_that_exits_by_itself_is_told_on_stderr_once_with_its_status() {
     let server = TestApiServer::start().unwrap();
-    let out = Command::new(BIN)
-        .args(["--server", &server.url(), "--namespace", "cli"])
-        .args(["--name", "lock", "--identity", "a"])
-        .args(TIMINGS)
-        .args(["--", "sh", "-c", "exit 3"])
-        .env_remove("LEASE_ELECT_LOG")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(3));
-    let err = String::from_utf8_lossy(&out.stderr);
+    // COMMAND run to its end at the default log level: exit code, stderr.
+    let run = |command: &[&str]| {
+        let out = Command::new(BIN)
+            .args(["--server", &server.url(), "--namespace", "cli"])
+            .args(["--name", "lock", "--identity", "a"])
+            .args(TIMINGS)
+            .arg("--")
+            .args(command)
+            .env_remove("LEASE_ELECT_LOG")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&["sh", "-c", "exit 3"]);
+    assert_eq!(code, Some(3));
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 1, "{err}");
     assert!(
@@ -1086,29 +1094,10 @@ fn a_command_that_exits_by_itself_is_told_on_stderr_once_with_its_status() {
         "{err}"
     );
     // Success is not news at the default level (a cron job mails stderr).
-    let out = Command::new(BIN)
-        .args(["--server", &server.url(), "--namespace", "cli"])
-        .args(["--name", "lock", "--identity", "a"])
-        .args(TIMINGS)
-        .args(["--", "true"])
-        .env_remove("LEASE_ELECT_LOG")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    assert_eq!(run(&["true"]), (Some(0), String::new()));
     // Killed by a signal: the status says which (128 + 9 is SIGKILL).
-    let out = Command::new(BIN)
-        .args(["--server", &server.url(), "--namespace", "cli"])
-        .args(["--name", "lock", "--identity", "a"])
-        .args(TIMINGS)
-        .args(["--", "sh", "-c", "kill -KILL $$"])
-        .env_remove("LEASE_ELECT_LOG")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(137));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (code, err) = run(&["sh", "-c", "kill -KILL $$"]);
+    assert_eq!(code, Some(137));
     assert!(err.contains("status 137 (killed by SIGKILL)"), "{err}");
 }
 

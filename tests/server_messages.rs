@@ -71,10 +71,9 @@ fn plain_http_to_a_tls_server_says_to_use_https() {
     server.shutdown();
 }
 
-#[test]
-fn go_s_answer_to_plain_http_on_a_tls_port_gets_the_https_hint_too() {
-    // What kube-apiserver (Go's crypto/tls) writes back to a plain-HTTP
-    // request before closing.
+/// A server on loopback that reads each request's head and writes
+/// `answer`, as it is, whatever was asked.
+fn answering(answer: &'static [u8]) -> std::net::SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     thread::spawn(move || {
@@ -85,11 +84,19 @@ fn go_s_answer_to_plain_http_on_a_tls_port_gets_the_https_hint_too() {
                 line.clear();
             }
             let mut w = conn;
-            let _ = w.write_all(
-                b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n",
-            );
+            let _ = w.write_all(answer);
         }
     });
+    addr
+}
+
+#[test]
+fn go_s_answer_to_plain_http_on_a_tls_port_gets_the_https_hint_too() {
+    // What kube-apiserver (Go's crypto/tls) writes back to a plain-HTTP
+    // request before closing.
+    let addr = answering(
+        b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n",
+    );
     let client = Client::new(ClientConfig::new(format!("http://{addr}"))).unwrap();
     let err = get(&client);
     assert!(err.to_string().contains("400"), "{err}");
@@ -105,21 +112,7 @@ fn go_s_answer_to_plain_http_on_a_tls_port_gets_the_https_hint_too() {
 /// operator the wrong way.
 #[test]
 fn a_malformed_http_answer_is_not_taken_for_tls() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    thread::spawn(move || {
-        for conn in listener.incoming().flatten() {
-            let mut r = BufReader::new(conn.try_clone().unwrap());
-            let mut line = String::new();
-            while r.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
-                line.clear();
-            }
-            let mut w = conn;
-            let _ = w.write_all(
-                b"HTTP/1.1 200 OK\r\nX-Bad: a\x1b[2Jb\x00\r\nContent-Length: 2\r\n\r\n{}",
-            );
-        }
-    });
+    let addr = answering(b"HTTP/1.1 200 OK\r\nX-Bad: a\x1b[2Jb\x00\r\nContent-Length: 2\r\n\r\n{}");
     let client = Client::new(ClientConfig::new(format!("http://{addr}"))).unwrap();
     let err = get(&client);
     let hint = FailureKind::hint_for(&err, NS);
