@@ -170,6 +170,7 @@ fn yaml_bodies_are_read_as_kube_apiserver_reads_them() {
         "POST",
         &leases(&server),
         "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: y\n\
+         \x20 labels: {count: '3'}\n\
          spec:\n  holderIdentity: yaml\n  leaseDurationSeconds: 15\n  leaseTransitions: 2\n",
     );
     assert_eq!(created.status().as_u16(), 201);
@@ -177,6 +178,7 @@ fn yaml_bodies_are_read_as_kube_apiserver_reads_them() {
     assert_eq!(stored["spec"]["holderIdentity"], "yaml");
     assert_eq!(stored["spec"]["leaseDurationSeconds"], 15);
     assert_eq!(stored["spec"]["leaseTransitions"], 2);
+    assert_eq!(stored["metadata"]["labels"]["count"], "3");
 
     let rv = stored["metadata"]["resourceVersion"].as_str().unwrap();
     let updated = send(

@@ -56,7 +56,9 @@ fn typed(value: &mut Value) {
                             _ => {}
                         }
                     }
-                } else {
+                } else if key != "labels" && key != "annotations" {
+                    // Label and annotation values are strings, whatever
+                    // their keys.
                     typed(v);
                 }
             }
