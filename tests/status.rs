@@ -326,6 +326,48 @@ fn creating_the_lease_or_losing_the_create_race_is_not_a_failure() {
     assert_eq!(c.candidates[0].handle().status().failed_requests, 0);
 }
 
+/// A server that answers every read 404 and every create 409
+/// AlreadyExists (a stale cache or proxy in front of it, or a hostile one)
+/// gets at most one attempt per retry period, like any failing server: the
+/// record seen before the 404, long expired, no longer times the next
+/// attempt (it was one attempt per millisecond).
+#[test]
+fn a_server_answering_not_found_then_already_exists_is_paced_by_the_retry_period() {
+    let mut c = Cluster::new();
+    let now = lease_elector::MicroTime::from_system_time(std::time::SystemTime::now()).to_string();
+    c.server.put_lease(
+        NS,
+        serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": LEASE},
+            "spec": {"holderIdentity": "other", "leaseDurationSeconds": 1,
+                     "acquireTime": now, "renewTime": now}
+        }),
+    );
+    c.add("me", timings());
+    // The first attempt sees "other" holding it for 1 s; from then on the
+    // Lease reads as absent, and creating it as already done.
+    c.step(Duration::from_millis(0));
+    let already = serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "reason": "AlreadyExists", "code": 409,
+        "message": format!("leases.coordination.k8s.io \"{LEASE}\" already exists")});
+    c.server
+        .inject(Fault::status(404).method("GET").times(usize::MAX));
+    c.server.inject(
+        Fault::raw(409, already.to_string())
+            .method("POST")
+            .times(usize::MAX),
+    );
+    let before = c.server.requests().len();
+    // 4 s of clock time, the retry period 2 s: at most 3 attempts of 2
+    // requests each.
+    for _ in 0..400 {
+        c.step(Duration::from_millis(10));
+    }
+    let sent = c.server.requests().len() - before;
+    assert!(sent <= 6, "{sent} requests in 4 s");
+}
+
 /// `lease_elector_requests_total` counts requests sent to the API server:
 /// a watching follower whose reads the watch events answer sends none, and
 /// its counter must say so (it used to count every call to the lock).

@@ -54,6 +54,11 @@ impl Run {
         let old = match self.read(&deadline) {
             Ok(old) => old,
             Err(e) if e.is_not_found() => {
+                // No record exists: forget the one seen before, whose
+                // expiry would otherwise still time the next attempt (an
+                // expired one: at once, every millisecond against a server
+                // answering 404 and then AlreadyExists).
+                self.observed = None;
                 return match self.write(&record, &round.capped(cap), true) {
                     // Another candidate created it first: held by someone
                     // else, as a read would have shown (the next attempt
