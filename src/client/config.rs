@@ -97,7 +97,7 @@ impl ClientConfig {
     /// with [`ClientConfig::ca_pem`] or [`ClientConfig::ca_file`]).
     pub fn new(base_url: impl Into<String>) -> Self {
         ClientConfig {
-            base_url: base_url.into().trim_end_matches('/').to_string(),
+            base_url: lower_scheme(base_url.into().trim_end_matches('/')),
             token: TokenConfig::None,
             ca_pem: None,
             client_identity: None,
@@ -323,6 +323,18 @@ impl ClientConfig {
     pub(super) fn warn(&mut self, warning: String) {
         log::warn!("{warning}");
         self.warnings.push(warning);
+    }
+}
+
+/// `url` with its scheme in lower case (`HTTPS://h` is `https://h`), as
+/// Go's `url.Parse` reads it for client-go: every later check compares
+/// the scheme as written.
+fn lower_scheme(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) if scheme.bytes().all(|b| b.is_ascii_alphabetic()) => {
+            format!("{}://{rest}", scheme.to_ascii_lowercase())
+        }
+        _ => url.to_string(),
     }
 }
 

@@ -553,7 +553,8 @@ fn build(kc: &KubeConfig, context: Option<&str>, files: &str) -> Result<ClientCo
     // clientcmd reads a user's credentials only over TLS ("only try to read
     // the auth information if we are secure"): never send them in clear
     // text. (Impersonation, above, it applies either way.)
-    if !cluster.server.starts_with("https://") {
+    // Its scheme as Go reads it: `HTTPS://` is TLS too.
+    if !cfg.base_url.starts_with("https://") {
         let has_credentials = user.token.is_some()
             || user.token_file.is_some()
             || user.exec.is_some()
