@@ -309,6 +309,10 @@ const CORPUS: &[(&str, Outcome)] = &[
     // `HTTPS://`: TLS, with the token and CA, as Go's url.Parse reads it
     // (the crate had taken it for plain http and dropped both).
     ("upper-case-scheme.yaml", Outcome::Same),
+    // `namespace: !team null`, `as: ! ~`: strings, as go-yaml reads a
+    // scalar under a tag it cannot resolve (the crate had read null,
+    // acting in `default` and dropping the impersonation).
+    ("unresolved-tags.yaml", Outcome::Same),
     (
         "insecure-with-ca.yaml",
         Outcome::BothRefuse(

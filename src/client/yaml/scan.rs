@@ -210,9 +210,10 @@ pub(super) fn property_name(s: &str) -> std::result::Result<(&str, &str), String
 
 /// A tag at the start of `s` (`!!str`, `!local`, `!`, `!<uri>`): whether
 /// it makes the node a string, and the text after it. As kubectl's go-yaml
-/// reads them: `!!str` keeps `null`, `~` and nothing a string; every other
-/// tag it resolves changes nothing in a kubeconfig, whose fields have
-/// their own types, except `!!binary` (base64 it would decode), refused.
+/// reads them: `!!str` and every tag it cannot resolve keep `null`, `~` and
+/// nothing a string; the tags it resolves to a type change nothing in a
+/// kubeconfig, whose fields have their own types, except `!!binary`
+/// (base64 it would decode), refused.
 pub(super) fn tag(s: &str) -> std::result::Result<(bool, &str), String> {
     let end = s.find([' ', '\t', '\r', '\n']).unwrap_or(s.len());
     let (tag, rest) = s.split_at(end);
@@ -228,11 +229,17 @@ pub(super) fn tag(s: &str) -> std::result::Result<(bool, &str), String> {
         return Err(format!("the tag {tag:?} must be followed by a space"));
     }
     match name.as_deref() {
-        Some("!!str") => Ok((true, rest)),
         Some("!!binary") => Err(format!("the tag {tag} is not supported")),
         Some(n) if n[1..].contains('!') && !n.starts_with("!!") => Err(format!(
             "the tag {tag} names a handle no %TAG directive defines"
         )),
-        _ => Ok((false, rest)),
+        // The tags go-yaml resolves to a type: the value's own reading.
+        Some("!!null" | "!!bool" | "!!int" | "!!float" | "!!timestamp" | "!!map" | "!!seq") => {
+            Ok((false, rest))
+        }
+        // `!!str`, and every tag it does not resolve (`!`, `!local`,
+        // `!!other`, `!<uri>`): the scalar as written (`!foo null` is the
+        // string "null").
+        _ => Ok((true, rest)),
     }
 }

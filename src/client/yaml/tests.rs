@@ -439,7 +439,14 @@ fn oracle_strict(text: &str) -> Option<Value> {
             Event::Scalar(_, _, _, ref tag) if is(tag, "binary") => return None,
             Event::Scalar(s, style, anchor, tag) => (
                 match style {
-                    yaml_rust2::scanner::TScalarStyle::Plain if !is(&tag, "str") => {
+                    // Untagged, or a tag go-yaml resolves to a type; any
+                    // other tag keeps the scalar as written.
+                    yaml_rust2::scanner::TScalarStyle::Plain
+                        if tag.is_none()
+                            || ["null", "bool", "int", "float", "timestamp"]
+                                .iter()
+                                .any(|n| is(&tag, n)) =>
+                    {
                         Value::from(plain_node(Cow::Borrowed(&s)))
                     }
                     _ => Value::String(s),
