@@ -27,8 +27,9 @@ use common::procs::{alive, args, holder};
 use common::tempdir::TempDir;
 
 const WAIT: Duration = Duration::from_secs(20);
-/// Stands for `--server=http://127.0.0.1:1` in argument lists.
-const HTTP: &str = "<server>";
+/// Stands for `--server=http://127.0.0.1:1 --namespace=n --name=x` in
+/// argument lists.
+const NAMED: &str = "<named>";
 const BIN: &str = env!("CARGO_BIN_EXE_lease-elect");
 
 /// lease 2 s, renew deadline 1.5 s, retry period 0.5 s.
@@ -391,59 +392,24 @@ fn help_documents_the_exit_statuses_and_mistakes_exit_two() {
         // request (they exited 1, "invalid configuration"): timings that
         // break client-go's rules, a lease duration that is not whole
         // seconds, a server without a scheme, names Kubernetes refuses.
-        &[
-            HTTP,
-            "--namespace",
-            "n",
-            "--name",
-            "x",
-            "--lease-duration",
-            "0",
-        ],
-        &[
-            HTTP,
-            "--namespace",
-            "n",
-            "--name",
-            "x",
-            "--lease-duration",
-            "1.5",
-        ],
-        &[
-            HTTP,
-            "--namespace",
-            "n",
-            "--name",
-            "x",
-            "--retry-period",
-            "0",
-        ],
-        &[
-            HTTP,
-            "--namespace",
-            "n",
-            "--name",
-            "x",
-            "--lease-duration",
-            "5",
-        ],
-        &[
-            "--server",
-            "127.0.0.1:6443",
-            "--namespace",
-            "n",
-            "--name",
-            "x",
-        ],
-        &[HTTP, "--namespace", "n", "--name", "Bad_Name"],
-        &[HTTP, "--namespace", "N", "--name", "x"],
-        &[HTTP, "--namespace", "n", "--name", "x", "--identity", ""],
+        &[NAMED, "--lease-duration", "0"],
+        &[NAMED, "--lease-duration", "1.5"],
+        &[NAMED, "--retry-period", "0"],
+        &[NAMED, "--lease-duration", "5"],
+        &[NAMED, "--identity", ""],
+        &["--server=127.0.0.1:6443", "--namespace=n", "--name=x"],
+        &["--server=http://h:1", "--namespace=n", "--name=Bad_Name"],
+        &["--server=http://h:1", "--namespace=N", "--name=x"],
     ] {
+        let named = ["--server=http://127.0.0.1:1", "--namespace=n", "--name=x"];
         let out = Command::new(BIN)
-            .args(
-                bad.iter()
-                    .map(|a| a.replace(HTTP, "--server=http://127.0.0.1:1")),
-            )
+            .args(bad.iter().flat_map(|a| {
+                if *a == NAMED {
+                    &named[..]
+                } else {
+                    std::slice::from_ref(a)
+                }
+            }))
             .stdin(Stdio::null())
             .output()
             .unwrap();
