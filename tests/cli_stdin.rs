@@ -12,7 +12,6 @@
 #![cfg(feature = "cli")]
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -22,7 +21,7 @@ use lease_elector::testing::TestApiServer;
 mod common;
 use common::procs::state;
 use common::tempdir::TempDir;
-use common::WAIT;
+use common::{example, WAIT};
 
 /// How long a program must keep running on its own.
 const KEEPS_RUNNING: Duration = Duration::from_secs(3);
@@ -35,24 +34,6 @@ enum Program {
 }
 
 const PROGRAMS: [Program; 3] = [Program::LeaseElect, Program::Elect, Program::TestServer];
-
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    // target/<profile>/deps/<test>-<hash> → target/<profile>/examples/<name>
-    let bin = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples")
-        .join(name);
-    assert!(
-        bin.exists(),
-        "{} missing: run via `cargo test`",
-        bin.display()
-    );
-    bin
-}
 
 impl Program {
     /// The program and its arguments; electors compete for `lease` on

@@ -19,16 +19,7 @@ use common::tempdir::TempDir;
 const WAIT: Duration = Duration::from_secs(20);
 
 fn elect_binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    // target/<profile>/deps/elect_cli-<hash> → target/<profile>/examples/elect
-    let profile_dir = exe.parent().unwrap().parent().unwrap();
-    let bin = profile_dir.join("examples").join("elect");
-    assert!(
-        bin.exists(),
-        "{} missing: run via `cargo test`",
-        bin.display()
-    );
-    bin
+    common::example("elect")
 }
 
 struct Elect {

@@ -199,16 +199,9 @@ fn both_command_line_tools_exit_naming_a_missing_token_file() {
     let server = TestApiServer::start().unwrap();
     let dir = TempDir::new();
     let missing = dir.0.join("no-such-token");
-    let profile = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .to_path_buf();
     for bin in [
         PathBuf::from(env!("CARGO_BIN_EXE_lease-elect")),
-        profile.join("examples").join("elect"),
+        common::example("elect"),
     ] {
         assert!(
             bin.exists(),

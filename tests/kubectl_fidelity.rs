@@ -629,19 +629,12 @@ fn a_context_without_a_namespace_means_default_for_kubectl_and_both_tools() {
             .any(|p| p.starts_with("/api/v1/namespaces/default/configmaps")),
         "kubectl: {posted:?}"
     );
-    let profile = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .to_path_buf();
     for (bin, lock) in [
         (
             PathBuf::from(env!("CARGO_BIN_EXE_lease-elect")),
             "by-lease-elect",
         ),
-        (profile.join("examples").join("elect"), "by-elect"),
+        (common::example("elect"), "by-elect"),
     ] {
         assert!(
             bin.exists(),

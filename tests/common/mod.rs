@@ -241,3 +241,23 @@ pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(2));
     }
 }
+
+/// The built example `name` (`cargo test` builds the examples next to the
+/// test executables: target/<profile>/deps/<test>-<hash> →
+/// target/<profile>/examples/<name>).
+pub fn example(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join(name);
+    assert!(
+        bin.exists(),
+        "{} missing: run via `cargo test`",
+        bin.display()
+    );
+    bin
+}
