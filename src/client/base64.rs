@@ -1,9 +1,10 @@
-//! Standard base64, decoded: certificate data in kubeconfigs, JWT payloads.
+//! Standard base64: certificate data in kubeconfigs and JWT payloads
+//! decoded, certificate data and test tokens encoded.
 //! The `base64` crate is in the tree under ureq, but naming it would add a
 //! line to the dependency count for forty lines of code.
 
 /// Standard base64 with optional padding; whitespace ignored.
-pub(super) fn decode(s: &str) -> std::result::Result<Vec<u8>, String> {
+pub(crate) fn decode(s: &str) -> std::result::Result<Vec<u8>, String> {
     let mut out = Vec::with_capacity(s.len() * 3 / 4);
     let mut acc = 0u32;
     let mut bits = 0;
@@ -38,9 +39,45 @@ pub(super) fn decode(s: &str) -> std::result::Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// Standard base64 with padding (RFC 4648 §4), as kubeconfig's `-data`
+/// fields hold.
+pub(crate) fn encode(data: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let byte = |i: usize| u32::from(chunk.get(i).copied().unwrap_or(0));
+        let n = (byte(0) << 16) | (byte(1) << 8) | byte(2);
+        for i in 0..4 {
+            out.push(if i <= chunk.len() {
+                char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize])
+            } else {
+                '='
+            });
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn base64_encodes_rfc4648_vectors() {
+        for (dec, enc) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(encode(dec.as_bytes()), enc, "{dec}");
+            assert_eq!(decode(enc).unwrap(), dec.as_bytes(), "{enc}");
+        }
+        assert_eq!(encode(&[0xfb, 0xff]), "+/8=");
+    }
 
     #[test]
     fn base64_decodes_rfc4648_vectors() {

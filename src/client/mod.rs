@@ -37,7 +37,7 @@ use crate::lease::{Lease, Status};
 use crate::text::Escaped;
 
 mod auth;
-mod base64;
+pub(crate) mod base64;
 mod config;
 mod connect;
 mod crypto;

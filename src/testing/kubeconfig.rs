@@ -21,7 +21,10 @@ pub(crate) fn render(url: &str, ca_pem: Option<&[u8]>, token: Option<&str>) -> S
         q(url)
     ));
     if let Some(ca) = ca_pem {
-        out.push_str(&format!("    certificate-authority-data: {}\n", base64(ca)));
+        out.push_str(&format!(
+            "    certificate-authority-data: {}\n",
+            crate::client::base64::encode(ca)
+        ));
     }
     out.push_str(&format!("users:\n- name: {NAME}\n"));
     match token {
@@ -49,49 +52,9 @@ pub(crate) fn write(path: &Path, text: &str) -> io::Result<()> {
     file.sync_all()
 }
 
-/// Standard base64 with padding (RFC 4648 §4), as kubeconfig's `-data`
-/// fields hold.
-fn base64(data: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                let six = (n >> (18 - 6 * i)) & 0x3f;
-                out.push(char::from(ALPHABET[six as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_pads_as_rfc_4648_says() {
-        for (input, want) in [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foob", "Zm9vYg=="),
-            ("fooba", "Zm9vYmE="),
-            ("foobar", "Zm9vYmFy"),
-        ] {
-            assert_eq!(base64(input.as_bytes()), want);
-        }
-        assert_eq!(base64(&[0xfb, 0xff]), "+/8=");
-    }
 
     #[test]
     fn tokens_are_quoted_and_plain_http_has_no_ca() {
