@@ -245,8 +245,9 @@ fn metric_names_follow_prometheus_naming_rules() {
     }
 }
 
-#[test]
-fn a_healthy_follower_counts_no_failures_and_an_outage_does() {
+/// A cluster whose first candidate leads, and a second that watches it
+/// (its index).
+fn leader_and_watching_follower() -> (Cluster, usize) {
     let mut c = Cluster::new();
     c.add("leader", timings());
     c.step_until(Duration::from_millis(500), Duration::from_secs(5), |c| {
@@ -259,6 +260,12 @@ fn a_healthy_follower_counts_no_failures_and_an_outage_does() {
             ..timings()
         },
     );
+    (c, follower)
+}
+
+#[test]
+fn a_healthy_follower_counts_no_failures_and_an_outage_does() {
+    let (mut c, follower) = leader_and_watching_follower();
     // Ten seconds of a leader renewing and a follower watching it.
     for _ in 0..20 {
         c.step(Duration::from_millis(500));
@@ -373,18 +380,7 @@ fn a_server_answering_not_found_then_already_exists_is_paced_by_the_retry_period
 /// its counter must say so (it used to count every call to the lock).
 #[test]
 fn a_watching_follower_counts_only_the_requests_it_sent() {
-    let mut c = Cluster::new();
-    c.add("leader", timings());
-    c.step_until(Duration::from_millis(500), Duration::from_secs(5), |c| {
-        c.candidates[0].started() == 1
-    });
-    let follower = c.add(
-        "follower",
-        ElectorConfig {
-            watch: true,
-            ..timings()
-        },
-    );
+    let (mut c, follower) = leader_and_watching_follower();
     c.step(Duration::from_secs(2));
     // Reads the follower sent (the leader renews with a PUT alone; the
     // watch's own GET is not a read of the Lease).
