@@ -44,6 +44,14 @@ pub trait Lock: Send + fmt::Debug {
     fn last_get_was_local(&self) -> bool {
         false
     }
+    /// The lock object's version (its `resourceVersion`) as last read or
+    /// written, if the lock kind has one. The elector counts a new version
+    /// as a change of the record even when the record reads the same (a
+    /// holder whose clock stands still writes the same times). The
+    /// default: unknown, and only the record is compared.
+    fn version(&self) -> Option<String> {
+        None
+    }
     /// Refuse names the server would refuse, before any thread or request
     /// is named after them ([`LeaderElector`](crate::LeaderElector)'s
     /// `build()` calls it). The default accepts everything.
@@ -299,6 +307,12 @@ impl Lock for LeaseLock {
 
     fn last_get_was_local(&self) -> bool {
         self.local_get
+    }
+
+    fn version(&self) -> Option<String> {
+        self.cached
+            .as_ref()
+            .and_then(|l| l.metadata.resource_version.clone())
     }
 
     fn create(&mut self, record: &LeaderElectionRecord, deadline: &Deadline) -> Result<()> {

@@ -5,26 +5,26 @@
 
 use std::time::{Duration, Instant};
 
+use super::io::{Io, Read};
 use super::run::Run;
 use super::LeaderEvent;
 use crate::clock::add_saturating;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::lease::{LeaderElectionRecord, MicroTime};
-use crate::lock::Lock;
 
 /// At most this many unconfirmed writes are remembered as ours.
 const MAX_PENDING_WRITES: usize = 8;
 
-impl Run {
+impl<I: Io> Run<I> {
     /// One attempt, as client-go's `tryAcquireOrRenew`, within `round`:
     /// each request gets the per-request cap, never more than is left.
     /// `Ok(true)` when the lease is held by us after this call.
-    pub(super) fn try_acquire_or_renew(&mut self, round: &Deadline) -> Result<bool> {
+    pub(super) async fn try_acquire_or_renew(&mut self, round: &Deadline) -> Result<bool> {
         let cap = self.cfg().request_cap();
         let now_wall = MicroTime::from_system_time(self.shared.clock.system_time());
         let mut record = LeaderElectionRecord {
-            holder_identity: self.lock.identity().to_string(),
+            holder_identity: self.io.identity().to_string(),
             lease_duration_seconds: self.cfg().lease_duration.as_secs() as i32,
             acquire_time: Some(now_wall),
             renew_time: Some(now_wall),
@@ -38,7 +38,7 @@ impl Run {
             if let Some(old) = self.observed.clone() {
                 self.carry_over(&mut record, &old, true);
             }
-            match self.write(&record, &round.capped(cap), false) {
+            match self.write(&record, &round.capped(cap), false).await {
                 Ok(()) => return Ok(true),
                 Err(e) if e.is_transport() => return Err(e),
                 Err(e) => log::debug!(
@@ -51,15 +51,15 @@ impl Run {
         // 2. Obtain or create the record.
         let slow_path = self.is_leader_of_observed();
         let deadline = round.capped(cap);
-        let old = match self.read(&deadline) {
-            Ok(old) => old,
+        let old = match self.read(&deadline).await {
+            Ok(read) => read.record,
             Err(e) if e.is_not_found() => {
                 // No record exists: forget the one seen before, whose
                 // expiry would otherwise still time the next attempt (an
                 // expired one: at once, every millisecond against a server
                 // answering 404 and then AlreadyExists).
                 self.observed = None;
-                return match self.write(&record, &round.capped(cap), true) {
+                return match self.write(&record, &round.capped(cap), true).await {
                     // Another candidate created it first: held by someone
                     // else, as a read would have shown (the next attempt
                     // reads it). Not a failure.
@@ -93,7 +93,7 @@ impl Run {
 
         // 4. Ours to take or keep.
         self.carry_over(&mut record, &old, ours);
-        self.write(&record, &round.capped(cap), false)?;
+        self.write(&record, &round.capped(cap), false).await?;
         if slow_path {
             self.shared.lock().counters.slow_path_renews += 1;
         }
@@ -123,18 +123,11 @@ impl Run {
         record.preferred_holder = old.preferred_holder.clone();
     }
 
-    /// One call to the lock that sends a request, counted (see `count`).
-    fn request<T>(&mut self, call: impl FnOnce(&mut dyn Lock) -> Result<T>) -> Result<T> {
-        let result = call(&mut *self.lock);
-        self.count(&result, true);
-        result
-    }
-
     /// Read the record, counted as a request unless a watch event answered
     /// it: `lease_elector_requests_total` counts requests sent.
-    fn read(&mut self, deadline: &Deadline) -> Result<LeaderElectionRecord> {
-        let result = self.lock.get(deadline);
-        let sent = result.is_err() || !self.lock.last_get_was_local();
+    async fn read(&mut self, deadline: &Deadline) -> Result<Read> {
+        let result = self.io.get(deadline).await;
+        let sent = result.as_ref().map_or(true, |read| !read.local);
         // A 404 is an answer: the Lease does not exist yet, the way into a
         // create (every new Lease starts so).
         let failure = result.as_ref().err().filter(|e| !e.is_not_found());
@@ -146,10 +139,6 @@ impl Run {
     /// an error answer, no answer or a conflict on our write, but not a
     /// create that lost the race to another candidate (the lease is then
     /// simply held by someone else) nor a request a stop cut short.
-    fn count<T>(&self, result: &Result<T>, sent: bool) {
-        self.count_request(sent, result.as_ref().err());
-    }
-
     fn count_request(&self, sent: bool, failure: Option<&Error>) {
         let mut st = self.shared.lock();
         if sent {
@@ -164,7 +153,7 @@ impl Run {
 
     /// Create or update the lock with `record`, remembering it as ours
     /// whatever the answer (a write whose answer was lost may have landed).
-    fn write(
+    async fn write(
         &mut self,
         record: &LeaderElectionRecord,
         deadline: &Deadline,
@@ -174,11 +163,13 @@ impl Run {
             self.written.remove(1);
         }
         self.written.push(record.clone());
-        if create {
-            self.request(|lock| lock.create(record, deadline))?;
+        let result = if create {
+            self.io.create(record, deadline).await
         } else {
-            self.request(|lock| lock.update(record, deadline))?;
-        }
+            self.io.update(record, deadline).await
+        };
+        self.count_request(true, result.as_ref().err());
+        result?;
         self.written = vec![record.clone()];
         self.set_observed(record.clone());
         Ok(())
@@ -189,7 +180,7 @@ impl Run {
     /// previous run of ours (it is waited out like any other holder's);
     /// seen changing, someone is renewing it: report it.
     fn note_same_identity(&mut self, new: &LeaderElectionRecord) {
-        if new.holder_identity != self.lock.identity() || self.is_ours(new) {
+        if new.holder_identity != self.io.identity() || self.is_ours(new) {
             return;
         }
         let renewed = self
@@ -197,7 +188,7 @@ impl Run {
             .as_ref()
             .is_some_and(|old| old.holder_identity == new.holder_identity && !self.is_ours(old));
         let desc = &self.shared.describe;
-        let identity = self.lock.identity();
+        let identity = self.io.identity();
         if !renewed {
             log::info!(
                 "lease {desc} is held under our identity {identity:?} by a record this process did not write (a previous run?); waiting for it to expire"
@@ -221,7 +212,7 @@ impl Run {
     /// Written by this process (matched on the times it wrote, which the
     /// server keeps as sent).
     pub(super) fn is_ours(&self, r: &LeaderElectionRecord) -> bool {
-        r.holder_identity == self.lock.identity()
+        r.holder_identity == self.io.identity()
             && self
                 .written
                 .iter()
@@ -288,7 +279,7 @@ impl Run {
             }
         }
         if let Some(identity) = holder {
-            if identity != self.lock.identity() {
+            if identity != self.io.identity() {
                 log::info!(
                     "new leader elected on {}: {}",
                     self.shared.describe,

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::config::ElectorConfig;
 use super::handle::ElectorHandle;
+use super::io::{block_on, ThreadIo};
 use super::run::Run;
 use super::shared::Shared;
 use super::LeaderEvent;
@@ -183,10 +184,14 @@ impl LeaderElector {
             self.lock.identity().to_string(),
             tx,
         ));
-        let run = Run::new(self.lock, shared.clone());
+        let io = ThreadIo {
+            lock: self.lock,
+            clock: shared.clock.clone(),
+        };
+        let run = Run::new(io, shared.clone(), crate::random::seed());
         let thread = thread::Builder::new()
             .name(crate::names::thread_name(&["lease-elector", &describe]))
-            .spawn(move || run.run())
+            .spawn(move || block_on(run.run()))
             .map_err(Error::Spawn)?;
         Ok((ElectorHandle::new(shared, thread, watcher), rx))
     }

@@ -66,6 +66,10 @@ pub struct Stopper {
 }
 
 impl Stopper {
+    pub(super) fn new(shared: Arc<Shared>) -> Stopper {
+        Stopper { shared }
+    }
+
     /// Ask the elector to stop; returns at once. Idempotent.
     pub fn stop(&self) {
         self.shared.request_stop();
@@ -106,9 +110,7 @@ impl ElectorHandle {
 
     /// A stop that other threads can ask for (see [`Stopper`]).
     pub fn stopper(&self) -> Stopper {
-        Stopper {
-            shared: self.shared.clone(),
-        }
+        Stopper::new(self.shared.clone())
     }
 
     /// True once the elector thread has ended.

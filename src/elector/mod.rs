@@ -96,7 +96,10 @@ use std::time::Instant;
 mod attempt;
 mod builder;
 mod config;
+#[cfg(feature = "testing")]
+pub(crate) mod driven;
 mod handle;
+pub(crate) mod io;
 mod lost;
 mod probe;
 mod report;

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use super::io::Io;
 use super::run::Run;
 use crate::error::Result;
 use crate::status::{FailureKind, LastError};
@@ -11,7 +12,7 @@ use crate::status::{FailureKind, LastError};
 /// A failure of the same kind is logged at warn at most this often.
 const FAILURE_LOG_EVERY: Duration = Duration::from_secs(60);
 
-impl Run {
+impl<I: Io> Run<I> {
     /// Count an attempt, and make a failing set-up visible: the first
     /// failure of a kind is logged at warn with what to check, repeats of
     /// the same kind at most once a minute, and recovery (after a warned

@@ -6,13 +6,12 @@
 //! `report.rs`. The rules it keeps are in the module docs of
 //! [`crate::elector`].
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::config::{ElectorConfig, JITTER_FACTOR};
+use super::io::Io;
 use super::shared::Shared;
 use super::term::Term;
 use super::StopReason;
@@ -21,7 +20,7 @@ use crate::clock::{add_saturating, Wake};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::lease::{LeaderElectionRecord, MicroTime};
-use crate::lock::Lock;
+use crate::random::SplitMix64;
 
 /// How a leadership term ended.
 enum TermEnd {
@@ -34,8 +33,8 @@ enum TermEnd {
 /// this one (the state machine), `attempt.rs` (one attempt, and the record
 /// as observed) and `report.rs` (the outcome told); the fields those two
 /// use are `pub(super)`.
-pub(super) struct Run {
-    pub(super) lock: Box<dyn Lock>,
+pub(super) struct Run<I: Io> {
+    pub(super) io: I,
     pub(super) shared: Arc<Shared>,
     /// The term in progress (the thread's own copy: a stop may end it
     /// from another thread first).
@@ -52,11 +51,12 @@ pub(super) struct Run {
     /// these was written by someone else using the same identity.
     pub(super) written: Vec<LeaderElectionRecord>,
     pub(super) reported_leader: Option<String>,
-    jitter: RandomState,
-    jitter_count: u64,
+    /// Jitter for the pauses: seeded from the OS when the thread runs,
+    /// from the schedule in the simulation.
+    jitter: SplitMix64,
 }
 
-impl Drop for Run {
+impl<I: Io> Drop for Run<I> {
     /// However the thread ends (also by a panic), the caller's channel
     /// disconnects with it.
     fn drop(&mut self) {
@@ -64,18 +64,17 @@ impl Drop for Run {
     }
 }
 
-impl Run {
-    pub(super) fn new(lock: Box<dyn Lock>, shared: Arc<Shared>) -> Run {
+impl<I: Io> Run<I> {
+    pub(super) fn new(io: I, shared: Arc<Shared>, jitter_seed: u64) -> Run<I> {
         Run {
-            lock,
+            io,
             term: None,
             last_token: None,
             observed: None,
             observed_at: shared.now(),
             written: Vec::new(),
             reported_leader: None,
-            jitter: RandomState::new(),
-            jitter_count: 0,
+            jitter: SplitMix64::new(jitter_seed),
             shared,
         }
     }
@@ -93,20 +92,20 @@ impl Run {
         Deadline::at(self.shared.clock.clone(), at).cancelled_by(&self.shared.wake)
     }
 
-    pub(super) fn run(mut self) -> Result<()> {
+    pub(super) async fn run(mut self) -> Result<()> {
         // Only the first term is waited for within the time-out.
         let mut give_up_at = self
             .cfg()
             .acquire_timeout
             .map(|t| add_saturating(self.now(), t));
         loop {
-            if !self.acquire(give_up_at.take()) {
+            if !self.acquire(give_up_at.take()).await {
                 return Ok(());
             }
-            match self.renew() {
+            match self.renew().await {
                 TermEnd::Stopped => {
                     self.step_down(StopReason::Stopped, None);
-                    return self.release();
+                    return self.release().await;
                 }
                 TermEnd::Lost(why) => {
                     self.step_down(StopReason::Lost, Some(why));
@@ -130,7 +129,7 @@ impl Run {
     /// The time-out is judged here, between attempts, never by cutting one
     /// short: an attempt's write may land after its answer is abandoned,
     /// and a candidate that gave up would leave it unreleased.
-    fn acquire(&mut self, give_up_at: Option<Instant>) -> bool {
+    async fn acquire(&mut self, give_up_at: Option<Instant>) -> bool {
         let desc = self.shared.describe.clone();
         log::info!("attempting to acquire leader lease {desc}...");
         let mut first = true;
@@ -144,8 +143,9 @@ impl Run {
             }
             first = false;
             let start = self.now();
-            let attempt =
-                self.try_acquire_or_renew(&self.deadline(start + self.cfg().renew_deadline));
+            let attempt = self
+                .try_acquire_or_renew(&self.deadline(start + self.cfg().renew_deadline))
+                .await;
             self.maybe_report_transition();
             self.note_attempt(&attempt, "acquiring");
             let stopped = match attempt {
@@ -160,7 +160,7 @@ impl Run {
                         .jittered(self.cfg().retry_period)
                         .min(self.until_expiry())
                         .min(self.until(give_up_at));
-                    self.shared.clock.sleep(pause, &self.shared.wake) == Wake::Stopped
+                    self.io.sleep(pause, &self.shared.wake).await == Wake::Stopped
                 }
                 // After a failure, nothing shortens the pause (but giving
                 // up): a failing server sees at most one attempt per retry
@@ -170,7 +170,7 @@ impl Run {
                         .jittered(self.cfg().retry_period)
                         .max(retry_after(&attempt))
                         .min(self.until(give_up_at));
-                    self.pause(pause)
+                    self.pause(pause).await
                 }
             };
             if stopped {
@@ -188,15 +188,15 @@ impl Run {
             .map_or(0, |r| u64::try_from(r.leader_transitions).unwrap_or(0));
         let term = Term::new(
             token,
-            self.lock.identity(),
+            self.io.identity(),
             &self.shared.describe,
             start,
             self.cfg().renew_deadline,
             self.shared.clock.clone(),
         );
         self.last_token = Some(token);
-        self.lock
-            .record_event(&format!("{} became leader", self.lock.identity()));
+        self.io
+            .record_event(&format!("{} became leader", self.io.identity()));
         log::info!(
             "successfully acquired lease {} (term token {token})",
             self.shared.describe
@@ -212,7 +212,7 @@ impl Run {
     /// every request of every attempt in the round draws from it, so the
     /// round cannot overrun it. Woken past it (a freeze), the loop steps
     /// down before it sends anything.
-    fn renew(&mut self) -> TermEnd {
+    async fn renew(&mut self) -> TermEnd {
         let desc = self.shared.describe.clone();
         let Some(term) = self.term.clone() else {
             return TermEnd::Lost("no term in progress".into());
@@ -222,7 +222,7 @@ impl Run {
             // Never sleep past the deadline: after a slow renew, less than a
             // retry period may be left before we must step down.
             let left = round_end.saturating_duration_since(self.now());
-            if self.pause(self.cfg().retry_period.min(left)) {
+            if self.pause(self.cfg().retry_period.min(left)).await {
                 return TermEnd::Stopped;
             }
             loop {
@@ -231,7 +231,7 @@ impl Run {
                     log::info!("failed to renew lease {desc}: timed out waiting for the condition");
                     return TermEnd::Lost(self.deadline_passed());
                 }
-                let attempt = self.try_acquire_or_renew(&self.deadline(round_end));
+                let attempt = self.try_acquire_or_renew(&self.deadline(round_end)).await;
                 self.maybe_report_transition();
                 self.note_attempt(&attempt, "renewing");
                 match attempt {
@@ -269,7 +269,7 @@ impl Run {
                     .saturating_duration_since(now)
                     .max(retry_after(&attempt))
                     .min(left);
-                if self.pause(pause) {
+                if self.pause(pause).await {
                     return TermEnd::Stopped;
                 }
             }
@@ -297,8 +297,8 @@ impl Run {
             return;
         };
         self.shared.end_term(&term, reason, why.clone());
-        self.lock
-            .record_event(&format!("{} stopped leading", self.lock.identity()));
+        self.io
+            .record_event(&format!("{} stopped leading", self.io.identity()));
         let desc = &self.shared.describe;
         match why {
             Some(why) => log::warn!("lost lease {desc}: {why}; stopped leading"),
@@ -309,7 +309,7 @@ impl Run {
     /// Hand the lease back (when configured): empty holder, 1s duration,
     /// transitions kept. Its own budget, `release_timeout`, not cut by the
     /// stop that asked for it.
-    fn release(&mut self) -> Result<()> {
+    async fn release(&mut self) -> Result<()> {
         if !self.cfg().release_on_cancel
             || self.shared.skip_release.load(Ordering::Relaxed)
             || !self.is_leader_of_observed()
@@ -326,13 +326,13 @@ impl Run {
             renew_time: Some(now),
             ..observed
         };
-        let mut result = self.lock.update(&record, &deadline);
+        let mut result = self.io.update(&record, &deadline).await;
         // A renew that stop() cut short may have landed after all: the
         // conflict is then with ourselves, and a fresh read shows it.
         if matches!(&result, Err(e) if e.is_conflict())
-            && matches!(self.lock.get(&deadline), Ok(current) if self.is_ours(&current))
+            && matches!(self.io.get(&deadline).await, Ok(current) if self.is_ours(&current.record))
         {
-            result = self.lock.update(&record, &deadline);
+            result = self.io.update(&record, &deadline).await;
         }
         match result {
             Ok(()) => {
@@ -363,14 +363,14 @@ impl Run {
     }
 
     /// Sleep `d`, ignoring pokes; true when stopped.
-    fn pause(&self, d: Duration) -> bool {
+    async fn pause(&mut self, d: Duration) -> bool {
         let until = self.now() + d;
         loop {
             let left = until.saturating_duration_since(self.now());
             if left.is_zero() {
                 return self.shared.wake.is_stopped();
             }
-            match self.shared.clock.sleep(left, &self.shared.wake) {
+            match self.io.sleep(left, &self.shared.wake).await {
                 Wake::Stopped => return true,
                 Wake::Elapsed => return false,
                 Wake::Poked => continue,
@@ -380,11 +380,7 @@ impl Run {
 
     /// `d * [1, 1 + JITTER_FACTOR)`, as `wait.Jitter`.
     fn jittered(&mut self, d: Duration) -> Duration {
-        self.jitter_count += 1;
-        let mut h = self.jitter.build_hasher();
-        h.write_u64(self.jitter_count);
-        let unit = (h.finish() >> 11) as f64 / (1u64 << 53) as f64;
-        d.mul_f64(1.0 + unit * JITTER_FACTOR)
+        d.mul_f64(1.0 + self.jitter.unit() * JITTER_FACTOR)
     }
 }
 

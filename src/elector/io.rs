@@ -1,0 +1,102 @@
+//! What the state machine waits on: the Lease and the passing of time.
+//!
+//! The state machine (`run.rs`, `attempt.rs`) is written as `async` code
+//! over [`Io`] so that one body of code serves two drivers. The elector
+//! thread drives it with [`ThreadIo`], whose every call blocks and returns
+//! a ready future, under [`block_on`]: nothing is ever pending, so there is
+//! no executor, no waker and no runtime, only the state machine run to its
+//! end in one poll. The seeded simulation (feature `testing`) drives the
+//! same code with futures its scheduler completes on virtual time, so it
+//! tests what ships rather than a model of it.
+
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use crate::clock::{Clock, Wake, Wakeup};
+use crate::deadline::Deadline;
+use crate::error::Result;
+use crate::lease::LeaderElectionRecord;
+use crate::lock::Lock;
+
+/// A read of the lock: the record, the object's version, and whether a
+/// watch answered it without a request.
+#[derive(Debug, Clone)]
+pub(crate) struct Read {
+    pub(crate) record: LeaderElectionRecord,
+    /// The lock object's `resourceVersion`, when the lock knows it.
+    pub(crate) version: Option<String>,
+    /// Answered from what a watch delivered: no request was sent.
+    pub(crate) local: bool,
+}
+
+/// The lock and the clock, as the state machine uses them. Each call gets
+/// the time it may take (a [`Deadline`]) and must not outlast it.
+pub(crate) trait Io {
+    /// Read the record (see [`Lock::get`]).
+    async fn get(&mut self, deadline: &Deadline) -> Result<Read>;
+    /// Create the lock object (see [`Lock::create`]).
+    async fn create(&mut self, record: &LeaderElectionRecord, deadline: &Deadline) -> Result<()>;
+    /// Replace the record against the version last seen (see [`Lock::update`]).
+    async fn update(&mut self, record: &LeaderElectionRecord, deadline: &Deadline) -> Result<()>;
+    /// Sleep `d` on the elector's clock, or until `wake` fires.
+    async fn sleep(&mut self, d: Duration, wake: &Wakeup) -> Wake;
+    /// This candidate's identity.
+    fn identity(&self) -> &str;
+    /// Record a transition (an Event); must not block.
+    fn record_event(&self, message: &str);
+}
+
+/// The elector thread's [`Io`]: the caller's [`Lock`] and the elector's
+/// clock, each call blocking until it is done.
+#[derive(Debug)]
+pub(crate) struct ThreadIo {
+    pub(crate) lock: Box<dyn Lock>,
+    pub(crate) clock: std::sync::Arc<dyn Clock>,
+}
+
+impl Io for ThreadIo {
+    async fn get(&mut self, deadline: &Deadline) -> Result<Read> {
+        let record = self.lock.get(deadline)?;
+        Ok(Read {
+            record,
+            version: self.lock.version(),
+            local: self.lock.last_get_was_local(),
+        })
+    }
+
+    async fn create(&mut self, record: &LeaderElectionRecord, deadline: &Deadline) -> Result<()> {
+        self.lock.create(record, deadline)
+    }
+
+    async fn update(&mut self, record: &LeaderElectionRecord, deadline: &Deadline) -> Result<()> {
+        self.lock.update(record, deadline)
+    }
+
+    async fn sleep(&mut self, d: Duration, wake: &Wakeup) -> Wake {
+        self.clock.sleep(d, wake)
+    }
+
+    fn identity(&self) -> &str {
+        self.lock.identity()
+    }
+
+    fn record_event(&self, message: &str) {
+        self.lock.record_event(message);
+    }
+}
+
+/// Run `future` to its end on this thread. With [`ThreadIo`] every await
+/// is ready at once, so the first poll finishes it; were anything pending,
+/// the loop would only yield and poll again.
+pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::yield_now();
+    }
+}
