@@ -164,6 +164,8 @@ mod kubeconfig;
 mod openapi;
 mod selector;
 mod server;
+#[doc(hidden)]
+pub mod sim;
 mod stats;
 mod status;
 mod store;

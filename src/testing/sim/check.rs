@@ -1,0 +1,134 @@
+//! The checker: what must hold at every instant of true time, whatever
+//! the schedule did.
+//!
+//! - **One leader.** Never two running processes holding a term at once.
+//!   A process holds from `StartedLeading` while its `Term` is current or
+//!   until its `StoppedLeading`, whichever is later; after a *stop*, also
+//!   until its work has let go of the `Term` (the lease is released only
+//!   then). A paused process holds nothing while paused (it cannot act),
+//!   and must step down the moment it resumes past its deadline. A term
+//!   during which another writer freed the Lease or gave it to someone
+//!   else is excused: its holder cannot know before its next renew or its
+//!   deadline (the new holder's greater token fences it meanwhile).
+//! - **Tokens.** A new term's token is greater than every
+//!   `leaseTransitions` its process read from a record it did not write,
+//!   and than its own earlier terms'; and greater than the previous
+//!   term's (of any process) unless another writer deleted the Lease or
+//!   lowered its transitions since that term began. (A process that never
+//!   read the higher value cannot know it: a Lease deleted and created
+//!   anew by a fresh candidate starts again.)
+//! - **Term ends.** `StoppedLeading` for a lost term comes no later than
+//!   the renew deadline after the start of the last successful renew, on
+//!   the process's clock (at its resume if it was paused then); a term
+//!   never turns current again once it was not.
+//! - **Liveness.** Once the faults are over and the world has settled, a
+//!   leader.
+//! - **Bounds.** A stop ends the process within the release's budget
+//!   (after the work let go); nothing panics.
+
+use std::time::Duration;
+
+/// What one process holds, as the checker tracks it.
+#[derive(Debug, Default)]
+pub(super) struct Holding {
+    /// Between `StartedLeading` and `StoppedLeading`.
+    pub(super) leading: bool,
+    /// Its term was ended by a stop: its work holds until it lets go.
+    pub(super) stopped: bool,
+    /// The last `Term::is_current()` seen, to catch a revived term.
+    pub(super) was_current: bool,
+    /// When its term started (true time).
+    pub(super) since: Duration,
+}
+
+/// A term, once started.
+#[derive(Debug, Clone)]
+pub(super) struct TermSeen {
+    pub(super) p: usize,
+    pub(super) token: u64,
+    pub(super) start: Duration,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Checker {
+    pub(super) violations: Vec<String>,
+    pub(super) terms: Vec<TermSeen>,
+    /// The pair of processes last reported holding at once (reported
+    /// once per overlap, not at every event of it).
+    overlapping: Option<(usize, usize)>,
+}
+
+/// At most this many violations are kept per schedule.
+const KEEP: usize = 20;
+
+impl Checker {
+    pub(super) fn violation(&mut self, now: Duration, what: String) {
+        if self.violations.len() < KEEP {
+            self.violations
+                .push(format!("at {:.6}s: {what}", now.as_secs_f64()));
+        }
+    }
+
+    /// Holders at `now`: `(process, description)`.
+    pub(super) fn one_leader(&mut self, now: Duration, holders: &[(usize, String)]) {
+        if holders.len() < 2 {
+            self.overlapping = None;
+            return;
+        }
+        let pair = (holders[0].0, holders[1].0);
+        if self.overlapping == Some(pair) {
+            return;
+        }
+        self.overlapping = Some(pair);
+        let who: Vec<&str> = holders.iter().map(|(_, d)| d.as_str()).collect();
+        self.violation(now, format!("two leaders at once: {}", who.join(" and ")));
+    }
+
+    /// A term started: check its token.
+    pub(super) fn started(
+        &mut self,
+        now: Duration,
+        term: TermSeen,
+        max_foreign_seen: Option<i32>,
+        lowered_at: Option<Duration>,
+    ) {
+        let token = term.token;
+        if let Some(max) = max_foreign_seen {
+            if i64::try_from(token).unwrap_or(i64::MAX) <= i64::from(max) {
+                self.violation(
+                    now,
+                    format!(
+                        "p{} started a term with token {token}, not above leaseTransitions {max} it had read",
+                        term.p
+                    ),
+                );
+            }
+        }
+        if let Some(own) = self.terms.iter().rev().find(|t| t.p == term.p) {
+            if token <= own.token {
+                let prev = own.token;
+                self.violation(
+                    now,
+                    format!(
+                        "p{} started a term with token {token} after its own term {prev}",
+                        term.p
+                    ),
+                );
+            }
+        }
+        if let Some(prev) = self.terms.last() {
+            let excused = lowered_at.is_some_and(|at| at >= prev.start);
+            if token <= prev.token && !excused {
+                let (pp, pt) = (prev.p, prev.token);
+                self.violation(
+                    now,
+                    format!(
+                        "p{} started a term with token {token}, not above the previous term's {pt} (p{pp})",
+                        term.p
+                    ),
+                );
+            }
+        }
+        self.terms.push(term);
+    }
+}

@@ -1,0 +1,198 @@
+//! The elector's [`Io`] in the simulation: a read, a write or a sleep is a
+//! future that stays pending until the world's queue brings its answer,
+//! its deadline or a wake-up. The lock keeps what `LeaseLock` keeps (the
+//! object last seen, what the watch delivered) and answers a read from
+//! the watch as `LeaseLock` does.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use super::net::{Answer, Due, Net, Op, Stored};
+use crate::clock::{Clock, Wake, Wakeup};
+use crate::deadline::Deadline;
+use crate::elector::io::{Io, Read};
+use crate::error::{ApiStatus, Error, Result};
+use crate::lease::LeaderElectionRecord;
+
+pub(super) const TARGET: &str = "lease sim/lease";
+
+/// One process's lock and clock.
+pub(super) struct SimIo {
+    pub(super) net: Rc<RefCell<Net>>,
+    pub(super) p: usize,
+    pub(super) identity: String,
+    pub(super) clock: Arc<dyn Clock>,
+}
+
+impl SimIo {
+    async fn call(&mut self, op: Op, action: &'static str, deadline: &Deadline) -> Result<Stored> {
+        let call = self.net.borrow_mut().send(self.p, op, deadline.instant());
+        let answer = Call {
+            net: self.net.clone(),
+            p: self.p,
+            call,
+            deadline: deadline.clone(),
+        }
+        .await;
+        match answer {
+            Some(Answer::Lease(stored)) => Ok(stored),
+            Some(Answer::Status {
+                code,
+                reason,
+                retry_after,
+            }) => Err(Error::Api {
+                target: TARGET.into(),
+                action,
+                status: ApiStatus {
+                    code,
+                    kind: ApiStatus::classify(code, reason),
+                    reason: reason.into(),
+                    message: String::new(),
+                    retry_after,
+                },
+            }),
+            Some(Answer::Refused) => Err(transport(action, "connection refused")),
+            None if deadline.is_cancelled() => Err(transport(action, "stopped")),
+            None => Err(transport(action, "no answer within the request's deadline")),
+        }
+    }
+
+    /// A write's answer: the Lease now held and seen.
+    fn written(&mut self, stored: Stored) {
+        let mut net = self.net.borrow_mut();
+        let pn = &mut net.procs[self.p];
+        pn.watched = None;
+        pn.cached = Some(stored);
+    }
+}
+
+fn transport(action: &'static str, why: &str) -> Error {
+    Error::Transport {
+        target: TARGET.into(),
+        action,
+        source: why.to_string().into(),
+    }
+}
+
+impl Io for SimIo {
+    async fn get(&mut self, deadline: &Deadline) -> Result<Read> {
+        let local = self.net.borrow_mut().local_read(self.p);
+        let (stored, local) = match local {
+            Some(stored) => (stored, true),
+            None => {
+                let stored = self.call(Op::Get, "get", deadline).await?;
+                self.net.borrow_mut().procs[self.p].cached = Some(stored.clone());
+                (stored, false)
+            }
+        };
+        let mut net = self.net.borrow_mut();
+        let pn = &mut net.procs[self.p];
+        if stored.writer != Some(self.p) {
+            let t = stored.record.leader_transitions;
+            pn.max_seen = Some(pn.max_seen.map_or(t, |m| m.max(t)));
+        }
+        Ok(Read {
+            record: stored.record,
+            version: Some(stored.version.to_string()),
+            local,
+        })
+    }
+
+    async fn create(&mut self, record: &LeaderElectionRecord, deadline: &Deadline) -> Result<()> {
+        let stored = self
+            .call(Op::Create(record.clone()), "create", deadline)
+            .await?;
+        self.written(stored);
+        Ok(())
+    }
+
+    async fn update(&mut self, record: &LeaderElectionRecord, deadline: &Deadline) -> Result<()> {
+        let seen = self.net.borrow().procs[self.p]
+            .cached
+            .as_ref()
+            .map(|s| s.version);
+        let Some(seen) = seen else {
+            return Err(Error::NotInitialized {
+                lock: "sim/lease".into(),
+            });
+        };
+        let stored = self
+            .call(Op::Update(record.clone(), Some(seen)), "update", deadline)
+            .await?;
+        self.written(stored);
+        Ok(())
+    }
+
+    async fn sleep(&mut self, d: Duration, wake: &Wakeup) -> Wake {
+        let until = crate::clock::add_saturating(self.clock.now(), d);
+        {
+            let mut net = self.net.borrow_mut();
+            let at = net.procs[self.p].clock.true_time_of(until);
+            net.at(at, Due::Poll(self.p));
+        }
+        Sleep {
+            clock: self.clock.clone(),
+            until,
+            wake: wake.clone(),
+        }
+        .await
+    }
+
+    fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    fn record_event(&self, _message: &str) {}
+}
+
+/// A request in flight: ready when its answer is in, its deadline passed
+/// or its stop fired.
+struct Call {
+    net: Rc<RefCell<Net>>,
+    p: usize,
+    call: u64,
+    deadline: Deadline,
+}
+
+impl Future for Call {
+    type Output = Option<Answer>;
+
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Option<Answer>> {
+        let mut net = self.net.borrow_mut();
+        let pn = &mut net.procs[self.p];
+        let answered = pn
+            .pending
+            .as_ref()
+            .is_some_and(|c| c.call == self.call && c.answer.is_some());
+        if answered || self.deadline.is_expired() {
+            let pending = pn.pending.take();
+            return Poll::Ready(pending.and_then(|c| c.answer).filter(|_| answered));
+        }
+        Poll::Pending
+    }
+}
+
+struct Sleep {
+    clock: Arc<dyn Clock>,
+    until: Instant,
+    wake: Wakeup,
+}
+
+impl Future for Sleep {
+    type Output = Wake;
+
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Wake> {
+        if let Some(w) = self.wake.take() {
+            return Poll::Ready(w);
+        }
+        if self.clock.now() >= self.until {
+            return Poll::Ready(Wake::Elapsed);
+        }
+        Poll::Pending
+    }
+}

@@ -1,0 +1,470 @@
+//! The simulated API server and network: one Lease with `resourceVersion`
+//! semantics, requests that take time each way (or never arrive, or lose
+//! their answer after the write applied), spurious 409s and 5xx, a watch
+//! whose events come late, twice, out of order or not at all, and the
+//! queue of everything that is due.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::clock::{SimClock, TrueTime};
+use super::plan::{Cut, Net as NetPlan, Rng, Timing, SIM_RETRY_AFTER_MAX};
+use crate::lease::LeaderElectionRecord;
+
+/// The Lease as the server stores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Stored {
+    pub(super) record: LeaderElectionRecord,
+    pub(super) version: u64,
+    /// The process that wrote it; `None` for another writer.
+    pub(super) writer: Option<usize>,
+}
+
+#[derive(Debug, Clone)]
+pub(super) enum Op {
+    Get,
+    Create(LeaderElectionRecord),
+    /// Conditional on the version the lock last saw.
+    Update(LeaderElectionRecord, Option<u64>),
+}
+
+/// What the server answered.
+#[derive(Debug, Clone)]
+pub(super) enum Answer {
+    Lease(Stored),
+    Status {
+        code: u16,
+        reason: &'static str,
+        retry_after: Option<Duration>,
+    },
+    /// Nothing listens: connection refused.
+    Refused,
+}
+
+/// Something due at a true time.
+#[derive(Debug)]
+pub(super) enum Due {
+    /// Look at process `p` again (a sleep or a deadline ends).
+    Poll(usize),
+    /// Request `call` of process `p` reaches the server.
+    Arrive { p: usize, call: u64, op: Op },
+    /// Its answer reaches the process.
+    Answer { p: usize, call: u64, answer: Answer },
+    /// A watch event reaches process `p` (`None`: DELETED).
+    Watch { p: usize, lease: Option<Stored> },
+    /// Fault `i` of the plan begins.
+    Fault(usize),
+    /// Fault `i` ends.
+    Heal(usize),
+    /// Candidate slot `c` starts a process.
+    Start(usize),
+    /// The faults are over: everything heals.
+    Calm,
+    /// Process `p`'s work lets go of its term.
+    LetGo(usize),
+}
+
+struct Item {
+    at: Duration,
+    seq: u64,
+    due: Due,
+}
+
+impl PartialEq for Item {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Item {}
+impl PartialOrd for Item {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Item {
+    /// Earliest first (the heap is a max-heap), then in the order queued.
+    fn cmp(&self, o: &Self) -> Ordering {
+        (o.at, o.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+/// A call in flight, as its process sees it.
+#[derive(Debug)]
+pub(super) struct Pending {
+    pub(super) call: u64,
+    /// The request's deadline on the process's clock.
+    pub(super) deadline: Instant,
+    pub(super) answer: Option<Answer>,
+}
+
+/// One process's side of the network (what `LeaseLock` keeps).
+#[derive(Debug)]
+pub(super) struct ProcNet {
+    pub(super) slot: usize,
+    pub(super) clock: Arc<SimClock>,
+    pub(super) alive: bool,
+    pub(super) watch: bool,
+    /// The Lease as last read or written, and its version.
+    pub(super) cached: Option<Stored>,
+    /// What the watch delivered since the last read or write.
+    pub(super) watched: Option<Stored>,
+    pub(super) pending: Option<Pending>,
+    pub(super) calls: u64,
+    /// The highest `leaseTransitions` this process has read (the checker's).
+    /// The highest `leaseTransitions` this process has read in a record
+    /// it did not write (the checker's).
+    pub(super) max_seen: Option<i32>,
+    rng: Rng,
+}
+
+/// Server, network, queue.
+pub(super) struct Net {
+    pub(super) time: Arc<TrueTime>,
+    pub(super) now: Duration,
+    queue: BinaryHeap<Item>,
+    seq: u64,
+    pub(super) store: Option<Stored>,
+    revision: u64,
+    pub(super) procs: Vec<ProcNet>,
+    /// Per candidate slot: cut off, and how.
+    pub(super) cut: Vec<Option<Cut>>,
+    pub(super) watch_off: Vec<bool>,
+    plan: NetPlan,
+    pub(super) timing: Timing,
+    seed: u64,
+    pub(super) trace: Option<Vec<String>>,
+    /// Another writer deleted the Lease or lowered its transitions.
+    pub(super) lowered_at: Option<Duration>,
+    /// Another writer freed the Lease or gave it to another holder: the
+    /// holder of the moment leads on until it learns so (a renew, or its
+    /// deadline), and that overlap is the writer's doing.
+    pub(super) revoked_at: Option<Duration>,
+}
+
+impl Net {
+    pub(super) fn new(seed: u64, plan: NetPlan, timing: Timing, slots: usize) -> Net {
+        Net {
+            time: Arc::new(TrueTime::default()),
+            now: Duration::ZERO,
+            queue: BinaryHeap::new(),
+            seq: 0,
+            store: None,
+            revision: 100,
+            procs: Vec::new(),
+            cut: vec![None; slots],
+            watch_off: vec![false; slots],
+            plan,
+            timing,
+            seed,
+            trace: None,
+            lowered_at: None,
+            revoked_at: None,
+        }
+    }
+
+    pub(super) fn at(&mut self, at: Duration, due: Due) {
+        self.seq += 1;
+        self.queue.push(Item {
+            at: at.max(self.now),
+            seq: self.seq,
+            due,
+        });
+    }
+
+    pub(super) fn pop(&mut self, end: Duration) -> Option<Due> {
+        if self.queue.peek()?.at > end {
+            return None;
+        }
+        let item = self.queue.pop()?;
+        self.now = item.at;
+        self.time.set(item.at);
+        Some(item.due)
+    }
+
+    pub(super) fn log(&mut self, line: impl FnOnce() -> String) {
+        if let Some(trace) = &mut self.trace {
+            trace.push(format!("{:>12.6}s  {}", self.now.as_secs_f64(), line()));
+        }
+    }
+
+    pub(super) fn add_proc(&mut self, slot: usize, clock: Arc<SimClock>, watch: bool) -> usize {
+        let p = self.procs.len();
+        self.procs.push(ProcNet {
+            slot,
+            clock,
+            alive: true,
+            watch,
+            cached: None,
+            watched: None,
+            pending: None,
+            calls: 0,
+            max_seen: None,
+            rng: Rng::new(self.seed, 1 + p as u64),
+        });
+        p
+    }
+
+    /// The answer a watch can give in place of a `GET`, as `LeaseLock`
+    /// does: a delivered Lease newer than the one held, or one that
+    /// confirms it.
+    pub(super) fn local_read(&mut self, p: usize) -> Option<Stored> {
+        let pn = &mut self.procs[p];
+        let w = pn.watched.take()?;
+        let seen = pn.cached.as_ref().map(|s| s.version);
+        match seen {
+            Some(v) if w.version < v => None,
+            Some(v) if w.version == v => pn.cached.clone(),
+            _ => {
+                pn.cached = Some(w.clone());
+                Some(w)
+            }
+        }
+    }
+
+    /// Send `op` for process `p`, due back by `deadline` (its clock).
+    pub(super) fn send(&mut self, p: usize, op: Op, deadline: Instant) -> u64 {
+        let pn = &mut self.procs[p];
+        pn.calls += 1;
+        let call = pn.calls;
+        let deadline_at = pn.clock.true_time_of(deadline);
+        pn.pending = Some(Pending {
+            call,
+            deadline,
+            answer: None,
+        });
+        let slot = pn.slot;
+        let out = self.latency(p);
+        match self.cut[slot] {
+            Some(Cut::Refused) => {
+                let back = self.now + Duration::from_millis(1);
+                self.at(
+                    back,
+                    Due::Answer {
+                        p,
+                        call,
+                        answer: Answer::Refused,
+                    },
+                );
+            }
+            Some(Cut::Silent) => {}
+            None => {
+                let at = self.now + out;
+                self.at(at, Due::Arrive { p, call, op });
+            }
+        }
+        self.at(deadline_at, Due::Poll(p));
+        call
+    }
+
+    /// One way's latency: mostly quick, sometimes near the per-request
+    /// cap, sometimes past it.
+    fn latency(&mut self, p: usize) -> Duration {
+        let cap = self.timing.cap();
+        let (p_slow, p_hang) = (self.plan.p_slow, self.plan.p_hang);
+        let rng = &mut self.procs[p].rng;
+        if rng.chance(p_hang) {
+            rng.between(cap, cap * 3)
+        } else if rng.chance(p_slow) {
+            rng.between(cap / 4, cap / 2 + cap / 8)
+        } else {
+            rng.between(Duration::from_micros(200), Duration::from_millis(30))
+        }
+    }
+
+    /// The server takes request `op` of process `p` (it arrived now).
+    pub(super) fn serve(&mut self, p: usize, call: u64, op: Op) {
+        let slot = self.procs[p].slot;
+        if self.cut[slot].is_some() {
+            self.log(|| format!("p{p} request {call} lost: cut off"));
+            return;
+        }
+        let plan = self.plan;
+        let rng = &mut self.procs[p].rng;
+        let injected = if rng.chance(plan.p_5xx) {
+            Some(if rng.chance(0.5) {
+                let after = rng.between(Duration::ZERO, SIM_RETRY_AFTER_MAX);
+                Answer::Status {
+                    code: 503,
+                    reason: "ServiceUnavailable",
+                    retry_after: Some(Duration::from_secs(after.as_secs())),
+                }
+            } else {
+                Answer::Status {
+                    code: 500,
+                    reason: "InternalError",
+                    retry_after: None,
+                }
+            })
+        } else if matches!(op, Op::Update(..)) && rng.chance(plan.p_conflict) {
+            Some(conflict())
+        } else {
+            None
+        };
+        let lost = rng.chance(plan.p_lost);
+        let back = self.latency(p);
+        let answer = match injected {
+            Some(a) => a,
+            None => self.apply(p, op),
+        };
+        let show = describe(&answer);
+        if lost {
+            self.log(|| format!("p{p} request {call}: {show}, answer lost"));
+            return;
+        }
+        self.log(|| format!("p{p} request {call}: {show}"));
+        let at = self.now + back;
+        self.at(at, Due::Answer { p, call, answer });
+    }
+
+    fn apply(&mut self, p: usize, op: Op) -> Answer {
+        match op {
+            Op::Get => match &self.store {
+                Some(s) => Answer::Lease(s.clone()),
+                None => not_found(),
+            },
+            Op::Create(record) => {
+                if self.store.is_some() {
+                    return Answer::Status {
+                        code: 409,
+                        reason: "AlreadyExists",
+                        retry_after: None,
+                    };
+                }
+                self.store_record(Some(record), Some(p));
+                Answer::Lease(self.store.clone().unwrap_or_else(empty))
+            }
+            Op::Update(record, version) => match &self.store {
+                None => not_found(),
+                Some(s) if Some(s.version) != version => conflict(),
+                Some(_) => {
+                    self.store_record(Some(record), Some(p));
+                    Answer::Lease(self.store.clone().unwrap_or_else(empty))
+                }
+            },
+        }
+    }
+
+    /// Store `record` (or delete the Lease) under a new revision, and
+    /// tell the watches.
+    pub(super) fn store_record(
+        &mut self,
+        record: Option<LeaderElectionRecord>,
+        writer: Option<usize>,
+    ) {
+        self.revision += 1;
+        let version = self.revision;
+        self.store = record.map(|record| Stored {
+            record,
+            version,
+            writer,
+        });
+        let shown = show_store(&self.store);
+        let by = writer.map_or_else(|| "another writer".to_string(), |p| format!("p{p}"));
+        self.log(|| format!("store <- {by}: {shown}"));
+        let lease = self.store.clone();
+        for p in 0..self.procs.len() {
+            let pn = &self.procs[p];
+            if !pn.alive || !pn.watch || self.watch_off[pn.slot] || self.cut[pn.slot].is_some() {
+                continue;
+            }
+            let (max, p_drop, p_repeat) = (
+                self.plan.watch_max_delay,
+                self.plan.p_watch_drop,
+                self.plan.p_watch_repeat,
+            );
+            let rng = &mut self.procs[p].rng;
+            if rng.chance(p_drop) {
+                continue;
+            }
+            let mut times = vec![rng.between(Duration::ZERO, max)];
+            if rng.chance(p_repeat) {
+                times.push(rng.between(Duration::ZERO, max * 2));
+            }
+            for delay in times {
+                let at = self.now + delay;
+                self.at(
+                    at,
+                    Due::Watch {
+                        p,
+                        lease: lease.clone(),
+                    },
+                );
+            }
+        }
+    }
+
+    /// A watch event reaches process `p`: it replaces what was delivered
+    /// before, as `LatestLease` does (a late, older one too: the lock's
+    /// read then finds it stale and asks the server). False when the
+    /// process does not watch now.
+    pub(super) fn deliver(&mut self, p: usize, lease: Option<Stored>) -> bool {
+        let pn = &mut self.procs[p];
+        let slot = pn.slot;
+        if !pn.alive || !pn.watch || self.watch_off[slot] || self.cut[slot].is_some() {
+            return false;
+        }
+        pn.watched = lease;
+        true
+    }
+}
+
+fn empty() -> Stored {
+    Stored {
+        record: LeaderElectionRecord::default(),
+        version: 0,
+        writer: None,
+    }
+}
+
+fn not_found() -> Answer {
+    Answer::Status {
+        code: 404,
+        reason: "NotFound",
+        retry_after: None,
+    }
+}
+
+fn conflict() -> Answer {
+    Answer::Status {
+        code: 409,
+        reason: "Conflict",
+        retry_after: None,
+    }
+}
+
+pub(super) fn show_store(s: &Option<Stored>) -> String {
+    match s {
+        None => "no Lease".into(),
+        Some(s) => format!("rv {} {}", s.version, show_record(&s.record)),
+    }
+}
+
+pub(super) fn show_record(r: &LeaderElectionRecord) -> String {
+    let holder = if r.holder_identity.is_empty() {
+        "(free)"
+    } else {
+        &r.holder_identity
+    };
+    let renew = r.renew_time.map_or_else(|| "-".into(), |t| t.to_string());
+    format!(
+        "holder {holder} transitions {} duration {}s renewTime {renew}",
+        r.leader_transitions, r.lease_duration_seconds
+    )
+}
+
+fn describe(a: &Answer) -> String {
+    match a {
+        Answer::Lease(s) => format!("200 {}", show_store(&Some(s.clone()))),
+        Answer::Status {
+            code,
+            reason,
+            retry_after,
+        } => match retry_after {
+            Some(d) => format!("{code} {reason} Retry-After {}", d.as_secs()),
+            None => format!("{code} {reason}"),
+        },
+        Answer::Refused => "connection refused".into(),
+    }
+}

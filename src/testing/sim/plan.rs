@@ -1,0 +1,378 @@
+//! A schedule drawn from its seed: the timings, the candidates, the
+//! network's habits and the faults, each with its own probability per
+//! schedule. Everything the world does that is not the elector's own
+//! decision comes from here, or from a draw keyed by the seed.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::random::SplitMix64;
+
+/// The draws of one schedule.
+#[derive(Debug)]
+pub(super) struct Rng(SplitMix64);
+
+impl Rng {
+    pub(super) fn new(seed: u64, stream: u64) -> Rng {
+        // Streams of one seed must not overlap: mix the stream in first.
+        let mut mix = SplitMix64::new(seed ^ stream.wrapping_mul(0xd1b5_4a32_d192_ed03));
+        Rng(SplitMix64::new(mix.next_u64()))
+    }
+
+    pub(super) fn chance(&mut self, p: f64) -> bool {
+        self.0.unit() < p
+    }
+
+    pub(super) fn unit(&mut self) -> f64 {
+        self.0.unit()
+    }
+
+    /// Uniform in `[lo, hi)` (`lo` when empty).
+    pub(super) fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        if hi <= lo {
+            return lo;
+        }
+        lo + self.0.next_u64() % (hi - lo)
+    }
+
+    pub(super) fn ms(&mut self, lo: u64, hi: u64) -> Duration {
+        Duration::from_millis(self.range(lo, hi))
+    }
+
+    /// A duration uniform in `[lo, hi)`.
+    pub(super) fn between(&mut self, lo: Duration, hi: Duration) -> Duration {
+        if hi <= lo {
+            return lo;
+        }
+        lo + (hi - lo).mul_f64(self.unit())
+    }
+
+    pub(super) fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.range(0, items.len() as u64) as usize]
+    }
+}
+
+/// The election's timings, as all candidates are configured.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Timing {
+    pub(super) lease: Duration,
+    pub(super) renew: Duration,
+    pub(super) retry: Duration,
+}
+
+impl Timing {
+    /// client-go's per-request cap, as the elector computes it.
+    pub(super) fn cap(&self) -> Duration {
+        (self.renew / 2).max(Duration::from_secs(1))
+    }
+
+    /// The drift bound the docs state: clock rates within `±(LD − RD) /
+    /// (LD + RD)` of true time keep a term's end (RD on the leader's
+    /// clock) before any follower's takeover (LD on its own).
+    pub(super) fn drift_bound(&self) -> f64 {
+        let (ld, rd) = (self.lease.as_secs_f64(), self.renew.as_secs_f64());
+        (ld - rd) / (ld + rd)
+    }
+}
+
+/// One candidate's set-up.
+#[derive(Debug, Clone)]
+pub(super) struct Candidate {
+    pub(super) identity: String,
+    pub(super) watch: bool,
+    pub(super) release_on_cancel: bool,
+    pub(super) rejoin: bool,
+    /// Its monotonic clock's rate, parts per million off true time.
+    pub(super) rate_ppm: i64,
+    /// Its wall clock's offset from true wall time, in ms.
+    pub(super) wall_offset_ms: i64,
+    pub(super) start: Duration,
+    /// How long its work takes to let go of a term once told it ended.
+    pub(super) work_lag: Duration,
+}
+
+/// How a cut-off candidate's requests fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Cut {
+    /// Connection refused at once.
+    Refused,
+    /// Packets dropped: no answer until the request's deadline.
+    Silent,
+}
+
+/// What another writer does to the Lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Write {
+    Delete,
+    /// `leaseTransitions` dropped (read as 0) or set lower.
+    Transitions(i32),
+    /// The holder rewritten (to a candidate's identity, or a stranger's),
+    /// renewed now, as a tool taking the lease would.
+    Holder(String),
+    /// Holder emptied, as a release.
+    Free,
+}
+
+/// What happens to a candidate's wall clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Wall {
+    /// Stands still from now.
+    Freeze,
+    /// Stepped by this many ms (back when negative).
+    Step(i64),
+    /// Jumps past the year 9999.
+    FarFuture,
+}
+
+/// One fault of the schedule, from `at` (and until `until` where it lasts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Fault {
+    Cut {
+        who: usize,
+        how: Cut,
+        until: Duration,
+    },
+    /// The whole process stops (SIGSTOP, a VM pause) and resumes.
+    Pause {
+        who: usize,
+        until: Duration,
+    },
+    /// Killed; restarted after `restart`, under a new identity if `fresh`.
+    Crash {
+        who: usize,
+        restart: Duration,
+        fresh: bool,
+    },
+    /// Stopped through its `Stopper` (releasing if so configured), and
+    /// started again after `restart`.
+    Stop {
+        who: usize,
+        restart: Duration,
+    },
+    Wall {
+        who: usize,
+        how: Wall,
+    },
+    /// Its watch stops delivering.
+    WatchOff {
+        who: usize,
+        until: Duration,
+    },
+    Other(Write),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Timed {
+    pub(super) at: Duration,
+    pub(super) fault: Fault,
+}
+
+/// How the network and the API server behave in this schedule.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Net {
+    /// A request takes near the cap, or past it.
+    pub(super) p_slow: f64,
+    pub(super) p_hang: f64,
+    /// The write applied, its answer lost.
+    pub(super) p_lost: f64,
+    /// A spurious 409 Conflict on an update.
+    pub(super) p_conflict: f64,
+    /// A 5xx (with `Retry-After` half the time: a 503).
+    pub(super) p_5xx: f64,
+    pub(super) watch_max_delay: Duration,
+    pub(super) p_watch_drop: f64,
+    pub(super) p_watch_repeat: f64,
+}
+
+/// A whole schedule.
+pub(super) struct Plan {
+    pub(super) seed: u64,
+    pub(super) timing: Timing,
+    pub(super) candidates: Vec<Candidate>,
+    pub(super) net: Net,
+    pub(super) faults: Vec<Timed>,
+    /// Faults begin before this; all of them are healed at it.
+    pub(super) faults_end: Duration,
+    pub(super) end: Duration,
+    /// How long after a candidate ends by itself it is started again (an
+    /// orchestrator restarting a pod).
+    pub(super) restart_delay: Duration,
+}
+
+impl Plan {
+    pub(super) fn draw(seed: u64) -> Plan {
+        let mut r = Rng::new(seed, 0);
+        let timing = draw_timing(&mut r);
+        let bound = timing.drift_bound();
+        let n = r.range(2, 8) as usize;
+        // Runs of a fault kind: each kind is in a schedule or not.
+        let on = |r: &mut Rng, p: f64| if r.chance(p) { 1.0 } else { 0.0 };
+        let net = Net {
+            p_slow: on(&mut r, 0.5) * 0.08,
+            p_hang: on(&mut r, 0.3) * 0.04,
+            p_lost: on(&mut r, 0.4) * r.unit() * 0.2,
+            p_conflict: on(&mut r, 0.3) * 0.05,
+            p_5xx: on(&mut r, 0.4) * r.unit() * 0.3,
+            watch_max_delay: timing.retry.mul_f64(r.unit() * 2.0),
+            p_watch_drop: on(&mut r, 0.4) * 0.3,
+            p_watch_repeat: on(&mut r, 0.3) * 0.2,
+        };
+        let drift = r.chance(0.7);
+        let work_room = timing.lease.saturating_sub(timing.renew) / 2;
+        let candidates: Vec<Candidate> = (0..n)
+            .map(|i| Candidate {
+                identity: format!("c{i}"),
+                watch: r.chance(0.5),
+                release_on_cancel: r.chance(0.6),
+                rejoin: r.chance(0.5),
+                rate_ppm: if drift {
+                    // Within the documented bound, up to its edge.
+                    ((r.unit() * 2.0 - 1.0) * bound * 0.999 * 1e6) as i64
+                } else {
+                    0
+                },
+                wall_offset_ms: r.range(0, 4000) as i64 - 2000,
+                start: if r.chance(0.5) {
+                    Duration::ZERO
+                } else {
+                    r.between(Duration::ZERO, timing.lease * 2)
+                },
+                work_lag: r.between(Duration::ZERO, work_room),
+            })
+            .collect();
+        let faults_end = timing.lease.mul_f64(3.0 + r.unit() * 7.0);
+        let faults = draw_faults(&mut r, n, &timing, faults_end);
+        let restart_delay = r.between(Duration::ZERO, timing.retry * 2);
+        // Time for the world to settle: a lease left behind expires, a
+        // clamped Retry-After passes, a restart comes back.
+        let settle = timing.lease * 2 + timing.retry * 6 + restart_delay + SIM_RETRY_AFTER_MAX;
+        Plan {
+            seed,
+            timing,
+            candidates,
+            net,
+            faults,
+            faults_end,
+            end: faults_end + settle,
+            restart_delay,
+        }
+    }
+}
+
+/// The longest `Retry-After` the simulated server sends.
+pub(super) const SIM_RETRY_AFTER_MAX: Duration = Duration::from_secs(10);
+
+fn draw_timing(r: &mut Rng) -> Timing {
+    let fixed = [
+        (4, 3000, 1000),
+        (15, 10_000, 2000),
+        (137, 107_000, 26_000),
+        (270, 240_000, 60_000),
+    ];
+    if r.chance(0.6) {
+        let (ld, rd, rp) = r.pick(&fixed);
+        return Timing {
+            lease: Duration::from_secs(ld),
+            renew: Duration::from_millis(rd),
+            retry: Duration::from_millis(rp),
+        };
+    }
+    // Any timing client-go's rules allow: LD > RD > 1.2 × RP, LD whole seconds.
+    let retry = r.ms(200, 5000);
+    let renew = retry.mul_f64(1.25 + r.unit() * 4.0);
+    let lease_secs = (renew.as_secs_f64() * (1.05 + r.unit())).ceil() as u64 + 1;
+    Timing {
+        lease: Duration::from_secs(lease_secs),
+        renew,
+        retry,
+    }
+}
+
+fn draw_faults(r: &mut Rng, n: usize, t: &Timing, end: Duration) -> Vec<Timed> {
+    let mut faults = Vec::new();
+    // Each kind is in this schedule with some probability, then comes at
+    // a rate of its own.
+    let kinds: [(f64, f64); 8] = [
+        (0.5, 1.5),  // cut
+        (0.4, 1.0),  // pause
+        (0.4, 1.0),  // crash
+        (0.4, 1.0),  // stop
+        (0.35, 1.0), // wall clock
+        (0.3, 1.0),  // watch off
+        (0.45, 1.5), // another writer
+        (0.0, 0.0),
+    ];
+    let periods = (end.as_secs_f64() / t.lease.as_secs_f64()).max(1.0);
+    for (kind, (p_in, per_lease)) in kinds.iter().enumerate() {
+        if *p_in == 0.0 || !r.chance(*p_in) {
+            continue;
+        }
+        let count = (periods * per_lease * r.unit()).ceil() as usize;
+        for _ in 0..count {
+            let at = r.between(Duration::ZERO, end);
+            let who = r.range(0, n as u64) as usize;
+            let lasting = |r: &mut Rng| (at + r.between(t.retry / 2, t.lease * 2)).min(end);
+            let fault = match kind {
+                0 => Fault::Cut {
+                    who,
+                    how: if r.chance(0.5) {
+                        Cut::Refused
+                    } else {
+                        Cut::Silent
+                    },
+                    until: lasting(r),
+                },
+                1 => Fault::Pause {
+                    who,
+                    until: lasting(r),
+                },
+                2 => Fault::Crash {
+                    who,
+                    restart: r.between(Duration::ZERO, t.lease),
+                    fresh: r.chance(0.5),
+                },
+                3 => Fault::Stop {
+                    who,
+                    restart: r.between(Duration::ZERO, t.lease),
+                },
+                4 => Fault::Wall {
+                    who,
+                    how: match r.range(0, 4) {
+                        0 => Wall::Freeze,
+                        1 => Wall::FarFuture,
+                        2 => Wall::Step(-(r.range(1, 600_000) as i64)),
+                        _ => Wall::Step(r.range(1, 600_000) as i64),
+                    },
+                },
+                5 => Fault::WatchOff {
+                    who,
+                    until: lasting(r),
+                },
+                _ => Fault::Other(match r.range(0, 5) {
+                    0 => Write::Delete,
+                    1 => Write::Transitions(0),
+                    2 => Write::Transitions(r.range(0, 3) as i32),
+                    3 => Write::Holder(if r.chance(0.5) {
+                        "stranger".into()
+                    } else {
+                        format!("c{}", r.range(0, n as u64))
+                    }),
+                    _ => Write::Free,
+                }),
+            };
+            faults.push(Timed { at, fault });
+        }
+    }
+    faults.sort_by_key(|f| f.at);
+    faults
+}
+
+impl fmt::Display for Timing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "lease {:?}, renew deadline {:?}, retry period {:?}",
+            self.lease, self.renew, self.retry
+        )
+    }
+}
