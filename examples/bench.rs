@@ -30,12 +30,13 @@
 //! request can be slowed to just under the 1.5s cap), the held-request
 //! figure client-go's 15s / 10s / 2s.
 
+use lease_elector::LeaderEvents;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
@@ -62,7 +63,7 @@ fn spawn(
     id: &str,
     watch: bool,
     release: bool,
-) -> Res<(ElectorHandle, Receiver<LeaderEvent>)> {
+) -> Res<(ElectorHandle, LeaderEvents)> {
     let client = Client::new(ClientConfig::new(server.url()))?;
     Ok(LeaderElector::builder(LeaseLock::new(client, NS, name, id))
         .lease_duration(LEASE)
@@ -74,7 +75,7 @@ fn spawn(
         .spawn()?)
 }
 
-fn wait_leading(rx: &Receiver<LeaderEvent>) -> Res<Instant> {
+fn wait_leading(rx: &LeaderEvents) -> Res<Instant> {
     loop {
         match rx.recv_timeout(Duration::from_secs(30))? {
             LeaderEvent::StartedLeading { at, .. } => return Ok(at),
@@ -332,7 +333,7 @@ fn candidate(
     name: &str,
     id: &str,
     cfg: &ElectorConfig,
-) -> Res<(ElectorHandle, Receiver<LeaderEvent>, Calls)> {
+) -> Res<(ElectorHandle, LeaderEvents, Calls)> {
     let calls = Calls::default();
     let lock = Recorded {
         inner: LeaseLock::new(Client::new(client)?, NS, name, id),
@@ -346,7 +347,7 @@ fn candidate(
 }
 
 /// `StoppedLeading.at`, or `None` when it did not come within `within`.
-fn wait_stopped(rx: &Receiver<LeaderEvent>, within: Duration) -> Option<Instant> {
+fn wait_stopped(rx: &LeaderEvents, within: Duration) -> Option<Instant> {
     let until = Instant::now() + within;
     loop {
         let left = until.checked_duration_since(Instant::now())?;

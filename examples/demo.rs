@@ -71,6 +71,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             LeaderEvent::NewLeader { identity, .. } => {
                 println!("[{t:7.3}s] {who}: NEW_LEADER {identity}")
             }
+            _ => {}
         }
     };
 
@@ -87,7 +88,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 LeaderEvent::NewLeader { identity, .. } => {
                     seen.insert(who, identity);
                 }
-                LeaderEvent::StoppedLeading { .. } => {}
+                _ => {}
             }
         }
         let leader = leader.ok_or("no leader")?;

@@ -288,6 +288,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             LeaderEvent::StartedLeading { .. } => format!("LEADING {}", Escaped(&identity)),
             LeaderEvent::StoppedLeading { .. } => format!("STOPPED {}", Escaped(&identity)),
             LeaderEvent::NewLeader { identity: who, .. } => format!("NEW_LEADER {}", Escaped(who)),
+            _ => return,
         };
         let mut out = out.lock();
         // stdout closed: nothing left to tell anyone.

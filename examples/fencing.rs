@@ -10,8 +10,8 @@
 //! store has seen. Checking `Term::is_current()` before the write would not
 //! have helped: the worker was frozen after that check.
 
+use lease_elector::LeaderEvents;
 use std::collections::BTreeMap;
-use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -44,7 +44,7 @@ impl FencedStore {
 fn candidate(
     server: &TestApiServer,
     id: &str,
-) -> lease_elector::Result<(ElectorHandle, Receiver<LeaderEvent>)> {
+) -> lease_elector::Result<(ElectorHandle, LeaderEvents)> {
     // Each candidate sends its own bearer token, so the test server can
     // cut off one of them.
     let config = ClientConfig::new(server.url()).token(format!("{id}-token"));
@@ -57,7 +57,7 @@ fn candidate(
         .spawn()
 }
 
-fn term_of(events: &Receiver<LeaderEvent>) -> Result<Term, Box<dyn std::error::Error>> {
+fn term_of(events: &LeaderEvents) -> Result<Term, Box<dyn std::error::Error>> {
     loop {
         if let LeaderEvent::StartedLeading { term, .. } = events.recv()? {
             return Ok(term);

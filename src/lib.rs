@@ -135,7 +135,8 @@ pub use deadline::Deadline;
 pub use duration::{format_go_duration, parse_go_duration, GoDurationError};
 pub use elector::{
     exit_on_lost_leadership, wait_for_lost_leadership, ElectorBuilder, ElectorConfig,
-    ElectorHandle, LeaderElector, LeaderEvent, LeadershipEnd, Probe, StopReason, Stopper, Term,
+    ElectorHandle, LeaderElector, LeaderEvent, LeaderEvents, LeadershipEnd, Probe, StopReason,
+    Stopper, Term,
 };
 pub use error::{ApiStatus, Error, Result, StatusKind};
 pub use events::{EventRecorder, EventStats};

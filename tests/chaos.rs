@@ -21,6 +21,7 @@
 
 mod common;
 
+use lease_elector::LeaderEvents;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -111,10 +112,7 @@ fn token_client(server: &TestApiServer, token: &str) -> Client {
 }
 
 /// Build and start an elector on `lock`.
-fn spawn(
-    lock: impl Lock + 'static,
-    config: ElectorConfig,
-) -> (ElectorHandle, Receiver<LeaderEvent>) {
+fn spawn(lock: impl Lock + 'static, config: ElectorConfig) -> (ElectorHandle, LeaderEvents) {
     LeaderElector::builder(lock)
         .config(config)
         .build()
@@ -130,7 +128,7 @@ fn elector(
     id: &str,
     release: bool,
     watch: bool,
-) -> (ElectorHandle, Receiver<LeaderEvent>) {
+) -> (ElectorHandle, LeaderEvents) {
     let lock = LeaseLock::new(token_client(server, id), NS, LEASE, id);
     spawn(lock, chaos_config(release, watch))
 }
@@ -625,6 +623,7 @@ impl Chaos {
                 });
             }
             LeaderEvent::NewLeader { .. } => self.new_leader_events += 1,
+            other => panic!("an event the tests do not know: {other:?}"),
         }
     }
 
@@ -1173,7 +1172,7 @@ fn chaos_never_two_leaders() {
 }
 
 /// The next StartedLeading or StoppedLeading `at` on `events`, skipping NewLeader.
-fn next_transition(events: &Receiver<LeaderEvent>) -> LeaderEvent {
+fn next_transition(events: &LeaderEvents) -> LeaderEvent {
     let until = Instant::now() + recovery_bound() * 2;
     loop {
         let left = until.saturating_duration_since(Instant::now());
@@ -1301,7 +1300,7 @@ impl Fleet {
     }
 
     /// Take in a started elector; returns its slot.
-    fn add(&mut self, (handle, events): (ElectorHandle, Receiver<LeaderEvent>)) -> usize {
+    fn add(&mut self, (handle, events): (ElectorHandle, LeaderEvents)) -> usize {
         let slot = self.handles.len();
         let tx = self.tx.clone();
         let forwarder = thread::Builder::new()

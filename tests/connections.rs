@@ -5,6 +5,7 @@
 
 mod common;
 
+use lease_elector::LeaderEvents;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -20,12 +21,7 @@ fn quick() -> ElectorConfig {
     }
 }
 
-fn lead(
-    server: &TestApiServer,
-) -> (
-    lease_elector::ElectorHandle,
-    std::sync::mpsc::Receiver<LeaderEvent>,
-) {
+fn lead(server: &TestApiServer) -> (lease_elector::ElectorHandle, LeaderEvents) {
     let config = ClientConfig::new(server.url()).ca_pem(server.ca_pem());
     let lock = LeaseLock::new(Client::new(config).unwrap(), NS, LEASE, "a");
     let (handle, events) = LeaderElector::builder(lock)

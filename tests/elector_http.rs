@@ -39,8 +39,8 @@ fn single_candidate_creates_the_lease_and_renews_with_one_put() {
     );
     assert!(acquired.ends_with('Z'));
     let first = c.candidates[0].log.clone();
-    assert!(matches!(&first[0], LeaderEvent::NewLeader { identity, .. } if identity == "solo"));
-    assert!(matches!(first[1], LeaderEvent::StartedLeading { .. }));
+    assert!(matches!(&first[0], Seen::NewLeader { identity, .. } if identity == "solo"));
+    assert!(matches!(first[1], Seen::Started { .. }));
 
     c.server.reset_stats();
     for _ in 0..10 {
@@ -170,7 +170,7 @@ fn outage_longer_than_renew_deadline_steps_down_before_the_lease_expires() {
     c.server.set_outage(true);
     c.step_until(STEP, SECOND * 20, |c| c.candidates[0].stopped() == 1);
     let stopped_at = match c.candidates[0].log.last() {
-        Some(LeaderEvent::StoppedLeading { at, .. }) => *at,
+        Some(Seen::Stopped { at, .. }) => *at,
         other => panic!("{other:?}"),
     };
     let since = stopped_at - last_renew;

@@ -2,7 +2,8 @@
 //! in-memory lock so every decision is deterministic and fast. (The same
 //! behaviour over real HTTP is covered in `elector_http.rs`.)
 
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use lease_elector::LeaderEvents;
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -46,11 +47,7 @@ impl Shared {
         r
     }
     /// An elector on this store, on the store's clock.
-    fn spawn(
-        &self,
-        identity: &str,
-        config: ElectorConfig,
-    ) -> (ElectorHandle, Receiver<LeaderEvent>) {
+    fn spawn(&self, identity: &str, config: ElectorConfig) -> (ElectorHandle, LeaderEvents) {
         LeaderElector::builder(self.lock_for(identity))
             .config(config)
             .clock(Arc::new(self.clock.clone()))
@@ -168,11 +165,11 @@ fn config() -> ElectorConfig {
     c
 }
 
-fn next(rx: &Receiver<LeaderEvent>) -> LeaderEvent {
+fn next(rx: &LeaderEvents) -> LeaderEvent {
     rx.recv_timeout(WAIT).expect("an elector event")
 }
 
-fn wait_started(rx: &Receiver<LeaderEvent>) -> Instant {
+fn wait_started(rx: &LeaderEvents) -> Instant {
     loop {
         match next(rx) {
             LeaderEvent::StartedLeading { at, .. } => return at,
@@ -182,7 +179,7 @@ fn wait_started(rx: &Receiver<LeaderEvent>) -> Instant {
     }
 }
 
-fn wait_stopped(rx: &Receiver<LeaderEvent>) -> Instant {
+fn wait_stopped(rx: &LeaderEvents) -> Instant {
     loop {
         match next(rx) {
             LeaderEvent::StoppedLeading { at, .. } => return at,

@@ -5,9 +5,9 @@
 
 mod common;
 
+use lease_elector::LeaderEvents;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,7 +27,7 @@ fn spawn(
     name: &str,
     id: &str,
     clock: &ManualClock,
-) -> (ElectorHandle, Receiver<LeaderEvent>) {
+) -> (ElectorHandle, LeaderEvents) {
     LeaderElector::builder(LeaseLock::new(client(server), NS, name, id))
         .config(ElectorConfig {
             release_on_cancel: false,
@@ -40,7 +40,7 @@ fn spawn(
         .unwrap()
 }
 
-fn wait_started(events: &Receiver<LeaderEvent>) {
+fn wait_started(events: &LeaderEvents) {
     while !matches!(
         events.recv_timeout(WAIT).unwrap(),
         LeaderEvent::StartedLeading { .. }
@@ -52,7 +52,7 @@ struct Pair {
     server: TestApiServer,
     clock: ManualClock,
     a: ElectorHandle,
-    a_events: Receiver<LeaderEvent>,
+    a_events: LeaderEvents,
     b: ElectorHandle,
 }
 

@@ -1,6 +1,7 @@
 //! What a service owner sees: `ElectorHandle::status()`, the log lines of a
 //! failing set-up, the Prometheus text, and Lease labels, over real HTTP.
 
+use lease_elector::LeaderEvents;
 mod common;
 
 use std::sync::Arc;
@@ -29,7 +30,7 @@ fn spawn(
     id: &str,
     clock: &ManualClock,
     lock: impl FnOnce(LeaseLock) -> LeaseLock,
-) -> (ElectorHandle, std::sync::mpsc::Receiver<LeaderEvent>) {
+) -> (ElectorHandle, LeaderEvents) {
     let client = Client::new(ClientConfig::new(server.url())).unwrap();
     LeaderElector::builder(lock(LeaseLock::new(client, NS, name, id)))
         .config(ElectorConfig {

@@ -12,8 +12,8 @@
 
 mod common;
 
+use lease_elector::LeaderEvents;
 use std::collections::VecDeque;
-use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -84,11 +84,7 @@ impl Server {
         });
     }
 
-    fn spawn(
-        &self,
-        identity: &str,
-        config: ElectorConfig,
-    ) -> (ElectorHandle, Receiver<LeaderEvent>) {
+    fn spawn(&self, identity: &str, config: ElectorConfig) -> (ElectorHandle, LeaderEvents) {
         let lock = ScriptedLock {
             server: self.clone(),
             identity: identity.into(),

@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::sync::mpsc::Receiver;
+use lease_elector::LeaderEvents;
 use std::time::{Duration, Instant};
 
 use common::tempdir::TempDir;
@@ -30,11 +30,7 @@ fn short() -> ElectorConfig {
     }
 }
 
-fn spawn(
-    config: ClientConfig,
-    id: &str,
-    timings: ElectorConfig,
-) -> (ElectorHandle, Receiver<LeaderEvent>) {
+fn spawn(config: ClientConfig, id: &str, timings: ElectorConfig) -> (ElectorHandle, LeaderEvents) {
     let lock = LeaseLock::new(Client::new(config).unwrap(), NS, LEASE, id);
     LeaderElector::builder(lock)
         .config(timings)

@@ -4,16 +4,16 @@
 
 mod common;
 
-use std::sync::mpsc::Receiver;
+use lease_elector::LeaderEvents;
 use std::time::{Duration, Instant};
 
 use common::*;
 use lease_elector::testing::{Fault, TestApiServer};
-use lease_elector::{ElectorHandle, LeaderElector, LeaderEvent, LeaseLock, StopReason};
+use lease_elector::{ElectorHandle, LeaderElector, LeaseLock, StopReason};
 
 /// A leader through `client` with 4s/3s/1s timings and a 1 s release
 /// budget, once it leads.
-fn leader(client: lease_elector::Client) -> (ElectorHandle, Receiver<LeaderEvent>) {
+fn leader(client: lease_elector::Client) -> (ElectorHandle, LeaderEvents) {
     let lock = LeaseLock::new(client, NS, LEASE, "a");
     let (handle, events) = LeaderElector::builder(lock)
         .lease_duration(Duration::from_secs(4))
@@ -30,7 +30,7 @@ fn leader(client: lease_elector::Client) -> (ElectorHandle, Receiver<LeaderEvent
 }
 
 /// A leader on `server` whose next renew hangs on the server.
-fn leader_with_a_hung_renew(server: &TestApiServer) -> (ElectorHandle, Receiver<LeaderEvent>) {
+fn leader_with_a_hung_renew(server: &TestApiServer) -> (ElectorHandle, LeaderEvents) {
     let (handle, events) = leader(client(server));
     server.reset_stats();
     server.inject(Fault::hang().times(usize::MAX));
@@ -41,7 +41,7 @@ fn leader_with_a_hung_renew(server: &TestApiServer) -> (ElectorHandle, Receiver<
 }
 
 /// Time from `stop` to `StoppedLeading`.
-fn stopped_after(events: &Receiver<LeaderEvent>, stop: impl FnOnce()) -> Duration {
+fn stopped_after(events: &LeaderEvents, stop: impl FnOnce()) -> Duration {
     let asked = Instant::now();
     stop();
     let (_, reason) = wait_stopped(events);
@@ -61,7 +61,8 @@ fn a_stopper_ends_the_term_at_once_while_the_server_hangs() {
         "StoppedLeading after {took:?}"
     );
     assert!(!term.is_current() && !handle.is_leader());
-    // The release cannot get through: a value, one line, naming the lease.
+    drop(term); // the work lets go: now the release is tried
+                // The release cannot get through: a value, one line, naming the lease.
     let err = handle.stop().expect_err("the release hangs");
     let text = err.to_string();
     assert!(

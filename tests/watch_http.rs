@@ -154,7 +154,7 @@ fn crash_failover_takes_exactly_the_lease_duration_after_the_last_renew() {
     let started = loop {
         c.step(Duration::from_millis(250));
         if let Some(at) = c.candidates[b].log.iter().find_map(|e| match e {
-            LeaderEvent::StartedLeading { at, .. } => Some(*at),
+            Seen::Started { at, .. } => Some(*at),
             _ => None,
         }) {
             break at;

@@ -19,7 +19,9 @@ const MAX_PENDING_WRITES: usize = 8;
 impl<I: Io> Run<I> {
     /// One attempt, as client-go's `tryAcquireOrRenew`, within `round`:
     /// each request gets the per-request cap, never more than is left.
-    /// `Ok(true)` when the lease is held by us after this call.
+    /// `Ok(true)` when the lease is held by us after this call. While a
+    /// term is in progress, a record that is not ours ends it (`Ok(false)`):
+    /// a leader renews its own record and takes no other.
     pub(super) async fn try_acquire_or_renew(&mut self, round: &Deadline) -> Result<bool> {
         let cap = self.cfg().request_cap();
         let now_wall = MicroTime::from_system_time(self.shared.clock.system_time());
@@ -36,7 +38,7 @@ impl<I: Io> Run<I> {
         // 1. Fast path for the leader: one PUT against the cached version.
         if self.is_leader_of_observed() && self.is_lease_valid(self.now()) {
             if let Some(old) = self.observed.clone() {
-                self.carry_over(&mut record, &old, true);
+                self.carry_over(&mut record, &old);
             }
             match self.write(&record, &round.capped(cap), false).await {
                 Ok(()) => return Ok(true),
@@ -52,36 +54,20 @@ impl<I: Io> Run<I> {
         let slow_path = self.is_leader_of_observed();
         let deadline = round.capped(cap);
         let old = match self.read(&deadline).await {
-            Ok(read) => read.record,
-            Err(e) if e.is_not_found() => {
-                // No record exists: forget the one seen before, whose
-                // expiry would otherwise still time the next attempt (an
-                // expired one: at once, every millisecond against a server
-                // answering 404 and then AlreadyExists).
-                self.observed = None;
-                return match self.write(&record, &round.capped(cap), true).await {
-                    // Another candidate created it first: held by someone
-                    // else, as a read would have shown (the next attempt
-                    // reads it). Not a failure.
-                    Err(e) if e.is_already_exists() => {
-                        log::debug!(
-                            "lease {} was created by another candidate first",
-                            self.shared.describe
-                        );
-                        Ok(false)
-                    }
-                    written => written.map(|()| true),
-                };
-            }
+            Ok(read) => read,
+            Err(e) if e.is_not_found() => return self.vanished(record, &round.capped(cap)).await,
             Err(e) => return Err(e),
         };
 
-        // 3. Judge expiry by when *we* saw the record change, never by its renewTime.
-        if self.observed.as_ref() != Some(&old) {
-            self.note_same_identity(&old);
-            self.set_observed(old.clone());
-        }
+        // 3. Judge expiry by when *we* saw the record change (its content
+        //    or its version: a holder whose wall clock stands still writes
+        //    the same times), never by its renewTime.
+        self.observe(old.record.clone(), old.version);
+        let old = old.record;
         let ours = self.is_ours(&old);
+        if self.term.is_some() && !ours {
+            return Ok(false);
+        }
         if !old.holder_identity.is_empty() && self.is_lease_valid(self.now()) && !ours {
             log::debug!(
                 "lease {} is held by {} and has not yet expired",
@@ -92,7 +78,7 @@ impl<I: Io> Run<I> {
         }
 
         // 4. Ours to take or keep.
-        self.carry_over(&mut record, &old, ours);
+        self.carry_over(&mut record, &old);
         self.write(&record, &round.capped(cap), false).await?;
         if slow_path {
             self.shared.lock().counters.slow_path_renews += 1;
@@ -100,24 +86,89 @@ impl<I: Io> Run<I> {
         Ok(true)
     }
 
-    /// What our write over `old` keeps of it. client-go keeps
-    /// `leaseTransitions` and `acquireTime` when the record is its own and
-    /// adds one otherwise; here a new term on a record of our last term
-    /// adds one too, so that no two terms share a token. A record we wrote
-    /// in this acquire phase (an answer lost) is kept as it is.
-    fn carry_over(
-        &self,
-        record: &mut LeaderElectionRecord,
-        old: &LeaderElectionRecord,
-        ours: bool,
-    ) {
-        let of_last_term = u64::try_from(old.leader_transitions).ok() == self.last_token;
-        let keep = ours && (self.term.is_some() || !of_last_term);
-        if keep {
+    /// The Lease is gone (404). That is a change, observed now: whoever
+    /// held it last still holds it for a lease duration from now (it may
+    /// be renewing and not have noticed yet, as with any change we see),
+    /// and nobody creates it earlier. "Whoever" is the holder we last saw,
+    /// or one we have not seen when our last write was refused (someone
+    /// else wrote since our last read). A leader whose Lease is gone steps
+    /// down, and waits as the others do: a Lease created again by its
+    /// holder and deleted once more would hide that holder's term from a
+    /// candidate that saw the Lease missing both times. (client-go creates
+    /// it at once, leader or not, and a follower then leads beside a
+    /// leader that has not noticed.)
+    async fn vanished(
+        &mut self,
+        mut record: LeaderElectionRecord,
+        deadline: &Deadline,
+    ) -> Result<bool> {
+        let now = self.now();
+        if self.gone_until.is_none() {
+            let last = self.observed.as_ref();
+            let held = self.unseen_write || last.is_some_and(|r| !r.holder_identity.is_empty());
+            let duration = last
+                .map_or(Duration::ZERO, LeaderElectionRecord::lease_duration)
+                .max(self.cfg().lease_duration);
+            self.gone_until = Some(if held {
+                add_saturating(now, duration)
+            } else {
+                now
+            });
+            self.observed_at = now;
+        }
+        let held = self.gone_until.is_some_and(|until| until > now);
+        if self.term.is_some() || held {
+            log::debug!(
+                "lease {} is gone; its last holder holds it until it expires",
+                self.shared.describe
+            );
+            return Ok(false);
+        }
+        // Forget the record seen before: its expiry, long past, would
+        // otherwise still time the next attempt (at once, every
+        // millisecond against a server answering 404 and then
+        // AlreadyExists).
+        self.observed = None;
+        self.observed_version = None;
+        // A new term, above every token seen.
+        record.leader_transitions = self.max_transitions.map_or(0, |m| m.saturating_add(1));
+        match self.write(&record, deadline, true).await {
+            // Another candidate created it first: held by someone else, as
+            // a read would have shown (the next attempt reads it). Not a
+            // failure.
+            Err(e) if e.is_already_exists() => {
+                log::debug!(
+                    "lease {} was created by another candidate first",
+                    self.shared.describe
+                );
+                Ok(false)
+            }
+            written => written.map(|()| true),
+        }
+    }
+
+    /// What our write over `old` keeps of it. A renew keeps the term's
+    /// acquire time and token (also when another writer changed the
+    /// stored `leaseTransitions`: the stored value is the term's token). A
+    /// record we wrote in this acquire phase (its answer lost) is kept as
+    /// it is. Anything else is a new term, whose token is one more than
+    /// the highest `leaseTransitions` this candidate has seen on this
+    /// Lease or finds stored, so that tokens never go backwards from what
+    /// it has seen, whoever deleted the Lease or lowered the field.
+    /// (client-go adds one to the stored value on a change of holder.)
+    fn carry_over(&self, record: &mut LeaderElectionRecord, old: &LeaderElectionRecord) {
+        if let Some(term) = &self.term {
+            record.acquire_time = old.acquire_time;
+            record.leader_transitions = i32::try_from(term.token()).unwrap_or(i32::MAX);
+        } else if self.acquire_writes.iter().any(|w| w == old) {
             record.acquire_time = old.acquire_time;
             record.leader_transitions = old.leader_transitions;
         } else {
-            record.leader_transitions = old.leader_transitions.saturating_add(1);
+            let seen = self
+                .max_transitions
+                .unwrap_or(0)
+                .max(old.leader_transitions);
+            record.leader_transitions = seen.saturating_add(1);
         }
         record.strategy = old.strategy.clone();
         record.preferred_holder = old.preferred_holder.clone();
@@ -159,19 +210,27 @@ impl<I: Io> Run<I> {
         deadline: &Deadline,
         create: bool,
     ) -> Result<()> {
-        if self.written.len() > MAX_PENDING_WRITES {
-            self.written.remove(1);
+        if self.unanswered.len() >= MAX_PENDING_WRITES {
+            self.unanswered.remove(0);
         }
-        self.written.push(record.clone());
+        self.unanswered.push(record.clone());
+        if self.term.is_none() && self.acquire_writes.len() < MAX_PENDING_WRITES {
+            self.acquire_writes.push(record.clone());
+        }
         let result = if create {
             self.io.create(record, deadline).await
         } else {
             self.io.update(record, deadline).await
         };
         self.count_request(true, result.as_ref().err());
-        result?;
-        self.written = vec![record.clone()];
-        self.set_observed(record.clone());
+        // Refused because someone else wrote: something we have not read.
+        if matches!(&result, Err(e) if e.is_conflict() || e.is_already_exists()) {
+            self.unseen_write = true;
+        }
+        let version = result?;
+        self.confirmed = Some(record.clone());
+        self.unanswered.clear();
+        self.observe(record.clone(), version);
         Ok(())
     }
 
@@ -203,9 +262,31 @@ impl<I: Io> Run<I> {
         }
     }
 
-    /// Remember `record` as observed: its expiry counts from now.
-    pub(super) fn set_observed(&mut self, record: LeaderElectionRecord) {
+    /// Remember `record` (at `version`) as observed. A change of either
+    /// restarts its expiry from now; the highest `leaseTransitions` seen
+    /// is kept for the next term's token.
+    pub(super) fn observe(&mut self, record: LeaderElectionRecord, version: Option<String>) {
+        let t = record.leader_transitions;
+        self.max_transitions = Some(self.max_transitions.map_or(t, |m| m.max(t)));
+        self.unseen_write = false;
+        // Someone else's record: our writes still unanswered were decided
+        // on what we knew before it. A create among them may yet land (on
+        // a Lease deleted meanwhile), and must then be waited out like a
+        // stranger's, not led on: forget them.
+        if !self.is_ours(&record) {
+            self.unanswered.clear();
+            self.acquire_writes.clear();
+        }
+        if self.observed.as_ref() == Some(&record)
+            && self.observed_version == version
+            && self.gone_until.is_none()
+        {
+            return;
+        }
+        self.gone_until = None;
+        self.note_same_identity(&record);
         self.observed = Some(record);
+        self.observed_version = version;
         self.observed_at = self.now();
     }
 
@@ -214,8 +295,9 @@ impl<I: Io> Run<I> {
     pub(super) fn is_ours(&self, r: &LeaderElectionRecord) -> bool {
         r.holder_identity == self.io.identity()
             && self
-                .written
+                .confirmed
                 .iter()
+                .chain(&self.unanswered)
                 .any(|w| w.renew_time == r.renew_time && w.acquire_time == r.acquire_time)
     }
 
@@ -249,6 +331,11 @@ impl<I: Io> Run<I> {
     /// at the next jittered retry, makes crash failover take leaseDuration
     /// from the last observed change, not that plus a retry period.
     pub(super) fn until_expiry(&self) -> Duration {
+        if let Some(until) = self.gone_until {
+            return until
+                .saturating_duration_since(self.now())
+                .saturating_add(Duration::from_millis(1));
+        }
         match &self.observed {
             Some(r) if !r.holder_identity.is_empty() => self
                 .observed_expiry()

@@ -1,6 +1,6 @@
 //! [`ElectorBuilder`] and [`LeaderElector`]: validate, then start the thread.
 
-use std::sync::mpsc::{self, Receiver};
+use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
@@ -8,9 +8,9 @@ use std::time::Duration;
 use super::config::ElectorConfig;
 use super::handle::ElectorHandle;
 use super::io::{block_on, ThreadIo};
+use super::receiver::LeaderEvents;
 use super::run::Run;
 use super::shared::Shared;
-use super::LeaderEvent;
 use crate::clock::{Clock, SystemClock, Wakeup};
 use crate::error::{Error, Result};
 use crate::lock::Lock;
@@ -69,6 +69,13 @@ impl ElectorBuilder {
     /// Give the release on stop at most `d` (see [`ElectorConfig::release_timeout`]).
     pub fn release_timeout(mut self, d: Duration) -> Self {
         self.config.release_timeout = d;
+        self
+    }
+
+    /// Wait at most `d` for the work to let go of its term before a
+    /// release on stop (see [`ElectorConfig::release_grace`]).
+    pub fn release_grace(mut self, d: Duration) -> Self {
+        self.config.release_grace = d;
         self
     }
 
@@ -159,7 +166,7 @@ impl LeaderElector {
     ///
     /// Events arrive on the returned channel; it disconnects when the
     /// elector ends (after stop, or after losing leadership without `rejoin`).
-    pub fn spawn(self) -> Result<(ElectorHandle, Receiver<LeaderEvent>)> {
+    pub fn spawn(self) -> Result<(ElectorHandle, LeaderEvents)> {
         let watcher = if self.config.watch {
             match self.lock.watch(self.wake.clone(), self.config.retry_period) {
                 Some(w) => Some(w?),
@@ -193,6 +200,7 @@ impl LeaderElector {
             .name(crate::names::thread_name(&["lease-elector", &describe]))
             .spawn(move || block_on(run.run()))
             .map_err(Error::Spawn)?;
-        Ok((ElectorHandle::new(shared, thread, watcher), rx))
+        let events = LeaderEvents::new(rx, shared.clone());
+        Ok((ElectorHandle::new(shared, thread, watcher), events))
     }
 }

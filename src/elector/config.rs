@@ -36,8 +36,14 @@ pub struct ElectorConfig {
     pub request_timeout: Option<Duration>,
     /// The budget of the release on stop (its own, not what was left of a
     /// round): with the default 5 s, and 5 s for queued Events, `stop()`
-    /// returns within about 10 s whatever the server does.
+    /// returns within about 10 s whatever the server does, once the work
+    /// has let go of its term.
     pub release_timeout: Duration,
+    /// How long a release on stop waits for the work to let go of its
+    /// term (every [`Term`](super::Term) the caller holds dropped). Past
+    /// it, the lease is not released: it expires by itself, one lease
+    /// duration after the last renew, as after a crash.
+    pub release_grace: Duration,
     /// Give up acquiring when not leading this long after the elector
     /// starts: the elector then ends (its event channel disconnects without
     /// a `StartedLeading`) having written nothing more to the Lease. Judged
@@ -65,6 +71,7 @@ impl Default for ElectorConfig {
             watch: false,
             request_timeout: None,
             release_timeout: DEFAULT_RELEASE_TIMEOUT,
+            release_grace: DEFAULT_RELEASE_GRACE,
             acquire_timeout: None,
         }
     }
@@ -72,6 +79,9 @@ impl Default for ElectorConfig {
 
 /// Default [`ElectorConfig::release_timeout`].
 pub const DEFAULT_RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Default [`ElectorConfig::release_grace`].
+pub const DEFAULT_RELEASE_GRACE: Duration = Duration::from_secs(10);
 
 impl ElectorConfig {
     /// The per-request cap in force: [`ElectorConfig::request_timeout`], or

@@ -4,16 +4,16 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::mpsc::{self, Receiver};
+use std::sync::mpsc;
 use std::sync::Arc;
 
 use super::config::ElectorConfig;
 use super::handle::Stopper;
 use super::io::Io;
 use super::probe::Probe;
+use super::receiver::LeaderEvents;
 use super::run::Run;
 use super::shared::Shared;
-use super::LeaderEvent;
 use crate::clock::{Clock, Wakeup};
 use crate::error::Result;
 
@@ -25,7 +25,7 @@ pub(crate) struct Driven {
     pub(crate) probe: Probe,
     /// What the elector's sleeps wake on (a watch pokes it).
     pub(crate) wake: Wakeup,
-    pub(crate) events: Receiver<LeaderEvent>,
+    pub(crate) events: LeaderEvents,
 }
 
 /// An elector over `io` on `clock`, validated as `build()` validates.
@@ -38,7 +38,7 @@ pub(crate) fn drive<I: Io + 'static>(
 ) -> Result<Driven> {
     let identity = io.identity().to_string();
     config.validate(&identity)?;
-    let (tx, events) = mpsc::channel();
+    let (tx, rx) = mpsc::channel();
     let wake = Wakeup::new();
     let shared = Arc::new(Shared::new(
         wake.clone(),
@@ -49,6 +49,7 @@ pub(crate) fn drive<I: Io + 'static>(
         tx,
     ));
     let run = Run::new(io, shared.clone(), jitter_seed);
+    let events = LeaderEvents::new(rx, shared.clone());
     Ok(Driven {
         run: Box::pin(run.run()),
         stopper: Stopper::new(shared.clone()),

@@ -14,6 +14,7 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use super::term::Term;
 use crate::clock::{Clock, Wake, Wakeup};
 use crate::deadline::Deadline;
 use crate::error::Result;
@@ -36,12 +37,24 @@ pub(crate) struct Read {
 pub(crate) trait Io {
     /// Read the record (see [`Lock::get`]).
     async fn get(&mut self, deadline: &Deadline) -> Result<Read>;
-    /// Create the lock object (see [`Lock::create`]).
-    async fn create(&mut self, record: &LeaderElectionRecord, deadline: &Deadline) -> Result<()>;
-    /// Replace the record against the version last seen (see [`Lock::update`]).
-    async fn update(&mut self, record: &LeaderElectionRecord, deadline: &Deadline) -> Result<()>;
+    /// Create the lock object (see [`Lock::create`]); the version stored.
+    async fn create(
+        &mut self,
+        record: &LeaderElectionRecord,
+        deadline: &Deadline,
+    ) -> Result<Option<String>>;
+    /// Replace the record against the version last seen (see
+    /// [`Lock::update`]); the version stored.
+    async fn update(
+        &mut self,
+        record: &LeaderElectionRecord,
+        deadline: &Deadline,
+    ) -> Result<Option<String>>;
     /// Sleep `d` on the elector's clock, or until `wake` fires.
     async fn sleep(&mut self, d: Duration, wake: &Wakeup) -> Wake;
+    /// Wait, at most `grace`, until the caller holds no `Term` of `term`;
+    /// true when it holds none.
+    async fn let_go(&mut self, term: &Term, grace: Duration) -> bool;
     /// This candidate's identity.
     fn identity(&self) -> &str;
     /// Record a transition (an Event); must not block.
@@ -66,16 +79,30 @@ impl Io for ThreadIo {
         })
     }
 
-    async fn create(&mut self, record: &LeaderElectionRecord, deadline: &Deadline) -> Result<()> {
-        self.lock.create(record, deadline)
+    async fn create(
+        &mut self,
+        record: &LeaderElectionRecord,
+        deadline: &Deadline,
+    ) -> Result<Option<String>> {
+        self.lock.create(record, deadline)?;
+        Ok(self.lock.version())
     }
 
-    async fn update(&mut self, record: &LeaderElectionRecord, deadline: &Deadline) -> Result<()> {
-        self.lock.update(record, deadline)
+    async fn update(
+        &mut self,
+        record: &LeaderElectionRecord,
+        deadline: &Deadline,
+    ) -> Result<Option<String>> {
+        self.lock.update(record, deadline)?;
+        Ok(self.lock.version())
     }
 
     async fn sleep(&mut self, d: Duration, wake: &Wakeup) -> Wake {
         self.clock.sleep(d, wake)
+    }
+
+    async fn let_go(&mut self, term: &Term, grace: Duration) -> bool {
+        term.wait_let_go(grace)
     }
 
     fn identity(&self) -> &str {

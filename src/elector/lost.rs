@@ -1,10 +1,9 @@
 //! Waiting for lost leadership, library-go style: its components exit when
 //! they lose the lease so that they restart as a fresh candidate.
 
-use std::sync::mpsc::Receiver;
 use std::time::Instant;
 
-use super::{LeaderEvent, StopReason};
+use super::{LeaderEvent, LeaderEvents, StopReason};
 
 /// How the wait in [`wait_for_lost_leadership`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,7 +26,7 @@ pub enum LeadershipEnd {
 ///
 /// Other events are consumed (and logged at debug), so call this where
 /// nothing else reads the channel, typically after `StartedLeading`.
-pub fn wait_for_lost_leadership(events: &Receiver<LeaderEvent>) -> LeadershipEnd {
+pub fn wait_for_lost_leadership(events: &LeaderEvents) -> LeadershipEnd {
     loop {
         match events.recv() {
             Ok(LeaderEvent::StoppedLeading { at, reason }) => {
@@ -49,7 +48,7 @@ pub fn wait_for_lost_leadership(events: &Receiver<LeaderEvent>) -> LeadershipEnd
 /// Not the default: the elector itself only reports
 /// [`LeaderEvent::StoppedLeading`]. Returns (without exiting) when the
 /// elector was stopped deliberately or ended without leading.
-pub fn exit_on_lost_leadership(events: &Receiver<LeaderEvent>) -> LeadershipEnd {
+pub fn exit_on_lost_leadership(events: &LeaderEvents) -> LeadershipEnd {
     match wait_for_lost_leadership(events) {
         LeadershipEnd::Lost { .. } => {
             log::warn!("leader election lost");
@@ -68,6 +67,7 @@ mod tests {
     #[test]
     fn waits_for_stopped_leading() {
         let (tx, rx) = mpsc::channel();
+        let rx = LeaderEvents::from_channel(rx);
         let at = Instant::now();
         tx.send(LeaderEvent::NewLeader {
             identity: "me".into(),
@@ -96,6 +96,7 @@ mod tests {
         assert_eq!(wait_for_lost_leadership(&rx), LeadershipEnd::ElectorEnded);
         // Blocks until the event arrives from another thread.
         let (tx, rx) = mpsc::channel();
+        let rx = LeaderEvents::from_channel(rx);
         let (go_tx, go_rx) = mpsc::channel::<()>();
         let sender = std::thread::spawn(move || {
             go_rx.recv().unwrap();

@@ -102,22 +102,25 @@ mod handle;
 pub(crate) mod io;
 mod lost;
 mod probe;
+mod receiver;
 mod report;
 mod run;
 mod shared;
 mod term;
 
 pub use builder::{ElectorBuilder, LeaderElector};
-pub use config::{ElectorConfig, DEFAULT_RELEASE_TIMEOUT, JITTER_FACTOR};
+pub use config::{ElectorConfig, DEFAULT_RELEASE_GRACE, DEFAULT_RELEASE_TIMEOUT, JITTER_FACTOR};
 pub use handle::{ElectorHandle, Stopper};
 pub use lost::{exit_on_lost_leadership, wait_for_lost_leadership, LeadershipEnd};
 pub use probe::Probe;
+pub use receiver::LeaderEvents;
 pub use term::Term;
 
 /// What the elector tells the caller. `at` is the elector clock's reading
 /// when the state changed, so events from several electors sharing a clock
 /// can be ordered exactly.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LeaderEvent {
     /// This candidate now holds the lease: start working.
     StartedLeading {

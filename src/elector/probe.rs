@@ -27,13 +27,14 @@ impl Probe {
     /// True while this candidate leads and its last renew is younger than
     /// the renew deadline (the current [`Term`] is current).
     pub fn is_leader(&self) -> bool {
-        self.term().is_some_and(|t| t.is_current())
+        let term = self.shared.lock().term.as_ref().map(Term::share);
+        term.is_some_and(|t| t.is_current())
     }
 
     /// The term in progress, while this candidate leads (it may have
     /// passed its deadline a moment ago: ask [`Term::is_current`]).
     pub fn term(&self) -> Option<Term> {
-        self.shared.lock().term.clone()
+        self.shared.lock().term.as_ref().map(Term::held)
     }
 
     /// When the last successful acquire or renew request started, on the

@@ -39,17 +39,30 @@ pub(super) struct Run<I: Io> {
     /// The term in progress (the thread's own copy: a stop may end it
     /// from another thread first).
     pub(super) term: Option<Term>,
-    /// The token of this process's last term: a new term on a record we
-    /// wrote with that token must take a greater one.
-    pub(super) last_token: Option<u64>,
-    /// The record as last observed, and when (local clock) it last changed.
+    /// The record as last observed, its version, and when (local clock)
+    /// either last changed.
     pub(super) observed: Option<LeaderElectionRecord>,
+    pub(super) observed_version: Option<String>,
     pub(super) observed_at: Instant,
-    /// Records this process wrote: the last confirmed one first, then any
-    /// sent since without a confirmed answer (a write whose answer was lost
-    /// may still have landed). A record under our identity that is none of
+    /// The last read found no Lease: until when its last holder (seen or
+    /// not) still holds it (now, if none did). Its absence is the change
+    /// `observed_at` dates.
+    pub(super) gone_until: Option<Instant>,
+    /// Our last write was refused because someone else wrote: the Lease
+    /// holds a record we have not read.
+    pub(super) unseen_write: bool,
+    /// The highest `leaseTransitions` seen on this Lease (read or written):
+    /// the next term's token is above it.
+    pub(super) max_transitions: Option<i32>,
+    /// Records written since this acquire phase began (a term's start
+    /// ends it): read back, such a record is ours to keep as it is.
+    pub(super) acquire_writes: Vec<LeaderElectionRecord>,
+    /// Records this process wrote: the last confirmed one, and any sent
+    /// since without a confirmed answer (a write whose answer was lost may
+    /// still have landed). A record under our identity that is none of
     /// these was written by someone else using the same identity.
-    pub(super) written: Vec<LeaderElectionRecord>,
+    pub(super) confirmed: Option<LeaderElectionRecord>,
+    pub(super) unanswered: Vec<LeaderElectionRecord>,
     pub(super) reported_leader: Option<String>,
     /// Jitter for the pauses: seeded from the OS when the thread runs,
     /// from the schedule in the simulation.
@@ -69,10 +82,15 @@ impl<I: Io> Run<I> {
         Run {
             io,
             term: None,
-            last_token: None,
             observed: None,
+            observed_version: None,
+            gone_until: None,
+            unseen_write: false,
+            max_transitions: None,
+            acquire_writes: Vec::new(),
             observed_at: shared.now(),
-            written: Vec::new(),
+            confirmed: None,
+            unanswered: Vec::new(),
             reported_leader: None,
             jitter: SplitMix64::new(jitter_seed),
             shared,
@@ -104,7 +122,24 @@ impl<I: Io> Run<I> {
             }
             match self.renew().await {
                 TermEnd::Stopped => {
-                    self.step_down(StopReason::Stopped, None);
+                    let ended = self.step_down(StopReason::Stopped, None);
+                    if !self.cfg().release_on_cancel {
+                        return Ok(());
+                    }
+                    // Release only once the work has let go of its term:
+                    // a lease handed over while the work still runs would
+                    // give the next leader company.
+                    let grace = self.cfg().release_grace;
+                    if let Some(term) = ended {
+                        if !self.io.let_go(&term, grace).await {
+                            log::warn!(
+                                "the work still holds its term on lease {} {} after the stop: not releasing (the lease expires by itself)",
+                                self.shared.describe,
+                                humantime::format_duration(grace)
+                            );
+                            return Ok(());
+                        }
+                    }
                     return self.release().await;
                 }
                 TermEnd::Lost(why) => {
@@ -132,6 +167,7 @@ impl<I: Io> Run<I> {
     async fn acquire(&mut self, give_up_at: Option<Instant>) -> bool {
         let desc = self.shared.describe.clone();
         log::info!("attempting to acquire leader lease {desc}...");
+        self.acquire_writes.clear();
         let mut first = true;
         loop {
             if self.shared.wake.is_stopped() {
@@ -194,7 +230,7 @@ impl<I: Io> Run<I> {
             self.cfg().renew_deadline,
             self.shared.clock.clone(),
         );
-        self.last_token = Some(token);
+        self.acquire_writes.clear();
         self.io
             .record_event(&format!("{} became leader", self.io.identity()));
         log::info!(
@@ -214,22 +250,28 @@ impl<I: Io> Run<I> {
     /// down before it sends anything.
     async fn renew(&mut self) -> TermEnd {
         let desc = self.shared.describe.clone();
-        let Some(term) = self.term.clone() else {
+        let Some(term) = self.term.as_ref().map(Term::share) else {
             return TermEnd::Lost("no term in progress".into());
         };
         loop {
             let round_end = term.valid_until();
-            // Never sleep past the deadline: after a slow renew, less than a
-            // retry period may be left before we must step down.
-            let left = round_end.saturating_duration_since(self.now());
-            if self.pause(self.cfg().retry_period.min(left)).await {
+            // The next renew is a retry period after the last successful
+            // one *started* (the acquire, first), as the deadline counts
+            // from that start: counted from its end, a slow acquire with a
+            // renew deadline just above 1.2 retry periods left no time for
+            // the first renew. Never sleep past the deadline.
+            let last_start = round_end
+                .checked_sub(self.cfg().renew_deadline)
+                .unwrap_or(round_end);
+            let next = (last_start + self.cfg().retry_period).min(round_end);
+            if self.pause(next.saturating_duration_since(self.now())).await {
                 return TermEnd::Stopped;
             }
             loop {
                 let start = self.now();
                 if start >= round_end {
                     log::info!("failed to renew lease {desc}: timed out waiting for the condition");
-                    return TermEnd::Lost(self.deadline_passed());
+                    return TermEnd::Lost(self.shared.deadline_passed());
                 }
                 let attempt = self.try_acquire_or_renew(&self.deadline(round_end)).await;
                 self.maybe_report_transition();
@@ -240,22 +282,28 @@ impl<I: Io> Run<I> {
                         if self.shared.wake.is_stopped() {
                             return TermEnd::Stopped;
                         }
-                        return TermEnd::Lost(self.deadline_passed());
+                        return TermEnd::Lost(self.shared.deadline_passed());
                     }
                     Ok(true) => {
                         self.shared.lock().last_renew = Some(start);
                         log::debug!("successfully renewed lease {desc}");
                         break;
                     }
-                    Ok(false) if self.held_by_other() => {
-                        let holder = self.observed.as_ref().map_or("", |r| &r.holder_identity);
-                        log::info!("lease {desc} is now held by another candidate; stepping down");
-                        return TermEnd::Lost(format!(
-                            "the lease is now held by {}",
-                            crate::text::escape(holder)
-                        ));
+                    // Not ours any more: taken, freed or created anew by
+                    // someone else. The term is over; a new one (with
+                    // `rejoin`) gets a new token.
+                    Ok(false) => {
+                        let why = match self.observed.as_ref().map(|r| r.holder_identity.as_str()) {
+                            _ if self.gone_until.is_some() => "the lease was deleted".to_string(),
+                            Some("") => "the lease was freed by another writer".to_string(),
+                            Some(holder) => {
+                                format!("the lease is now held by {}", crate::text::escape(holder))
+                            }
+                            None => "the lease was created anew by another candidate".to_string(),
+                        };
+                        log::info!("lease {desc}: {why}; stepping down");
+                        return TermEnd::Lost(why);
                     }
-                    Ok(false) => {}
                     Err(_) if self.shared.wake.is_stopped() => return TermEnd::Stopped,
                     Err(_) => {}
                 }
@@ -276,26 +324,11 @@ impl<I: Io> Run<I> {
         }
     }
 
-    /// Why a term ended at its renew deadline, with the last error if any.
-    fn deadline_passed(&self) -> String {
-        let st = self.shared.lock();
-        let last = match (&st.last_error, st.counters.consecutive_failures) {
-            (Some(e), n) if n > 0 => format!(" (last error: {})", e.message),
-            _ => String::new(),
-        };
-        format!(
-            "no renew succeeded within the renew deadline of {}{last}",
-            humantime::format_duration(self.cfg().renew_deadline)
-        )
-    }
-
     /// End the term and tell the caller (before any release, so the caller
-    /// stops working before anyone else can start). A stop may have ended
-    /// it already, from the stopping thread.
-    fn step_down(&mut self, reason: StopReason, why: Option<String>) {
-        let Some(term) = self.term.take() else {
-            return;
-        };
+    /// stops working before anyone else can start), then log it. A stop may
+    /// have ended it already, from the stopping thread. The term ended.
+    fn step_down(&mut self, reason: StopReason, why: Option<String>) -> Option<Term> {
+        let term = self.term.take()?;
         self.shared.end_term(&term, reason, why.clone());
         self.io
             .record_event(&format!("{} stopped leading", self.io.identity()));
@@ -304,6 +337,7 @@ impl<I: Io> Run<I> {
             Some(why) => log::warn!("lost lease {desc}: {why}; stopped leading"),
             None => log::info!("stopped leading lease {desc}"),
         }
+        Some(term)
     }
 
     /// Hand the lease back (when configured): empty holder, 1s duration,
@@ -335,9 +369,9 @@ impl<I: Io> Run<I> {
             result = self.io.update(&record, &deadline).await;
         }
         match result {
-            Ok(()) => {
+            Ok(version) => {
                 log::info!("released lease {}", self.shared.describe);
-                self.set_observed(record);
+                self.observe(record, version);
                 self.shared.lock().leader = None;
                 Ok(())
             }

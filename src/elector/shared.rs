@@ -129,7 +129,7 @@ impl Shared {
     /// Start `term` (its first renew started at `start`) and tell the caller.
     pub(super) fn start_term(&self, term: &Term, start: Instant) {
         let mut st = self.lock();
-        st.term = Some(term.clone());
+        st.term = Some(term.share());
         st.last_renew = Some(start);
         st.lost_at = None;
         st.duplicate_identity = false;
@@ -141,7 +141,8 @@ impl Shared {
             &st,
             LeaderEvent::StartedLeading {
                 at,
-                term: term.clone(),
+                // Not a hold until the caller receives it (`LeaderEvents`).
+                term: term.share(),
             },
         );
     }
@@ -171,10 +172,27 @@ impl Shared {
     /// finds its term ended also finds the stop, and so releases.
     pub(super) fn request_stop(&self) {
         self.wake.stop();
-        let term = self.lock().term.clone();
-        if let Some(term) = term {
+        if let Some(term) = self.current_term() {
             self.end_term(&term, StopReason::Stopped, None);
         }
+    }
+
+    /// The term in progress, if any (not a hold).
+    pub(super) fn current_term(&self) -> Option<Term> {
+        self.lock().term.as_ref().map(Term::share)
+    }
+
+    /// Why a term ended at its renew deadline, with the last error if any.
+    pub(super) fn deadline_passed(&self) -> String {
+        let st = self.lock();
+        let last = match (&st.last_error, st.counters.consecutive_failures) {
+            (Some(e), n) if n > 0 => format!(" (last error: {})", e.message),
+            _ => String::new(),
+        };
+        format!(
+            "no renew succeeded within the renew deadline of {}{last}",
+            humantime::format_duration(self.config.renew_deadline)
+        )
     }
 
     /// How long since the last successful request (or the start).

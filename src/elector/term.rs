@@ -1,5 +1,11 @@
 //! [`Term`]: one leadership term, the value the guarded work holds.
 //!
+//! The work's hold on a term is counted: every `Term` the caller holds
+//! (received with `StartedLeading`, cloned, or from `Probe::term`) counts
+//! until dropped, and a release on stop waits for the count to reach zero
+//! (`release_grace`), so the lease is never handed over while the guarded
+//! work still runs. The elector's own copies do not count.
+//!
 //! A lease cannot stop a process that is not running: a leader frozen past
 //! its lease (a long pause, a stopped VM) wakes up believing it leads while
 //! another has taken over. What closes that gap is fencing, as Chubby's
@@ -41,9 +47,10 @@ use crate::clock::{add_saturating, Clock};
 /// assert!(term.wait_ended(Duration::ZERO));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Clone)]
 pub struct Term {
     inner: Arc<Inner>,
+    /// This value is the caller's: it counts as a hold on the term.
+    counted: bool,
 }
 
 struct Inner {
@@ -61,6 +68,8 @@ struct State {
     /// The start of the last successful renew of this term.
     last_renew: Instant,
     ended: bool,
+    /// `Term` values the caller holds.
+    holders: usize,
 }
 
 impl Term {
@@ -83,9 +92,56 @@ impl Term {
                 state: Mutex::new(State {
                     last_renew: started,
                     ended: false,
+                    holders: 0,
                 }),
                 ended_cv: Condvar::new(),
             }),
+            counted: false,
+        }
+    }
+
+    /// Another copy for the elector's own use: not a hold.
+    pub(crate) fn share(&self) -> Term {
+        Term {
+            inner: self.inner.clone(),
+            counted: false,
+        }
+    }
+
+    /// The caller's copy of this term: a hold until dropped.
+    pub(super) fn held(&self) -> Term {
+        self.lock().holders += 1;
+        Term {
+            inner: self.inner.clone(),
+            counted: true,
+        }
+    }
+
+    /// How many `Term`s the caller holds.
+    pub(crate) fn holders(&self) -> usize {
+        self.lock().holders
+    }
+
+    /// Block until the caller holds no `Term` of this term, at most
+    /// `grace` of real time (the work runs in real time, whatever clock
+    /// the elector reads); true when it holds none.
+    pub(super) fn wait_let_go(&self, grace: Duration) -> bool {
+        let until = add_saturating(Instant::now(), grace);
+        let mut st = self.lock();
+        loop {
+            if st.holders == 0 {
+                return true;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            st = self
+                .inner
+                .ended_cv
+                .wait_timeout(st, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
         }
     }
 
@@ -209,6 +265,25 @@ impl Term {
 
     pub(super) fn same_term(&self, other: &Term) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+impl Clone for Term {
+    /// Clones share the term; each one the caller holds counts until dropped.
+    fn clone(&self) -> Term {
+        self.held()
+    }
+}
+
+impl Drop for Term {
+    fn drop(&mut self) {
+        if self.counted {
+            let mut st = self.lock();
+            st.holders = st.holders.saturating_sub(1);
+            if st.holders == 0 {
+                self.inner.ended_cv.notify_all();
+            }
+        }
     }
 }
 

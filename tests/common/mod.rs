@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use std::sync::mpsc::Receiver;
+use lease_elector::LeaderEvents;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,9 +42,46 @@ pub fn client(server: &TestApiServer) -> Client {
 
 pub struct Candidate {
     pub id: String,
+    /// The terms it started, newest last: dropped before the handle, and
+    /// by `forget_terms` (a release on stop waits for the program to let
+    /// go of its term).
+    pub terms: Vec<lease_elector::Term>,
     pub handle: Option<ElectorHandle>,
-    pub events: Receiver<LeaderEvent>,
-    pub log: Vec<LeaderEvent>,
+    pub events: LeaderEvents,
+    pub log: Vec<Seen>,
+}
+
+/// An event as a candidate's program saw it, without the term it may have
+/// carried: a test that keeps its events must not hold the term (a
+/// release on stop waits for every `Term` the program holds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seen {
+    Started {
+        at: std::time::Instant,
+        token: u64,
+    },
+    Stopped {
+        at: std::time::Instant,
+        reason: lease_elector::StopReason,
+    },
+    NewLeader {
+        identity: String,
+        at: std::time::Instant,
+    },
+}
+
+impl From<LeaderEvent> for Seen {
+    fn from(e: LeaderEvent) -> Seen {
+        match e {
+            LeaderEvent::StartedLeading { at, term } => Seen::Started {
+                at,
+                token: term.token(),
+            },
+            LeaderEvent::StoppedLeading { at, reason } => Seen::Stopped { at, reason },
+            LeaderEvent::NewLeader { identity, at } => Seen::NewLeader { identity, at },
+            other => panic!("an event the tests do not know: {other:?}"),
+        }
+    }
 }
 
 impl Candidate {
@@ -56,7 +93,10 @@ impl Candidate {
     pub fn drain(&mut self) -> usize {
         let before = self.log.len();
         while let Ok(ev) = self.events.try_recv() {
-            self.log.push(ev);
+            if let LeaderEvent::StartedLeading { term, .. } = &ev {
+                self.terms.push(term.clone());
+            }
+            self.log.push(ev.into());
         }
         self.log.len() - before
     }
@@ -64,14 +104,14 @@ impl Candidate {
     pub fn started(&self) -> usize {
         self.log
             .iter()
-            .filter(|e| matches!(e, LeaderEvent::StartedLeading { .. }))
+            .filter(|e| matches!(e, Seen::Started { .. }))
             .count()
     }
 
     pub fn stopped(&self) -> usize {
         self.log
             .iter()
-            .filter(|e| matches!(e, LeaderEvent::StoppedLeading { .. }))
+            .filter(|e| matches!(e, Seen::Stopped { .. }))
             .count()
     }
 }
@@ -110,6 +150,7 @@ impl Cluster {
             .unwrap();
         self.candidates.push(Candidate {
             id: id.to_string(),
+            terms: Vec::new(),
             handle: Some(handle),
             events,
             log: Vec::new(),
@@ -193,7 +234,10 @@ impl Cluster {
             .to_string()
     }
 
+    /// Stop candidate `i` as its program would: its work lets go of the
+    /// term, then the elector stops (and releases).
     pub fn stop(&mut self, i: usize) {
+        self.candidates[i].terms.clear();
         let h = self.candidates[i].handle.take().expect("running");
         h.stop().unwrap();
         self.candidates[i].drain();
@@ -208,7 +252,7 @@ impl Cluster {
 }
 
 /// Wait for `StartedLeading` (skipping `NewLeader`); its `at`.
-pub fn wait_started(rx: &Receiver<LeaderEvent>) -> std::time::Instant {
+pub fn wait_started(rx: &LeaderEvents) -> std::time::Instant {
     loop {
         match rx.recv_timeout(WAIT).expect("an elector event") {
             LeaderEvent::StartedLeading { at, .. } => return at,
@@ -219,7 +263,7 @@ pub fn wait_started(rx: &Receiver<LeaderEvent>) -> std::time::Instant {
 }
 
 /// Wait for `StoppedLeading` (skipping `NewLeader`); its `at` and reason.
-pub fn wait_stopped(rx: &Receiver<LeaderEvent>) -> (std::time::Instant, lease_elector::StopReason) {
+pub fn wait_stopped(rx: &LeaderEvents) -> (std::time::Instant, lease_elector::StopReason) {
     loop {
         match rx.recv_timeout(WAIT).expect("an elector event") {
             LeaderEvent::StoppedLeading { at, reason } => return (at, reason),

@@ -35,7 +35,9 @@ use std::time::{Duration, Instant};
 
 use lease_elector::events::EventRecorder;
 use lease_elector::text::Escaped;
-use lease_elector::{Client, ElectorHandle, LeaderElector, LeaderEvent, LeaseLock, Probe, Term};
+use lease_elector::{
+    Client, ElectorHandle, LeaderElector, LeaderEvent, LeaderEvents, LeaseLock, Probe, Term,
+};
 use log::LevelFilter;
 use signal_hook::consts::{SIGCHLD, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -227,7 +229,7 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
 }
 
 /// Connect as the `elect` example does (`ConnectOptions`), and start electing.
-fn spawn_elector(args: &Args) -> Result<(ElectorHandle, Receiver<LeaderEvent>, String), BoxError> {
+fn spawn_elector(args: &Args) -> Result<(ElectorHandle, LeaderEvents, String), BoxError> {
     let (config, namespace) = args.connect.resolve()?;
     let name = args.name.clone().ok_or("--name is required")?;
     let identity = args
@@ -313,7 +315,7 @@ fn loss_reason(probe: &Probe, term: &Term) -> String {
 /// stopping COMMAND, and STOPPED is printed as soon as the elector sends
 /// it, before the release that follows it completes.
 fn forward_events(
-    events: Receiver<LeaderEvent>,
+    events: LeaderEvents,
     identity: String,
     tx: Sender<Msg>,
 ) -> std::io::Result<thread::JoinHandle<()>> {
@@ -328,6 +330,7 @@ fn forward_events(
                     LeaderEvent::NewLeader { identity: who, .. } => {
                         format!("NEW_LEADER {}", Escaped(who))
                     }
+                    _ => continue,
                 };
                 let _ = tx.send(Msg::Event(ev));
                 let mut out = out.lock();

@@ -6,12 +6,18 @@
 //!   until its `StoppedLeading`, whichever is later; after a *stop*, also
 //!   until its work has let go of the `Term` (the lease is released only
 //!   then). A paused process holds nothing while paused (it cannot act),
-//!   and must step down the moment it resumes past its deadline. A term
-//!   during which another writer freed the Lease or gave it to someone
-//!   else is excused: its holder cannot know before its next renew or its
-//!   deadline (the new holder's greater token fences it meanwhile).
+//!   and must step down the moment it resumes past its deadline. A term is
+//!   *revoked*, and holds no more, when after its first write another
+//!   writer frees the Lease or gives it to someone else, or, once another
+//!   writer has deleted the Lease, a process creates it again without
+//!   having read a record of that term: its holder cannot know before its
+//!   next renew or its deadline (the next holder's greater token fences it
+//!   meanwhile), and a deletion erases the history a candidate judges by
+//!   (one that never saw a holder cannot tell a deleted Lease from a new
+//!   one, and creates it at once, as client-go does).
 //! - **Tokens.** A new term's token is greater than every
-//!   `leaseTransitions` its process read from a record it did not write,
+//!   `leaseTransitions` its process read in a record other than one it
+//!   wrote,
 //!   and than its own earlier terms'; and greater than the previous
 //!   term's (of any process) unless another writer deleted the Lease or
 //!   lowered its transitions since that term began. (A process that never
@@ -37,8 +43,8 @@ pub(super) struct Holding {
     pub(super) stopped: bool,
     /// The last `Term::is_current()` seen, to catch a revived term.
     pub(super) was_current: bool,
-    /// When its term started (true time).
-    pub(super) since: Duration,
+    /// The store revision of the write that began its term.
+    pub(super) version: u64,
 }
 
 /// A term, once started.
@@ -46,7 +52,9 @@ pub(super) struct Holding {
 pub(super) struct TermSeen {
     pub(super) p: usize,
     pub(super) token: u64,
-    pub(super) start: Duration,
+    /// The store revision of the write that began it: terms in the order
+    /// the Lease saw them, not the order their answers came back in.
+    pub(super) version: u64,
 }
 
 #[derive(Debug, Default)]
@@ -70,18 +78,18 @@ impl Checker {
     }
 
     /// Holders at `now`: `(process, description)`.
+    /// Holders at `now` (process, description), revoked terms left out.
     pub(super) fn one_leader(&mut self, now: Duration, holders: &[(usize, String)]) {
-        if holders.len() < 2 {
+        let [a, b, ..] = holders else {
             self.overlapping = None;
             return;
-        }
-        let pair = (holders[0].0, holders[1].0);
+        };
+        let pair = (a.0, b.0);
         if self.overlapping == Some(pair) {
             return;
         }
         self.overlapping = Some(pair);
-        let who: Vec<&str> = holders.iter().map(|(_, d)| d.as_str()).collect();
-        self.violation(now, format!("two leaders at once: {}", who.join(" and ")));
+        self.violation(now, format!("two leaders at once: {} and {}", a.1, b.1));
     }
 
     /// A term started: check its token.
@@ -90,7 +98,7 @@ impl Checker {
         now: Duration,
         term: TermSeen,
         max_foreign_seen: Option<i32>,
-        lowered_at: Option<Duration>,
+        lowered: Option<u64>,
     ) {
         let token = term.token;
         if let Some(max) = max_foreign_seen {
@@ -116,17 +124,29 @@ impl Checker {
                 );
             }
         }
-        if let Some(prev) = self.terms.last() {
-            let excused = lowered_at.is_some_and(|at| at >= prev.start);
-            if token <= prev.token && !excused {
-                let (pp, pt) = (prev.p, prev.token);
-                self.violation(
-                    now,
-                    format!(
-                        "p{} started a term with token {token}, not above the previous term's {pt} (p{pp})",
-                        term.p
-                    ),
+        let prev = self
+            .terms
+            .iter()
+            .filter(|t| t.version < term.version)
+            .max_by_key(|t| t.version)
+            .cloned();
+        let next = self
+            .terms
+            .iter()
+            .filter(|t| t.version > term.version)
+            .min_by_key(|t| t.version)
+            .cloned();
+        for (earlier, later) in [(prev.as_ref(), Some(&term)), (Some(&term), next.as_ref())] {
+            let (Some(earlier), Some(later)) = (earlier, later) else {
+                continue;
+            };
+            let excused = lowered.is_some_and(|rev| rev > earlier.version);
+            if later.token <= earlier.token && !excused {
+                let msg = format!(
+                    "p{} began a term with token {} after p{}'s with token {}",
+                    later.p, later.token, earlier.p, earlier.token
                 );
+                self.violation(now, msg);
             }
         }
         self.terms.push(term);

@@ -16,6 +16,7 @@ use super::net::{Answer, Due, Net, Op, Stored};
 use crate::clock::{Clock, Wake, Wakeup};
 use crate::deadline::Deadline;
 use crate::elector::io::{Io, Read};
+use crate::elector::Term;
 use crate::error::{ApiStatus, Error, Result};
 use crate::lease::LeaderElectionRecord;
 
@@ -62,12 +63,14 @@ impl SimIo {
         }
     }
 
-    /// A write's answer: the Lease now held and seen.
-    fn written(&mut self, stored: Stored) {
+    /// A write's answer: the Lease now held and seen; its version.
+    fn written(&mut self, stored: Stored) -> Option<String> {
+        let version = stored.version.to_string();
         let mut net = self.net.borrow_mut();
         let pn = &mut net.procs[self.p];
         pn.watched = None;
         pn.cached = Some(stored);
+        Some(version)
     }
 }
 
@@ -92,7 +95,14 @@ impl Io for SimIo {
         };
         let mut net = self.net.borrow_mut();
         let pn = &mut net.procs[self.p];
-        if stored.writer != Some(self.p) {
+        pn.reads += 1;
+        if let Some(w) = stored.writer {
+            let term = (w, stored.record.leader_transitions);
+            if !pn.read_from.contains(&term) {
+                pn.read_from.push(term);
+            }
+        }
+        if !pn.sent.contains(&stored.record) {
             let t = stored.record.leader_transitions;
             pn.max_seen = Some(pn.max_seen.map_or(t, |m| m.max(t)));
         }
@@ -103,15 +113,22 @@ impl Io for SimIo {
         })
     }
 
-    async fn create(&mut self, record: &LeaderElectionRecord, deadline: &Deadline) -> Result<()> {
+    async fn create(
+        &mut self,
+        record: &LeaderElectionRecord,
+        deadline: &Deadline,
+    ) -> Result<Option<String>> {
         let stored = self
             .call(Op::Create(record.clone()), "create", deadline)
             .await?;
-        self.written(stored);
-        Ok(())
+        Ok(self.written(stored))
     }
 
-    async fn update(&mut self, record: &LeaderElectionRecord, deadline: &Deadline) -> Result<()> {
+    async fn update(
+        &mut self,
+        record: &LeaderElectionRecord,
+        deadline: &Deadline,
+    ) -> Result<Option<String>> {
         let seen = self.net.borrow().procs[self.p]
             .cached
             .as_ref()
@@ -124,8 +141,7 @@ impl Io for SimIo {
         let stored = self
             .call(Op::Update(record.clone(), Some(seen)), "update", deadline)
             .await?;
-        self.written(stored);
-        Ok(())
+        Ok(self.written(stored))
     }
 
     async fn sleep(&mut self, d: Duration, wake: &Wakeup) -> Wake {
@@ -139,6 +155,21 @@ impl Io for SimIo {
             clock: self.clock.clone(),
             until,
             wake: wake.clone(),
+        }
+        .await
+    }
+
+    async fn let_go(&mut self, term: &Term, grace: Duration) -> bool {
+        let until = crate::clock::add_saturating(self.clock.now(), grace);
+        {
+            let mut net = self.net.borrow_mut();
+            let at = net.procs[self.p].clock.true_time_of(until);
+            net.at(at, Due::Poll(self.p));
+        }
+        LetGo {
+            clock: self.clock.clone(),
+            until,
+            term: term.share(),
         }
         .await
     }
@@ -172,6 +203,28 @@ impl Future for Call {
         if answered || self.deadline.is_expired() {
             let pending = pn.pending.take();
             return Poll::Ready(pending.and_then(|c| c.answer).filter(|_| answered));
+        }
+        Poll::Pending
+    }
+}
+
+/// The work lets go of its term (the world drops its `Term`), or the
+/// grace ends.
+struct LetGo {
+    clock: Arc<dyn Clock>,
+    until: Instant,
+    term: Term,
+}
+
+impl Future for LetGo {
+    type Output = bool;
+
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<bool> {
+        if self.term.holders() == 0 {
+            return Poll::Ready(true);
+        }
+        if self.clock.now() >= self.until {
+            return Poll::Ready(false);
         }
         Poll::Pending
     }

@@ -90,6 +90,28 @@ impl Ord for Item {
     }
 }
 
+/// A write that revokes every term begun before it (at a lower
+/// revision): another writer's free or change of holder, or a creation
+/// after a deletion, which revokes only the terms its process never read.
+#[derive(Debug, Clone)]
+pub(super) struct Revocation {
+    pub(super) revision: u64,
+    pub(super) unless_read: Option<Vec<(usize, i32)>>,
+}
+
+impl Revocation {
+    /// Whether it revokes the term of process `p` with `token`, begun at
+    /// `revision`.
+    pub(super) fn revokes(&self, p: usize, token: u64, revision: u64) -> bool {
+        let term = (p, i32::try_from(token).unwrap_or(i32::MAX));
+        self.revision > revision
+            && self
+                .unless_read
+                .as_ref()
+                .is_none_or(|read| !read.contains(&term))
+    }
+}
+
 /// A call in flight, as its process sees it.
 #[derive(Debug)]
 pub(super) struct Pending {
@@ -114,8 +136,14 @@ pub(super) struct ProcNet {
     pub(super) calls: u64,
     /// The highest `leaseTransitions` this process has read (the checker's).
     /// The highest `leaseTransitions` this process has read in a record
-    /// it did not write (the checker's).
+    /// other than one it wrote (the checker's).
     pub(super) max_seen: Option<i32>,
+    /// Reads answered with a Lease.
+    pub(super) reads: u64,
+    /// Every record this process sent in a write.
+    pub(super) sent: Vec<LeaderElectionRecord>,
+    /// The terms (writer, `leaseTransitions`) whose records it has read.
+    pub(super) read_from: Vec<(usize, i32)>,
     rng: Rng,
 }
 
@@ -126,21 +154,24 @@ pub(super) struct Net {
     queue: BinaryHeap<Item>,
     seq: u64,
     pub(super) store: Option<Stored>,
-    revision: u64,
+    pub(super) revision: u64,
     pub(super) procs: Vec<ProcNet>,
     /// Per candidate slot: cut off, and how.
     pub(super) cut: Vec<Option<Cut>>,
     pub(super) watch_off: Vec<bool>,
     plan: NetPlan,
     pub(super) timing: Timing,
+    /// The longest one-way latency of a quick request.
+    quick: Duration,
     seed: u64,
     pub(super) trace: Option<Vec<String>>,
-    /// Another writer deleted the Lease or lowered its transitions.
-    pub(super) lowered_at: Option<Duration>,
-    /// Another writer freed the Lease or gave it to another holder: the
-    /// holder of the moment leads on until it learns so (a renew, or its
-    /// deadline), and that overlap is the writer's doing.
-    pub(super) revoked_at: Option<Duration>,
+    /// The revision at which another writer last deleted the Lease or
+    /// lowered its transitions.
+    pub(super) lowered: Option<u64>,
+    /// Another writer deleted the Lease.
+    pub(super) deleted: bool,
+    /// Writes that revoke the terms begun before them (see `check.rs`).
+    pub(super) revocations: Vec<Revocation>,
 }
 
 impl Net {
@@ -157,10 +188,12 @@ impl Net {
             watch_off: vec![false; slots],
             plan,
             timing,
+            quick: Duration::from_millis(30),
             seed,
             trace: None,
-            lowered_at: None,
-            revoked_at: None,
+            lowered: None,
+            deleted: false,
+            revocations: Vec::new(),
         }
     }
 
@@ -189,6 +222,28 @@ impl Net {
         }
     }
 
+    /// The faults are over: no more slow answers, hangs, lost answers,
+    /// injected errors or watch mishaps, and round trips well inside the
+    /// time a renew has (`renew deadline - retry period`: with a deadline
+    /// just above 1.2 retry periods, a renew slower than that loses the
+    /// lease, by design).
+    pub(super) fn calm(&mut self) {
+        let slack = self.timing.renew.saturating_sub(self.timing.retry) / 8;
+        self.quick = self.quick.min(slack).max(Duration::from_micros(300));
+        self.cut.iter_mut().for_each(|c| *c = None);
+        self.watch_off.iter_mut().for_each(|w| *w = false);
+        self.plan = NetPlan {
+            p_slow: 0.0,
+            p_hang: 0.0,
+            p_lost: 0.0,
+            p_conflict: 0.0,
+            p_5xx: 0.0,
+            p_watch_drop: 0.0,
+            p_watch_repeat: 0.0,
+            ..self.plan
+        };
+    }
+
     pub(super) fn add_proc(&mut self, slot: usize, clock: Arc<SimClock>, watch: bool) -> usize {
         let p = self.procs.len();
         self.procs.push(ProcNet {
@@ -201,6 +256,9 @@ impl Net {
             pending: None,
             calls: 0,
             max_seen: None,
+            reads: 0,
+            sent: Vec::new(),
+            read_from: Vec::new(),
             rng: Rng::new(self.seed, 1 + p as u64),
         });
         p
@@ -226,6 +284,9 @@ impl Net {
     /// Send `op` for process `p`, due back by `deadline` (its clock).
     pub(super) fn send(&mut self, p: usize, op: Op, deadline: Instant) -> u64 {
         let pn = &mut self.procs[p];
+        if let Op::Create(r) | Op::Update(r, _) = &op {
+            pn.sent.push(r.clone());
+        }
         pn.calls += 1;
         let call = pn.calls;
         let deadline_at = pn.clock.true_time_of(deadline);
@@ -263,21 +324,30 @@ impl Net {
     fn latency(&mut self, p: usize) -> Duration {
         let cap = self.timing.cap();
         let (p_slow, p_hang) = (self.plan.p_slow, self.plan.p_hang);
+        let quick = self.quick;
         let rng = &mut self.procs[p].rng;
         if rng.chance(p_hang) {
             rng.between(cap, cap * 3)
         } else if rng.chance(p_slow) {
             rng.between(cap / 4, cap / 2 + cap / 8)
         } else {
-            rng.between(Duration::from_micros(200), Duration::from_millis(30))
+            rng.between(Duration::from_micros(200), quick)
         }
     }
 
     /// The server takes request `op` of process `p` (it arrived now).
     pub(super) fn serve(&mut self, p: usize, call: u64, op: Op) {
         let slot = self.procs[p].slot;
+        let label = format!(
+            "{} {call}",
+            match op {
+                Op::Get => "get",
+                Op::Create(_) => "create",
+                Op::Update(..) => "update",
+            }
+        );
         if self.cut[slot].is_some() {
-            self.log(|| format!("p{p} request {call} lost: cut off"));
+            self.log(|| format!("p{p} {label} lost: cut off"));
             return;
         }
         let plan = self.plan;
@@ -310,10 +380,10 @@ impl Net {
         };
         let show = describe(&answer);
         if lost {
-            self.log(|| format!("p{p} request {call}: {show}, answer lost"));
+            self.log(|| format!("p{p} {label}: {show}, answer lost"));
             return;
         }
-        self.log(|| format!("p{p} request {call}: {show}"));
+        self.log(|| format!("p{p} {label}: {show}"));
         let at = self.now + back;
         self.at(at, Due::Answer { p, call, answer });
     }
@@ -331,6 +401,12 @@ impl Net {
                         reason: "AlreadyExists",
                         retry_after: None,
                     };
+                }
+                if self.deleted {
+                    self.revocations.push(Revocation {
+                        revision: self.revision + 1,
+                        unless_read: Some(self.procs[p].read_from.clone()),
+                    });
                 }
                 self.store_record(Some(record), Some(p));
                 Answer::Lease(self.store.clone().unwrap_or_else(empty))

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use super::check::{Checker, Holding, TermSeen};
 use super::clock::SimClock;
 use super::io::SimIo;
-use super::net::{show_store, Answer, Due, Net};
+use super::net::{show_store, Answer, Due, Net, Revocation};
 use super::plan::{Fault, Plan, Write};
 use crate::clock::Clock;
 use crate::elector::driven::{drive, Driven};
@@ -29,12 +29,17 @@ struct Proc {
     /// The state machine, until it ends or the process is killed.
     driven: Option<Driven>,
     paused: bool,
+    /// Since when, and how long it has been paused in all.
+    paused_at: Duration,
+    paused_total: Duration,
     resumed_at: Option<Duration>,
     killed: bool,
     /// The term its work holds.
     term: Option<Term>,
     holding: Holding,
-    stop_at: Option<Duration>,
+    /// When the world stopped it, and how long it had been paused then
+    /// (a stop's bound counts only the time it could run).
+    stop_at: Option<(Duration, Duration)>,
     /// When the work was told its term ended, and the process's config.
     config: ElectorConfig,
 }
@@ -259,6 +264,8 @@ impl World {
             clock,
             driven,
             paused: false,
+            paused_at: Duration::ZERO,
+            paused_total: Duration::ZERO,
             resumed_at: None,
             killed: false,
             term: None,
@@ -314,31 +321,29 @@ impl World {
                 LeaderEvent::StartedLeading { term, .. } => {
                     let token = term.token();
                     self.log(|| format!("p{p}: StartedLeading, token {token}"));
-                    let (max_seen, lowered) = {
+                    let (max_seen, lowered, version) = {
                         let net = self.net.borrow();
-                        (net.procs[p].max_seen, net.lowered_at)
+                        let pn = &net.procs[p];
+                        let version = pn.cached.as_ref().map_or(0, |s| s.version);
+                        (pn.max_seen, net.lowered, version)
                     };
-                    self.check.started(
-                        now,
-                        TermSeen {
-                            p,
-                            token,
-                            start: now,
-                        },
-                        max_seen,
-                        lowered,
-                    );
+                    self.check
+                        .started(now, TermSeen { p, token, version }, max_seen, lowered);
                     let pr = &mut self.procs[p];
                     pr.term = Some(term);
                     pr.holding = Holding {
                         leading: true,
                         stopped: false,
                         was_current: true,
-                        since: now,
+                        version,
                     };
                 }
                 LeaderEvent::StoppedLeading { reason, .. } => {
-                    self.log(|| format!("p{p}: StoppedLeading ({reason:?})"));
+                    let why = match &self.procs[p].driven {
+                        Some(d) => d.probe.status().last_loss.unwrap_or_default(),
+                        None => String::new(),
+                    };
+                    self.log(|| format!("p{p}: StoppedLeading ({reason:?}) {why}"));
                     self.stopped_leading(p, reason);
                 }
                 LeaderEvent::NewLeader { identity, .. } => {
@@ -386,11 +391,14 @@ impl World {
         let stop_at = pr.stop_at;
         self.net.borrow_mut().procs[p].alive = false;
         self.log(|| format!("p{p} ends ({})", error.as_deref().unwrap_or("ok")));
-        match stop_at {
+        let paused_total = self.procs[p].paused_total;
+        match stop_at.map(|(at, paused)| at + (paused_total - paused)) {
             Some(at) => {
-                let bound =
-                    self.procs[p].config.release_timeout + self.plan.candidates[slot].work_lag;
-                if now - at > bound {
+                // The release's budget is on the process's clock.
+                let cand = &self.plan.candidates[slot];
+                let rate = 1.0 + cand.rate_ppm as f64 / 1e6;
+                let bound = self.procs[p].config.release_timeout.div_f64(rate) + cand.work_lag;
+                if now - at > bound + Duration::from_millis(1) {
                     self.check.violation(
                         now,
                         format!(
@@ -427,8 +435,9 @@ impl World {
                 self.net.borrow_mut().at(until, Due::Heal(i));
             }
             Fault::Pause { who, until } => {
-                if let Some(p) = self.current(who) {
+                if let Some(p) = self.current(who).filter(|&p| !self.procs[p].paused) {
                     self.procs[p].paused = true;
+                    self.procs[p].paused_at = now;
                     self.applied[i] = Applied::Paused(p);
                     self.net.borrow_mut().at(until, Due::Heal(i));
                 }
@@ -450,7 +459,7 @@ impl World {
                 // is paused too).
                 if let Some(p) = self.current(who).filter(|&p| !self.procs[p].paused) {
                     if self.procs[p].stop_at.is_none() {
-                        self.procs[p].stop_at = Some(now);
+                        self.procs[p].stop_at = Some((now, self.procs[p].paused_total));
                         if let Some(d) = &self.procs[p].driven {
                             d.stopper.stop();
                         }
@@ -492,6 +501,8 @@ impl World {
         }
         let now = self.now();
         self.procs[p].paused = false;
+        let paused = now - self.procs[p].paused_at;
+        self.procs[p].paused_total += paused;
         self.procs[p].resumed_at = Some(now);
         self.log(|| format!("p{p} resumes"));
         self.poll(p);
@@ -500,11 +511,7 @@ impl World {
     /// The faults are over: everything heals, everyone runs.
     fn calm(&mut self) {
         self.log(|| "calm: every fault healed".into());
-        {
-            let mut net = self.net.borrow_mut();
-            net.cut.iter_mut().for_each(|c| *c = None);
-            net.watch_off.iter_mut().for_each(|w| *w = false);
-        }
+        self.net.borrow_mut().calm();
         for p in 0..self.procs.len() {
             let offset = self.plan.candidates[self.procs[p].slot].wall_offset_ms;
             self.procs[p].clock.heal_wall(offset);
@@ -527,18 +534,23 @@ impl World {
         );
         match write {
             Write::Delete => {
-                net.lowered_at = Some(now);
+                net.lowered = Some(net.revision + 1);
+                net.deleted = true;
                 net.store_record(None, None);
                 return;
             }
             Write::Transitions(t) => {
                 if t < record.leader_transitions {
-                    net.lowered_at = Some(now);
+                    net.lowered = Some(net.revision + 1);
                 }
                 record.leader_transitions = t;
             }
             Write::Holder(h) => {
-                net.revoked_at = Some(now);
+                let revision = net.revision + 1;
+                net.revocations.push(Revocation {
+                    revision,
+                    unless_read: None,
+                });
                 record = LeaderElectionRecord {
                     holder_identity: h,
                     lease_duration_seconds: self.plan.timing.lease.as_secs() as i32,
@@ -549,7 +561,11 @@ impl World {
                 };
             }
             Write::Free => {
-                net.revoked_at = Some(now);
+                let revision = net.revision + 1;
+                net.revocations.push(Revocation {
+                    revision,
+                    unless_read: None,
+                });
                 record.holder_identity = String::new();
                 record.lease_duration_seconds = 1;
                 record.renew_time = Some(wall);
@@ -562,8 +578,9 @@ impl World {
     /// outlived their end, and a leader once settled.
     fn check_now(&mut self) {
         let now = self.now();
-        let revoked_at = self.net.borrow().revoked_at;
+        let net = self.net.borrow();
         let mut holders = Vec::new();
+        let mut any_holder = false;
         for p in 0..self.procs.len() {
             let pr = &mut self.procs[p];
             if pr.killed || pr.paused {
@@ -576,9 +593,11 @@ impl World {
             }
             pr.holding.was_current = current;
             let held = pr.holding.leading || current || (pr.holding.stopped && pr.term.is_some());
-            let revoked = revoked_at.is_some_and(|at| at >= pr.holding.since);
+            let token = pr.term.as_ref().map_or(0, Term::token);
+            let version = pr.holding.version;
+            let revoked = net.revocations.iter().any(|r| r.revokes(p, token, version));
+            any_holder |= held;
             if held && !revoked {
-                let token = pr.term.as_ref().map_or(0, Term::token);
                 holders.push((p, format!("p{p} {:?} (token {token})", pr.identity)));
             }
             // A term past its end must have been stepped down from by now.
@@ -598,8 +617,9 @@ impl World {
             }
         }
         if now >= self.plan.faults_end {
-            self.settled_leader = !holders.is_empty();
+            self.settled_leader = any_holder;
         }
+        drop(net);
         if holders.len() > 1 {
             let store = show_store(&self.net.borrow().store);
             self.log(|| format!("VIOLATION: two leaders; the store holds {store}"));
