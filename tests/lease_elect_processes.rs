@@ -295,8 +295,8 @@ fn living_at(pids: &[u32], deadline: Instant) -> Vec<u32> {
 /// and blames no process for surviving SIGKILL.
 fn assert_logged_the_unanswering_supervisor(log: &str) {
     assert!(
-        log.contains("supervisor has not reported COMMAND's end")
-            && log.contains("killing it and every process below it"),
+        log.contains("supervisor had not reported COMMAND's end")
+            && log.contains("killed it and every process below it"),
         "{log}"
     );
     assert!(!log.contains("uninterruptible"), "{log}");
