@@ -15,6 +15,7 @@ use lease_elector::{
 
 pub mod logs;
 pub mod oracle;
+pub mod overlap;
 pub mod procs;
 pub mod recorder;
 pub mod tempdir;
