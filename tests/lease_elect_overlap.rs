@@ -125,6 +125,9 @@ fn ctrl_z_does_not_stop_a_leading_lease_elect() {
     assert_ne!(state(a.pid()), Some('T'), "not stopped");
     assert!(a.log().contains("SIGTSTP ignored"), "{}", a.log());
     assert!(b.printed().iter().all(|l| l.starts_with("NEW_LEADER ")));
+    // Its supervisor was told of every renew: COMMAND runs on.
+    let run_a = &world.timeline().of("a")[0];
+    assert!(alive(run_a.pid) && run_a.said == ["start"], "{run_a:?}");
     // A hands over in order; B's COMMAND starts after A's ended.
     a.signal("-TERM");
     assert_eq!(a.exit_code(), Some(0), "{}", a.log());
@@ -157,4 +160,28 @@ fn a_term_lost_to_another_holder_kills_the_command_at_once_without_grace() {
         a.log()
     );
     assert!(a.log().contains("killed COMMAND at once"), "{}", a.log());
+}
+
+#[test]
+fn an_orderly_stop_gives_the_command_its_whole_grace_while_the_lease_is_renewed() {
+    let world = world();
+    // Longer than the term the supervisor was told of at SIGTERM (3 s).
+    let options = Options {
+        on_term: "linger:4".into(),
+        flags: vec!["--grace".into(), "8".into()],
+        ..Options::default()
+    };
+    let mut a = world.start("a", &options);
+    a.expect("LEADING a");
+    world.wait_ticks("a", 1);
+    a.signal("-TERM");
+    assert_eq!(a.exit_code(), Some(0), "{}", a.log());
+    let run_a = &world.timeline().of("a")[0];
+    assert_eq!(
+        run_a.said,
+        ["start", "term", "exit"],
+        "COMMAND ended by itself, not killed: {run_a:?}; stderr: {}",
+        a.log()
+    );
+    assert_eq!(world.spec()["holderIdentity"], "", "released");
 }
