@@ -35,23 +35,19 @@ fn stuck_stderr() -> Options {
     }
 }
 
-/// A leads and its COMMAND runs; B follows.
-fn a_leads_b_follows(
-    world: &World,
-    a: &Options,
-) -> (common::overlap::Candidate, common::overlap::Candidate) {
-    let a = world.start("a", a);
-    a.expect("LEADING a");
-    world.wait_ticks("a", 1);
-    let b = world.start("b", &Options::default());
-    b.expect("NEW_LEADER a");
-    (a, b)
+/// COMMAND does `on_term` on SIGTERM (`TICKER`'s modes), with `--grace`.
+fn on_term(on_term: &str, grace: &str) -> Options {
+    Options {
+        on_term: on_term.into(),
+        flags: vec!["--grace".into(), grace.into()],
+        ..Options::default()
+    }
 }
 
 #[test]
 fn a_leader_cut_off_with_a_stuck_stderr_ends_its_command_before_the_other_starts() {
     let world = world();
-    let (_a, b) = a_leads_b_follows(&world, &stuck_stderr());
+    let (_a, b) = world.a_leads_b_follows(&stuck_stderr(), &Options::default());
     world.cut_off("a");
     b.expect("LEADING b");
     world.wait_ticks("b", B_TICKS);
@@ -61,7 +57,7 @@ fn a_leader_cut_off_with_a_stuck_stderr_ends_its_command_before_the_other_starts
 #[test]
 fn a_lease_elect_killed_with_a_stuck_stderr_takes_its_command_with_it() {
     let world = world();
-    let (mut a, b) = a_leads_b_follows(&world, &stuck_stderr());
+    let (mut a, b) = world.a_leads_b_follows(&stuck_stderr(), &Options::default());
     a.child.kill().unwrap();
     a.child.wait().unwrap();
     b.expect("LEADING b");
@@ -72,7 +68,7 @@ fn a_lease_elect_killed_with_a_stuck_stderr_takes_its_command_with_it() {
 #[test]
 fn a_stopped_lease_elect_has_its_command_ended_by_the_supervisor_at_the_end_of_the_term() {
     let world = world();
-    let (mut a, b) = a_leads_b_follows(&world, &Options::default());
+    let (mut a, b) = world.a_leads_b_follows(&Options::default(), &Options::default());
     a.signal("-STOP");
     b.expect("LEADING b");
     world.wait_ticks("b", B_TICKS);
@@ -93,7 +89,7 @@ fn a_stopped_lease_elect_has_its_command_ended_by_the_supervisor_at_the_end_of_t
 #[test]
 fn ctrl_z_does_not_stop_a_leading_lease_elect() {
     let world = world();
-    let (mut a, b) = a_leads_b_follows(&world, &Options::default());
+    let (mut a, b) = world.a_leads_b_follows(&Options::default(), &Options::default());
     let before = SystemTime::now();
     a.signal("-TSTP");
     // A goes on renewing for more than a lease duration: it never stopped,
@@ -139,14 +135,7 @@ fn ctrl_z_does_not_stop_a_leading_lease_elect() {
 #[test]
 fn a_term_lost_to_another_holder_kills_the_command_at_once_without_grace() {
     let world = world();
-    let options = Options {
-        on_term: "ignore".into(),
-        flags: vec!["--grace".into(), "30".into()],
-        ..Options::default()
-    };
-    let mut a = world.start("a", &options);
-    a.expect("LEADING a");
-    world.wait_ticks("a", 1);
+    let mut a = world.a_leads(&on_term("ignore", "30"));
     // Another writer holds the Lease: it may run the job already.
     world.overwrite("other", Some(1));
     a.expect("STOPPED a");
@@ -166,14 +155,7 @@ fn a_term_lost_to_another_holder_kills_the_command_at_once_without_grace() {
 fn an_orderly_stop_gives_the_command_its_whole_grace_while_the_lease_is_renewed() {
     let world = world();
     // Longer than the term the supervisor was told of at SIGTERM (3 s).
-    let options = Options {
-        on_term: "linger:4".into(),
-        flags: vec!["--grace".into(), "8".into()],
-        ..Options::default()
-    };
-    let mut a = world.start("a", &options);
-    a.expect("LEADING a");
-    world.wait_ticks("a", 1);
+    let mut a = world.a_leads(&on_term("linger:4", "8"));
     a.signal("-TERM");
     assert_eq!(a.exit_code(), Some(0), "{}", a.log());
     let run_a = &world.timeline().of("a")[0];

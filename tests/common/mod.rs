@@ -18,6 +18,7 @@ pub mod oracle;
 pub mod overlap;
 pub mod procs;
 pub mod recorder;
+pub mod spawned;
 pub mod tempdir;
 
 pub const NS: &str = "test";

@@ -14,26 +14,22 @@
 //! faked (libfaketime) still writes true times.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStderr, Command, Stdio};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
 use lease_elector::testing::{Fault, TestApiServer};
 use serde_json::json;
 
-use super::procs::{alive, kill};
+use super::procs::alive;
+use super::spawned::Spawned;
+pub use super::spawned::WAIT;
 use super::tempdir::TempDir;
 
 pub const NS: &str = "overlap";
 pub const LEASE: &str = "lock";
-
-/// Longest wait for anything that should happen; only reached on failure.
-pub const WAIT: Duration = Duration::from_secs(30);
 
 /// The COMMAND: `$1` the log, `$2` its name, `$3` what SIGTERM does:
 /// `exit` (at once), `ignore` (logged only), or `linger:S` (keep running S
@@ -66,6 +62,32 @@ done
 /// of the pipe of its own (so that `O_NONBLOCK` stays there), then run the
 /// candidate: its stderr is full from its first line.
 const FILL_STDERR_THEN_EXEC: &str = "dd if=/dev/zero of=/proc/self/fd/3 bs=4096 oflag=nonblock status=none 3>&2 2>/dev/null; exec \"$@\"";
+
+/// libfaketime's preload library (Debian's `faketime` package), if
+/// installed.
+pub fn libfaketime() -> Option<PathBuf> {
+    let lib = Path::new("faketime/libfaketime.so.1");
+    let mut dirs = vec![PathBuf::from("/usr/lib")];
+    if let Ok(entries) = std::fs::read_dir("/usr/lib") {
+        dirs.extend(entries.flatten().map(|e| e.path()));
+    }
+    dirs.into_iter().map(|d| d.join(lib)).find(|p| p.exists())
+}
+
+/// Options for a candidate whose wall clock stands still at `frozen`
+/// (`YYYY-MM-DD HH:MM:SS`, UTC) through `lib` (libfaketime); its monotonic
+/// clock runs as ever.
+pub fn frozen_wall_clock(lib: &Path, frozen: &str) -> Options {
+    Options {
+        env: vec![
+            ("LD_PRELOAD".into(), lib.display().to_string()),
+            ("FAKETIME".into(), frozen.into()),
+            ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
+            ("TZ".into(), "UTC".into()),
+        ],
+        ..Options::default()
+    }
+}
 
 /// A lease duration, renew deadline and retry period, in seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,46 +210,28 @@ impl World {
             .envs(options.env.iter().map(|(k, v)| (k, v)))
             .env_remove("LEASE_ELECT_LOG")
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
             // A group of its own whose parent (this process) is in another
             // group of the session: not orphaned, so SIGTSTP, SIGTTIN and
             // SIGTTOU are not discarded (the kernel drops them for an
             // orphaned group), as for a job of an interactive shell.
             .process_group(0);
-        let mut child = cmd.spawn().unwrap();
-        let (tx, lines) = mpsc::channel();
-        let out = BufReader::new(child.stdout.take().unwrap());
-        thread::spawn(move || {
-            for line in out.lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let stuck = child.stderr.take().unwrap();
-        let stuck = if options.stuck_stderr {
-            // Held, never read.
-            Some(stuck)
-        } else {
-            let log = stderr.clone();
-            thread::spawn(move || {
-                for line in BufReader::new(stuck).lines().map_while(Result::ok) {
-                    let mut log = log.lock().unwrap();
-                    log.push_str(&line);
-                    log.push('\n');
-                }
-            });
-            None
-        };
-        Candidate {
-            id: who.to_string(),
-            child,
-            lines,
-            stderr,
-            _stuck: stuck,
-        }
+        Spawned::start(&mut cmd, !options.stuck_stderr)
+    }
+
+    /// Start A, and wait until it leads and its COMMAND runs.
+    pub fn a_leads(&self, a: &Options) -> Candidate {
+        let a = self.start("a", a);
+        a.expect("LEADING a");
+        self.wait_ticks("a", 1);
+        a
+    }
+
+    /// A leads and its COMMAND runs; then B starts and follows.
+    pub fn a_leads_b_follows(&self, a: &Options, b: &Options) -> (Candidate, Candidate) {
+        let a = self.a_leads(a);
+        let b = self.start("b", b);
+        b.expect("NEW_LEADER a");
+        (a, b)
     }
 
     fn log_path(&self) -> PathBuf {
@@ -325,82 +329,7 @@ impl Drop for World {
 }
 
 /// One `lease-elect` process.
-pub struct Candidate {
-    pub id: String,
-    pub child: Child,
-    lines: mpsc::Receiver<String>,
-    stderr: Arc<Mutex<String>>,
-    _stuck: Option<ChildStderr>,
-}
-
-impl Candidate {
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// What it wrote on stderr so far (nothing with a stuck stderr).
-    pub fn log(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    /// Skip `NEW_LEADER` lines on stdout up to `line`.
-    pub fn expect(&self, line: &str) {
-        loop {
-            let got = self
-                .lines
-                .recv_timeout(WAIT)
-                .unwrap_or_else(|e| panic!("waiting for {line:?}: {e}; stderr: {}", self.log()));
-            if got == line {
-                return;
-            }
-            assert!(
-                got.starts_with("NEW_LEADER "),
-                "{got:?} before {line:?}; stderr: {}",
-                self.log()
-            );
-        }
-    }
-
-    /// The stdout lines printed so far and not yet expected.
-    pub fn printed(&self) -> Vec<String> {
-        self.lines.try_iter().collect()
-    }
-
-    /// `kill SIG PID`.
-    pub fn signal(&self, sig: &str) {
-        kill(&[sig, &self.pid().to_string()]);
-    }
-
-    /// Its exit code once it exits (within [`WAIT`]).
-    pub fn exit_code(&mut self) -> Option<i32> {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "lease-elect {} did not exit; stderr: {}",
-                self.id,
-                self.log()
-            );
-            thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for Candidate {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = Command::new("kill")
-                .args(["-CONT", &self.pid().to_string()])
-                .stderr(Stdio::null())
-                .status();
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
+pub type Candidate = Spawned;
 
 /// One run of a COMMAND: one term of one candidate.
 #[derive(Debug, Clone, Default)]
