@@ -581,3 +581,46 @@ pub fn show(command: &[OsString]) -> String {
     let words: Vec<_> = command.iter().map(|w| w.to_string_lossy()).collect();
     words.join(" ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn orders_are_a_signal_name_or_the_terms_new_end_in_nanoseconds() {
+        assert!(matches!(
+            parse_order("KILL"),
+            Some(Order::Signal(Signal::Kill))
+        ));
+        assert!(matches!(
+            parse_order("TERM"),
+            Some(Order::Signal(Signal::Term))
+        ));
+        assert!(matches!(
+            parse_order("UNTIL 1500000000"),
+            Some(Order::Until(d)) if d == Duration::from_millis(1500)
+        ));
+        for bad in ["UNTIL", "UNTIL -1", "UNTIL 1.5", "STOP", ""] {
+            assert!(parse_order(bad).is_none(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn sigterm_comes_a_little_after_the_terms_end_and_sigkill_at_kill_after() {
+        let end = |kill_after| TermEnd {
+            until: Duration::from_secs(100),
+            kill_after,
+            asked: false,
+            ended: false,
+            killed: false,
+        };
+        let t = end(Duration::from_millis(500));
+        assert_eq!(t.term_at(), Duration::from_millis(100_100));
+        assert_eq!(t.kill_at(), Duration::from_millis(100_500));
+        // A short kill_after leaves half of it for SIGTERM to work.
+        let t = end(Duration::from_millis(60));
+        assert_eq!(t.term_at(), Duration::from_millis(100_030));
+        let t = end(Duration::ZERO);
+        assert_eq!((t.term_at(), t.kill_at()), (t.until, t.until));
+    }
+}
