@@ -7,6 +7,7 @@
 //! cargo bench --bench overlap                        # every case, both timings (minutes)
 //! cargo bench --bench overlap -- --quick             # 4/3/1 s only
 //! cargo bench --bench overlap -- sigstop deleted     # some cases
+//! cargo bench --bench overlap -- --lease-elect PATH  # another build (an older one)
 //! ```
 //!
 //! A and B run the same COMMAND, which appends a timestamp every 10 ms
@@ -105,10 +106,22 @@ const CASES: [Case; 8] = [
 ];
 
 fn main() {
-    let args: Vec<String> = std::env::args()
+    let mut args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| a != "--bench")
         .collect();
+    let bin = match args.iter().position(|a| a == "--lease-elect") {
+        Some(i) if i + 1 < args.len() => {
+            let path = args.remove(i + 1);
+            args.remove(i);
+            path
+        }
+        Some(_) => {
+            eprintln!("--lease-elect needs a path");
+            std::process::exit(2);
+        }
+        None => BIN.to_string(),
+    };
     let quick = args.iter().any(|a| a == "--quick");
     let wanted: Vec<&str> = args
         .iter()
@@ -128,7 +141,7 @@ fn main() {
             .iter()
             .filter(|c| wanted.is_empty() || wanted.contains(&c.name))
         {
-            let world = World::new(Path::new(BIN), *t);
+            let world = World::new(Path::new(&bin), *t);
             let began = Instant::now();
             let note = (case.run)(&world).unwrap_or_else(|e| format!("failed: {e}"));
             let timeline = world.timeline();

@@ -20,7 +20,7 @@ use std::path::Path;
 use std::time::Instant;
 
 mod common;
-use common::overlap::{frozen_wall_clock, libfaketime, Options, World, SHORT, WAIT};
+use common::overlap::{frozen_wall_clock, libfaketime, Options, World, LEASE, NS, SHORT, WAIT};
 use common::procs::alive;
 
 const BIN: &str = env!("CARGO_BIN_EXE_lease-elect");
@@ -65,7 +65,7 @@ fn a_deleted_lease_is_not_taken_while_the_leaders_command_finishes() {
     assert!(
         b.wait_for("LEADING b", WAIT),
         "B never led: {:?}; A: {}; B: {}",
-        world.server.lease("overlap", "lock"),
+        world.server.lease(NS, LEASE),
         a.log(),
         b.log()
     );
@@ -108,11 +108,10 @@ fn a_leader_whose_wall_clock_stands_still_keeps_its_lease() {
     // must see the Lease change all the same. Two lease durations of
     // renews (each a new resourceVersion), and A holds it throughout.
     let renews = usize::try_from(2 * SHORT.lease / SHORT.retry + 1).unwrap();
-    let mut versions =
-        vec![world.server.lease("overlap", "lock").unwrap()["metadata"]["resourceVersion"].clone()];
+    let mut versions = vec![world.lease()["metadata"]["resourceVersion"].clone()];
     let deadline = Instant::now() + WAIT;
     while versions.len() <= renews {
-        let lease = world.server.lease("overlap", "lock").unwrap();
+        let lease = world.lease();
         assert_eq!(lease["spec"]["holderIdentity"], "a", "{lease}");
         let v = lease["metadata"]["resourceVersion"].clone();
         if versions.last() != Some(&v) {

@@ -270,9 +270,14 @@ impl World {
         );
     }
 
+    /// The stored Lease.
+    pub fn lease(&self) -> serde_json::Value {
+        self.server.lease(NS, LEASE).expect("the Lease exists")
+    }
+
     /// The stored Lease's spec.
     pub fn spec(&self) -> serde_json::Value {
-        self.server.lease(NS, LEASE).expect("the Lease exists")["spec"].clone()
+        self.lease()["spec"].clone()
     }
 
     /// Another writer puts `holder` on the Lease, renewed now for a lease
@@ -302,7 +307,7 @@ impl World {
 
     /// The Lease freed by someone else: holder empty, transitions kept.
     pub fn free(&self) {
-        let mut lease = self.server.lease(NS, LEASE).expect("the Lease exists");
+        let mut lease = self.lease();
         lease["spec"]["holderIdentity"] = json!("");
         self.server.put_lease(NS, lease);
     }
