@@ -7,10 +7,7 @@
 
 #![cfg(feature = "cli")]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -18,9 +15,10 @@ use lease_elector::testing::{Fault, TestApiServer};
 use serde_json::json;
 
 mod common;
+use common::eventually;
 use common::procs::{alive, args, holder, kill, stat_field, state};
+use common::spawned::Spawned;
 use common::tempdir::TempDir;
-use common::{eventually, WAIT};
 
 const BIN: &str = env!("CARGO_BIN_EXE_lease-elect");
 
@@ -69,104 +67,18 @@ fi
 wait
 "#;
 
-struct Elect {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Elect {
-    fn start(server: &TestApiServer, identity: &str, extra: &[&str]) -> Elect {
-        let mut child = Command::new(BIN)
+/// Start candidate `identity` with `extra` flags, `PATH` emptied.
+fn start(server: &TestApiServer, identity: &str, extra: &[&str]) -> Spawned {
+    Spawned::start(
+        Command::new(BIN)
             .args(["--server", &server.url(), "--namespace", "procs"])
             .args(["--name", "lock", "--identity", identity])
             .args(extra)
             .env("PATH", "")
             .env_remove("LEASE_ELECT_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, lines) = mpsc::channel();
-        let out = BufReader::new(child.stdout.take().unwrap());
-        thread::spawn(move || {
-            for line in out.lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let err = BufReader::new(child.stderr.take().unwrap());
-        let log = stderr.clone();
-        thread::spawn(move || {
-            for line in err.lines().map_while(Result::ok) {
-                let mut log = log.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
-        Elect {
-            child,
-            lines,
-            stderr,
-        }
-    }
-
-    fn log(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    fn expect(&self, line: &str) {
-        let got = self
-            .lines
-            .recv_timeout(WAIT)
-            .unwrap_or_else(|e| panic!("waiting for {line:?}: {e}; stderr: {}", self.log()));
-        assert_eq!(got, line, "stderr: {}", self.log());
-    }
-
-    /// Skip `NEW_LEADER` lines up to `line`.
-    fn expect_after_new_leaders(&self, line: &str) {
-        loop {
-            let got = self
-                .lines
-                .recv_timeout(WAIT)
-                .unwrap_or_else(|e| panic!("waiting for {line:?}: {e}; stderr: {}", self.log()));
-            if got == line {
-                return;
-            }
-            assert!(got.starts_with("NEW_LEADER "), "{got:?} before {line:?}");
-        }
-    }
-
-    fn signal(&self, sig: &str) {
-        kill(&[sig, &self.child.id().to_string()]);
-    }
-
-    fn exit_code(&mut self) -> Option<i32> {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "lease-elect did not exit; stderr: {}",
-                self.log()
-            );
-            thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for Elect {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+            .stdin(Stdio::null()),
+        true,
+    )
 }
 
 /// The COMMAND's folder; on drop, kills whatever it recorded that lives
@@ -230,7 +142,7 @@ impl Work {
     }
 
     /// COMMAND's supervisor, which COMMAND stopped (mode `stop`).
-    fn stopped_supervisor(&self, elect: &Elect) -> u32 {
+    fn stopped_supervisor(&self, elect: &Spawned) -> u32 {
         let supervisor = self.dir.read("supervisor").trim().parse().unwrap();
         assert_eq!(stat_field(supervisor, 1), Some(elect.child.id()));
         eventually("the supervisor is stopped", || {
@@ -295,8 +207,8 @@ fn living_at(pids: &[u32], deadline: Instant) -> Vec<u32> {
 /// and blames no process for surviving SIGKILL.
 fn assert_logged_the_unanswering_supervisor(log: &str) {
     assert!(
-        log.contains("supervisor has not reported COMMAND's end")
-            && log.contains("killing it and every process below it"),
+        log.contains("supervisor had not reported COMMAND's end")
+            && log.contains("killed it and every process below it"),
         "{log}"
     );
     assert!(!log.contains("uninterruptible"), "{log}");
@@ -307,7 +219,7 @@ fn sigterm_ends_every_process_the_command_started_before_the_release_without_kil
     let server = TestApiServer::start().unwrap();
     let work = Work::new();
     let cmd = work.command("wait");
-    let mut a = Elect::start(&server, "a", &args(&cmd, &SLOW_RENEWS));
+    let mut a = start(&server, "a", &args(&cmd, &SLOW_RENEWS));
     a.expect("NEW_LEADER a");
     a.expect("LEADING a");
     let (command, pids) = work.ready();
@@ -327,7 +239,7 @@ fn a_command_that_exits_leaves_nothing_running_when_the_lease_is_released() {
     let server = TestApiServer::start().unwrap();
     let work = Work::new();
     let cmd = work.command("exit");
-    let mut a = Elect::start(&server, "a", &args(&cmd, &SLOW_RENEWS));
+    let mut a = start(&server, "a", &args(&cmd, &SLOW_RENEWS));
     a.expect("NEW_LEADER a");
     a.expect("LEADING a");
     let (_, pids) = work.ready();
@@ -344,7 +256,7 @@ fn a_lost_lease_ends_every_process_the_command_started_before_lease_elect_exits(
     let server = TestApiServer::start().unwrap();
     let work = Work::new();
     let cmd = work.command("wait");
-    let mut a = Elect::start(
+    let mut a = start(
         &server,
         "a",
         &args(
@@ -366,7 +278,7 @@ fn a_lost_lease_ends_every_process_the_command_started_before_lease_elect_exits(
     let mut lease = server.lease("procs", "lock").unwrap();
     lease["spec"]["holderIdentity"] = json!("other");
     server.put_lease("procs", lease);
-    a.expect_after_new_leaders("STOPPED a");
+    a.expect("STOPPED a");
     let code = a.exit_code();
     let mut all = pids.clone();
     all.push(command);
@@ -389,7 +301,7 @@ fn a_killed_lease_elect_takes_everything_the_command_started_with_it() {
     let server = TestApiServer::start().unwrap();
     let work = Work::new();
     let cmd = work.command("wait");
-    let mut a = Elect::start(&server, "a", &args(&cmd, &SLOW_RENEWS));
+    let mut a = start(&server, "a", &args(&cmd, &SLOW_RENEWS));
     a.expect("NEW_LEADER a");
     a.expect("LEADING a");
     let (command, pids) = work.ready();
@@ -409,7 +321,7 @@ fn a_killed_supervisor_leaves_its_processes_to_lease_elect_which_ends_them_then_
     let server = TestApiServer::start().unwrap();
     let work = Work::new();
     let cmd = work.command("wait");
-    let mut a = Elect::start(&server, "a", &args(&cmd, &SLOW_RENEWS));
+    let mut a = start(&server, "a", &args(&cmd, &SLOW_RENEWS));
     a.expect("NEW_LEADER a");
     a.expect("LEADING a");
     let (command, pids) = work.ready();
@@ -441,7 +353,7 @@ fn a_stopped_supervisor_does_not_keep_the_command_alive_past_a_lost_term() {
         "--retry-period",
         "1",
     ];
-    let mut a = Elect::start(&server, "a", &args(&cmd, &timings));
+    let mut a = start(&server, "a", &args(&cmd, &timings));
     a.expect("NEW_LEADER a");
     a.expect("LEADING a");
     let (command, pids) = work.ready();
@@ -470,7 +382,7 @@ fn a_stopped_supervisor_is_killed_with_everything_below_it_before_the_release() 
     let server = TestApiServer::start().unwrap();
     let work = Work::new();
     let cmd = work.command("stop");
-    let mut a = Elect::start(
+    let mut a = start(
         &server,
         "a",
         &args(&cmd, &[&SLOW_RENEWS[..], &["--grace", "1"]].concat()),

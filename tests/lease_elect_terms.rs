@@ -11,11 +11,9 @@
 #![cfg(feature = "cli")]
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -25,6 +23,7 @@ use serde_json::json;
 
 mod common;
 use common::procs::{alive, kill, stat_field};
+use common::spawned::Spawned;
 use common::tempdir::TempDir;
 use common::{eventually, WAIT};
 
@@ -145,94 +144,17 @@ impl Drop for Store {
     }
 }
 
-struct Elect {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Elect {
-    fn start(server: &TestApiServer, identity: &str, extra: &[&str]) -> Elect {
-        let mut child = Command::new(BIN)
+/// Start candidate `identity` with `extra` flags.
+fn start(server: &TestApiServer, identity: &str, extra: &[&str]) -> Spawned {
+    Spawned::start(
+        Command::new(BIN)
             .args(["--server", &server.url(), "--namespace", "terms"])
             .args(["--name", "lock", "--identity", identity])
             .args(extra)
             .env_remove("LEASE_ELECT_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, lines) = mpsc::channel();
-        let out = BufReader::new(child.stdout.take().unwrap());
-        thread::spawn(move || {
-            for line in out.lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let log = stderr.clone();
-        let err = BufReader::new(child.stderr.take().unwrap());
-        thread::spawn(move || {
-            for line in err.lines().map_while(Result::ok) {
-                let mut log = log.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
-        Elect {
-            child,
-            lines,
-            stderr,
-        }
-    }
-
-    fn log(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    /// Skip `NEW_LEADER` lines up to `line`.
-    fn expect(&self, line: &str) {
-        loop {
-            let got = self
-                .lines
-                .recv_timeout(WAIT)
-                .unwrap_or_else(|e| panic!("waiting for {line:?}: {e}; stderr: {}", self.log()));
-            if got == line {
-                return;
-            }
-            assert!(got.starts_with("NEW_LEADER "), "{got:?} before {line:?}");
-        }
-    }
-
-    fn exit_code(&mut self) -> Option<i32> {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "lease-elect did not exit; stderr: {}",
-                self.log()
-            );
-            thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for Elect {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = Command::new("kill")
-                .args(["-CONT", &self.child.id().to_string()])
-                .status();
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+            .stdin(Stdio::null()),
+        true,
+    )
 }
 
 #[test]
@@ -260,7 +182,7 @@ fn a_frozen_leader_is_stopped_on_thawing_and_its_stale_writes_are_refused() {
             .collect()
     };
     let a_args = args("a");
-    let mut a = Elect::start(
+    let mut a = start(
         &server,
         "a",
         &a_args.iter().map(String::as_str).collect::<Vec<_>>(),
@@ -268,7 +190,7 @@ fn a_frozen_leader_is_stopped_on_thawing_and_its_stale_writes_are_refused() {
     a.expect("LEADING a");
     eventually("a's first accepted write", || store.accepted_from("a") > 0);
     let b_args = args("b");
-    let mut b = Elect::start(
+    let mut b = start(
         &server,
         "b",
         &b_args.iter().map(String::as_str).collect::<Vec<_>>(),
@@ -403,7 +325,7 @@ fn acquire_timeout_zero_gives_up_at_once_with_75_when_another_holds_the_lease() 
     let server = TestApiServer::start().unwrap();
     held_by_other(&server);
     let began = Instant::now();
-    let mut a = Elect::start(
+    let mut a = start(
         &server,
         "a",
         &["--acquire-timeout", "0", "--", "/bin/sh", "-c", "echo ran"],
@@ -412,7 +334,7 @@ fn acquire_timeout_zero_gives_up_at_once_with_75_when_another_holds_the_lease() 
     let took = began.elapsed();
     assert_eq!(code, Some(75), "{}", a.log());
     assert!(took < Duration::from_secs(2), "{took:?}");
-    let out: Vec<String> = a.lines.try_iter().collect();
+    let out: Vec<String> = a.printed();
     assert!(
         !out.iter().any(|l| l == "ran" || l.starts_with("LEADING")),
         "{out:?}"
@@ -431,7 +353,7 @@ fn acquire_timeout_zero_gives_up_at_once_with_75_when_another_holds_the_lease() 
 fn acquire_timeout_reports_an_api_server_it_cannot_ask_as_an_error_not_as_75() {
     let server = TestApiServer::start().unwrap();
     server.inject(Fault::status(403).times(usize::MAX));
-    let mut forbidden = Elect::start(&server, "a", &["--acquire-timeout", "0", "--", "true"]);
+    let mut forbidden = start(&server, "a", &["--acquire-timeout", "0", "--", "true"]);
     assert_eq!(forbidden.exit_code(), Some(1), "{}", forbidden.log());
     assert!(
         forbidden.log().contains("could not be asked") && forbidden.log().contains("403"),
@@ -462,7 +384,7 @@ fn acquire_timeout_waits_that_long_for_a_held_lease_then_gives_up_with_75() {
     let server = TestApiServer::start().unwrap();
     held_by_other(&server);
     let began = Instant::now();
-    let mut a = Elect::start(
+    let mut a = start(
         &server,
         "a",
         &[
@@ -486,7 +408,7 @@ fn acquire_timeout_waits_that_long_for_a_held_lease_then_gives_up_with_75() {
 #[test]
 fn acquire_timeout_on_a_free_lease_runs_the_command_with_its_term_and_passes_its_status_on() {
     let server = TestApiServer::start().unwrap();
-    let mut a = Elect::start(
+    let mut a = start(
         &server,
         "a",
         &[
@@ -500,7 +422,7 @@ fn acquire_timeout_on_a_free_lease_runs_the_command_with_its_term_and_passes_its
     );
     a.expect("LEADING a");
     assert_eq!(a.exit_code(), Some(4), "{}", a.log());
-    let out: Vec<String> = a.lines.try_iter().collect();
+    let out: Vec<String> = a.printed();
     assert!(out.iter().any(|l| l == "term 0"), "{out:?}");
     assert_eq!(
         server.lease("terms", "lock").unwrap()["spec"]["holderIdentity"],
@@ -519,7 +441,7 @@ fn an_attempt_in_flight_when_the_acquire_timeout_passes_decides_and_leaves_no_wr
     let server = TestApiServer::start().unwrap();
     held_by_other_for(&server, 1);
     server.inject(Fault::latency(Duration::from_secs(1)).method("PUT"));
-    let mut a = Elect::start(
+    let mut a = start(
         &server,
         "a",
         &[
@@ -532,7 +454,7 @@ fn an_attempt_in_flight_when_the_acquire_timeout_passes_decides_and_leaves_no_wr
         ],
     );
     let code = a.exit_code();
-    let out: Vec<String> = a.lines.try_iter().collect();
+    let out: Vec<String> = a.printed();
     // The PUT sent at 1 s lands whatever lease-elect did meanwhile.
     eventually("a's PUT answered", || !lease_writes(&server).is_empty());
     let spec = server.lease("terms", "lock").unwrap()["spec"].clone();

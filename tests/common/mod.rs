@@ -15,8 +15,10 @@ use lease_elector::{
 
 pub mod logs;
 pub mod oracle;
+pub mod overlap;
 pub mod procs;
 pub mod recorder;
+pub mod spawned;
 pub mod tempdir;
 
 pub const NS: &str = "test";

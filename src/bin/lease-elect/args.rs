@@ -51,7 +51,8 @@ Without COMMAND:
 With COMMAND:
   --grace S               time COMMAND gets between SIGTERM and SIGKILL (default 10s); when
                           leadership is lost, COMMAND is killed before the lease can expire
-                          whatever --grace says
+                          whatever --grace says, and at once (no SIGTERM) when another holder
+                          was seen
   --restart               start COMMAND again when it exits on its own while still leading
                           (1s after it ended, doubling up to 30s while it keeps exiting within 10s)
   --acquire-timeout S     give up, exiting 75, if another candidate holds the lease for S (0: one
@@ -66,8 +67,10 @@ COMMAND's environment holds its term: LEASE_ELECT_TERM (the fencing token: the L
 leaseTransitions when this term began, greater than every earlier term's; send it with each
 write to a store that refuses a token lower than one it has seen), LEASE_ELECT_IDENTITY and
 LEASE_ELECT_LEASE (namespace/name). A term ends when its renew deadline passes without a
-renew, also while lease-elect was not running (SIGSTOP, a paused VM): COMMAND is then
-stopped the moment lease-elect runs again.
+renew. COMMAND's supervisor holds that deadline too (on CLOCK_BOOTTIME, which counts a
+suspend): it stops COMMAND at the term's end also while lease-elect does not run (SIGSTOP,
+SIGTTOU, stuck), and kills it at once if lease-elect dies. With COMMAND, SIGTSTP (Ctrl-Z)
+is ignored: a stopped candidate cannot renew.
 
 Diagnostics:
   --health-addr ADDR      serve /healthz, /readyz, /leader and /metrics on ADDR (HOST:PORT,
@@ -89,9 +92,11 @@ succeed again after a failure, COMMAND's own exit and its status.
 Without COMMAND it keeps competing after losing the lease, and stops on SIGTERM/SIGINT or
 when stdin (a pipe or a socket) closes. With COMMAND: COMMAND starts when this candidate
 becomes leader, in a process group of its own. On SIGTERM/SIGINT (passed on as received) or
-a lost lease (SIGTERM), COMMAND's process group gets the signal, then SIGKILL after --grace,
-or sooner after a loss, so that it has ended before the lease can expire for anyone else; a
-second SIGTERM/SIGINT kills it at once. Whatever COMMAND started (in its process group, or in
+a term that ran out (SIGTERM), COMMAND's process group gets the signal, then SIGKILL after
+--grace, or sooner after a loss, so that it has ended before the lease can expire for anyone
+else; a second SIGTERM/SIGINT kills it at once, and so does a lease seen held by another.
+COMMAND is signalled before anything is logged: a stderr or stdout nobody reads never
+delays it (lines that do not fit a bounded queue are dropped, and their count told later). Whatever COMMAND started (in its process group, or in
 a session of its own) is killed when COMMAND ends, and the lease is released only once all
 of it has ended. If lease-elect itself dies, a small supervisor process kills all of it at once.
 Nothing is needed on PATH (a FROM scratch image works).

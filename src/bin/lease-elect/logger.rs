@@ -1,5 +1,7 @@
 //! A `log::Log` that writes one line per record to stderr: small enough
-//! not to earn a dependency.
+//! not to earn a dependency. Lines go through an [`Outlet`]: a log call
+//! never waits for stderr, which nobody may be draining (a line is then
+//! dropped and counted rather than holding up the end of a term).
 //!
 //! The base level comes from `$LEASE_ELECT_LOG` (`off`, `error`, `warn`,
 //! `info`, `debug`, `trace`; default `warn`, so every warning and error
@@ -14,29 +16,32 @@
 //!   identity, an error body) can neither forge a line nor drive the
 //!   terminal.
 
-use std::io::Write;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use lease_elector::text::escape;
 use log::{Level, LevelFilter, Log, Metadata, Record};
 
+use crate::outlet::Outlet;
+
 /// The environment variable holding the base level.
 pub const ENV: &str = "LEASE_ELECT_LOG";
+
+/// The name on `lease-elect`'s own lines.
+pub const ELECT: &str = "lease-elect";
+
+/// The name on the supervisor's lines (see `supervise.rs`).
+pub const SUPERVISOR: &str = "lease-elect supervisor";
+
+/// Log lines waiting for stderr at most; more are dropped and counted.
+const QUEUE: usize = 256;
 
 /// Writes to stderr, each line naming the process it comes from.
 pub struct Stderr {
     name: &'static str,
+    out: Outlet,
+    /// How long a flush may wait for a stuck stderr.
+    flush_within: Duration,
 }
-
-/// The logger of `lease-elect`.
-pub static ELECT: Stderr = Stderr {
-    name: "lease-elect",
-};
-
-/// The logger of the supervisor process (see `supervise.rs`).
-pub static SUPERVISOR: Stderr = Stderr {
-    name: "lease-elect supervisor",
-};
 
 /// The most the HTTP library may log: its trace output holds requests as
 /// sent, credentials included (its debug output redacts them).
@@ -51,47 +56,54 @@ fn is_http_library(target: &str) -> bool {
     })
 }
 
+/// Whether a record passes the level: `log::max_level()`, capped for the
+/// HTTP library.
+fn enabled(metadata: &Metadata) -> bool {
+    let max = if is_http_library(metadata.target()) {
+        log::max_level().min(HTTP_LIBRARY_MAX)
+    } else {
+        log::max_level()
+    };
+    metadata.level() <= max
+}
+
+/// One log line: a time, the level and who says it.
+fn line(name: &str, level: Level, target: &str, message: &str) -> String {
+    let now = humantime::format_rfc3339_millis(SystemTime::now());
+    let message = escape(message);
+    // Debug and trace name the module; info and above read as sentences.
+    if level >= Level::Debug {
+        format!("{now} {level:<5} {name} [{target}]: {message}")
+    } else {
+        format!("{now} {level:<5} {name}: {message}")
+    }
+}
+
+impl Stderr {
+    /// Queue `text` as it is, whatever the level (what `eprintln!` would
+    /// print, without waiting for stderr).
+    pub fn say(&self, text: String) {
+        self.out.send(text);
+    }
+}
+
 impl Log for Stderr {
     fn enabled(&self, metadata: &Metadata) -> bool {
-        let max = if is_http_library(metadata.target()) {
-            log::max_level().min(HTTP_LIBRARY_MAX)
-        } else {
-            log::max_level()
-        };
-        metadata.level() <= max
+        enabled(metadata)
     }
 
     fn log(&self, record: &Record) {
-        if !self.enabled(record.metadata()) {
+        if !enabled(record.metadata()) {
             return;
         }
-        let now = humantime::format_rfc3339_millis(SystemTime::now());
         let message = record.args().to_string();
-        let message = escape(&message);
-        let mut err = std::io::stderr().lock();
-        // Debug and trace name the module; info and above read as sentences.
-        let _ = if record.level() >= Level::Debug {
-            writeln!(
-                err,
-                "{now} {:<5} {} [{}]: {}",
-                record.level(),
-                self.name,
-                record.target(),
-                message
-            )
-        } else {
-            writeln!(
-                err,
-                "{now} {:<5} {}: {}",
-                record.level(),
-                self.name,
-                message
-            )
-        };
+        self.out
+            .send(line(self.name, record.level(), record.target(), &message));
     }
 
+    /// Wait for the queued lines, at most the flush bound given to [`init`].
     fn flush(&self) {
-        let _ = std::io::stderr().flush();
+        self.out.flush(self.flush_within);
     }
 }
 
@@ -117,11 +129,27 @@ fn raise(base: LevelFilter, steps: u8) -> LevelFilter {
         .unwrap_or(LevelFilter::Trace)
 }
 
-/// Install `logger` at `level`.
-pub fn init(logger: &'static Stderr, level: LevelFilter) {
+/// Install the logger of the process `name` at `level`; a flush waits at
+/// most `flush_within` for a stuck stderr. Called once per process: the
+/// logger lives as long as the process.
+pub fn init(name: &'static str, level: LevelFilter, flush_within: Duration) -> &'static Stderr {
+    let report = Box::new(move |n| {
+        Some(line(
+            name,
+            Level::Warn,
+            "",
+            &format!("{n} log lines were dropped: stderr was not being read"),
+        ))
+    });
+    let logger: &'static Stderr = Box::leak(Box::new(Stderr {
+        name,
+        out: Outlet::stderr(QUEUE, report),
+        flush_within,
+    }));
     // Fails only when a logger is already set, which main never does.
     let _ = log::set_logger(logger);
     log::set_max_level(level);
+    logger
 }
 
 #[cfg(test)]
@@ -132,7 +160,7 @@ mod tests {
     fn the_http_library_never_logs_below_debug() {
         let at = |target: &'static str, level| {
             let meta = Metadata::builder().target(target).level(level).build();
-            ELECT.enabled(&meta)
+            enabled(&meta)
         };
         log::set_max_level(LevelFilter::Trace);
         assert!(!at("ureq_proto::client", Level::Trace));

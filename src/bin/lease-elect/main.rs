@@ -5,11 +5,15 @@
 //! does; with `-- COMMAND [ARGS...]` it runs COMMAND only while leading.
 //! `args.rs` holds the flags and the exit statuses (`--help`), `run.rs`
 //! when COMMAND may run, `supervise.rs` why COMMAND never outlives a
-//! crashed `lease-elect`, `procs.rs` how every process COMMAND started is
-//! found, signalled and reaped, and `logger.rs` the stderr logger.
+//! crashed or stopped `lease-elect`, `boottime.rs` the clock it keeps the
+//! term's end on, `procs.rs` how every process COMMAND started is found,
+//! signalled and reaped, `logger.rs` the stderr logger, and `outlet.rs` why
+//! no line written to stderr or stdout can hold any of it up.
 
 mod args;
+mod boottime;
 mod logger;
+mod outlet;
 mod procs;
 mod run;
 mod supervise;
@@ -36,6 +40,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    logger::init(&logger::ELECT, logger::level_from_env(args.verbose));
-    run::main(*args)
+    let logger = logger::init(
+        logger::ELECT,
+        logger::level_from_env(args.verbose),
+        run::EXIT_FLUSH,
+    );
+    run::main(*args, logger)
 }

@@ -13,19 +13,32 @@
 //! While COMMAND is being stopped the elector keeps renewing, so `--grace`
 //! may be long. But nobody else can take the lease before `leaseDuration`
 //! after our last successful renew started (others time expiry from when
-//! *they* saw that renew), and that is the one bound a lost lease leaves:
-//! COMMAND gets SIGKILL no later than [`kill_margin`] before it, whatever
-//! `--grace` says. `StoppedLeading` comes at most `renewDeadline` after that
-//! renew, so a loss leaves `leaseDuration - renewDeadline - margin` for a
-//! graceful exit (4 s at 15s/10s/2s). A crash of `lease-elect` is the
-//! supervisor's business (`supervise.rs`).
+//! *they* saw that renew), and that is the one bound a term that ran out
+//! leaves: COMMAND gets SIGKILL no later than [`kill_margin`] before it,
+//! whatever `--grace` says. The term ends at most `renewDeadline` after
+//! that renew, so a term that ran out leaves `leaseDuration - renewDeadline
+//! - margin` for a graceful exit (4 s at 15s/10s/2s). A term lost because
+//! another holder was seen leaves nothing (that holder may run COMMAND
+//! already): SIGKILL at once. `--grace` is for orderly ends.
+//!
+//! # Act first, tell after
+//!
+//! Where a term ends, COMMAND is signalled before anything is logged or
+//! printed, and no log line or event line ever waits for its stream: both
+//! go through bounded queues (`outlet.rs`), so a stderr or stdout nobody
+//! drains cannot hold up the end of a term. The supervisor holds the
+//! term's end too (`supervise.rs`): this loop hands it every renewed
+//! `valid_until`, so COMMAND is ended on time also while `lease-elect` is
+//! stopped, frozen or stuck. With COMMAND, SIGTSTP (Ctrl-Z) is ignored: a
+//! stopped candidate cannot renew, and its COMMAND would only be killed at
+//! the term's end; SIGINT or SIGTERM stop it.
 //!
 //! With COMMAND the elector does not rejoin after a loss: `lease-elect`
 //! exits 1 once COMMAND has ended, and the orchestrator restarts it as a
 //! fresh candidate (client-go's and library-go's components exit too).
 
 use std::ffi::OsString;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::SocketAddr;
 use std::process::{ExitCode, ExitStatus};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -36,13 +49,16 @@ use std::time::{Duration, Instant};
 use lease_elector::events::EventRecorder;
 use lease_elector::text::Escaped;
 use lease_elector::{
-    Client, ElectorHandle, LeaderElector, LeaderEvent, LeaderEvents, LeaseLock, Probe, Term,
+    Client, Clock, ElectorHandle, LeaderElector, LeaderEvent, LeaderEvents, LeaseLock, Probe,
+    SystemClock, Term,
 };
 use log::LevelFilter;
-use signal_hook::consts::{SIGCHLD, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGCHLD, SIGINT, SIGTERM, SIGTSTP};
 use signal_hook::iterator::Signals;
 
 use crate::args::Args;
+use crate::logger;
+use crate::outlet::Outlet;
 use crate::procs;
 use crate::procs::Signal;
 use crate::supervise::{self, Supervised};
@@ -58,27 +74,46 @@ enum Msg {
     Signal(Signal),
     /// SIGCHLD: the supervisor may have ended.
     Child,
+    /// SIGTSTP (Ctrl-Z), with COMMAND: ignored.
+    Suspend,
     /// Without COMMAND: stdin closed.
     StdinClosed,
 }
 
-/// Run with parsed arguments; the logger is set up.
-pub fn main(args: Args) -> ExitCode {
-    match run(args) {
+/// Event lines waiting for stdout at most; more are dropped and counted.
+const EVENT_QUEUE: usize = 64;
+
+/// How long the last lines may wait for a stuck stdout or stderr when
+/// `lease-elect` exits (everything else is done by then).
+pub const EXIT_FLUSH: Duration = Duration::from_millis(500);
+
+/// Run with parsed arguments; `logger` is set up.
+pub fn main(args: Args, logger: &logger::Stderr) -> ExitCode {
+    let events = Outlet::stdout(
+        EVENT_QUEUE,
+        Box::new(|n| {
+            log::warn!("{n} event lines were dropped: stdout was not being read");
+            None
+        }),
+    );
+    let code = match run(args, logger, &events) {
         Ok(code) => code,
         Err(e) => {
-            // Not through the logger: visible whatever the log level. The
-            // error may carry the server's words: escaped.
-            eprintln!("lease-elect: {}", Escaped(&e.to_string()));
+            // Whatever the log level. The error may carry the server's
+            // words: escaped.
+            logger.say(format!("lease-elect: {}", Escaped(&e.to_string())));
             ExitCode::FAILURE
         }
-    }
+    };
+    events.flush(EXIT_FLUSH);
+    log::logger().flush();
+    code
 }
 
-fn run(args: Args) -> Result<ExitCode, BoxError> {
+fn run(args: Args, logger: &logger::Stderr, out: &Outlet) -> Result<ExitCode, BoxError> {
     if let Some(program) = args.command.first() {
         if let Err((code, why)) = supervise::find_program(program) {
-            eprintln!("lease-elect: COMMAND: {why}");
+            logger.say(format!("lease-elect: COMMAND: {why}"));
             return Ok(ExitCode::from(code));
         }
     }
@@ -86,7 +121,7 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
     let (tx, rx) = mpsc::channel();
     let mut wanted = vec![SIGTERM, SIGINT];
     if !args.command.is_empty() {
-        wanted.push(SIGCHLD);
+        wanted.extend([SIGCHLD, SIGTSTP]);
     }
     let mut signals = Signals::new(wanted)?;
     let signals_handle = signals.handle();
@@ -96,7 +131,10 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
             .name("lease-elect/signals".into())
             .spawn(move || {
                 for sig in signals.forever() {
-                    let msg = Signal::from_raw(sig).map_or(Msg::Child, Msg::Signal);
+                    let msg = match sig {
+                        SIGTSTP => Msg::Suspend,
+                        sig => Signal::from_raw(sig).map_or(Msg::Child, Msg::Signal),
+                    };
                     if tx.send(msg).is_err() {
                         break;
                     }
@@ -111,7 +149,10 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
             .map_err(|e| log::warn!("cannot become a child subreaper ({e}): if COMMAND's supervisor is killed, the lease is left to expire"))
             .is_ok();
 
-    let (handle, events, identity) = spawn_elector(&args)?;
+    // The elector's clock, kept to read its now: a term's end is an
+    // instant on it.
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let (handle, events, identity) = spawn_elector(&args, clock.clone())?;
     let probe = handle.probe();
     // Feature `cli` turns on `health`.
     let _health = match &args.health_addr {
@@ -128,7 +169,7 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
         None => None,
     };
 
-    let forward = forward_events(events, identity, tx.clone())?;
+    let forward = forward_events(events, identity, tx.clone(), out.clone())?;
     if args.command.is_empty() && !args.ignore_stdin && lease_elector::tool::stdin_is_a_pipe() {
         let tx = tx.clone();
         // Blocked in read(2) until stdin closes; not joined.
@@ -147,7 +188,7 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
     let end = if args.command.is_empty() {
         follow(&rx)
     } else {
-        Session::new(&args, probe).run(&rx)
+        Session::new(&args, probe, clock).run(&rx)
     };
     if let End::SupervisorKilled = end {
         if !subreaper {
@@ -156,6 +197,7 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
             log::error!(
                 "COMMAND's supervisor was killed; COMMAND may still run: not releasing the lease"
             );
+            out.flush(EXIT_FLUSH);
             log::logger().flush();
             std::process::exit(1);
         }
@@ -172,6 +214,8 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
         _ => None,
     };
     // COMMAND has ended (or never ran): now the lease may be released.
+    // Events not read hold their terms, which a release waits for.
+    drop(rx);
     let stopped = handle.stop();
     // The elector's thread is gone, so its channel is closed and the
     // forwarder has printed every event (STOPPED included).
@@ -228,8 +272,12 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
     }
 }
 
-/// Connect as the `elect` example does (`ConnectOptions`), and start electing.
-fn spawn_elector(args: &Args) -> Result<(ElectorHandle, LeaderEvents, String), BoxError> {
+/// Connect as the `elect` example does (`ConnectOptions`), and start
+/// electing on `clock`.
+fn spawn_elector(
+    args: &Args,
+    clock: Arc<dyn Clock>,
+) -> Result<(ElectorHandle, LeaderEvents, String), BoxError> {
     let (config, namespace) = args.connect.resolve()?;
     let name = args.name.clone().ok_or("--name is required")?;
     let identity = args
@@ -249,7 +297,8 @@ fn spawn_elector(args: &Args) -> Result<(ElectorHandle, LeaderEvents, String), B
         // With COMMAND the release comes after COMMAND has ended: always safe.
         .release_on_cancel(args.release_on_cancel || with_command)
         .rejoin(!with_command)
-        .watch(args.watch);
+        .watch(args.watch)
+        .clock(clock);
     if let Some(d) = args.lease_duration {
         builder = builder.lease_duration(d);
     }
@@ -290,10 +339,11 @@ fn health_addrs(addr: &str) -> Result<Vec<SocketAddr>, BoxError> {
 }
 
 /// Why the lease was lost, for the WARN line that says so: the elector's
-/// own reason, else the last failed request, else the deadline of `term`.
-fn loss_reason(probe: &Probe, term: &Term) -> String {
+/// own reason, else the last failed request, else the deadline of `term`
+/// (`now` on the elector's clock).
+fn loss_reason(probe: &Probe, term: &Term, now: Instant) -> String {
     let status = probe.status();
-    let late = Instant::now().saturating_duration_since(term.valid_until());
+    let late = now.saturating_duration_since(term.valid_until());
     match (status.last_loss, status.last_error) {
         (Some(why), _) => why,
         (None, Some(e)) => format!(
@@ -312,17 +362,18 @@ fn loss_reason(probe: &Probe, term: &Term) -> String {
 }
 
 /// Pass events to the main loop, then print them: printing never delays
-/// stopping COMMAND, and STOPPED is printed as soon as the elector sends
-/// it, before the release that follows it completes.
+/// stopping COMMAND (nor waits for stdout: `out` queues), and STOPPED is
+/// printed as soon as the elector sends it, before the release that
+/// follows it completes.
 fn forward_events(
     events: LeaderEvents,
     identity: String,
     tx: Sender<Msg>,
+    out: Outlet,
 ) -> std::io::Result<thread::JoinHandle<()>> {
     thread::Builder::new()
         .name("lease-elect/events".into())
         .spawn(move || {
-            let out = std::io::stdout();
             for ev in events {
                 let line = match &ev {
                     LeaderEvent::StartedLeading { .. } => format!("LEADING {}", Escaped(&identity)),
@@ -333,9 +384,7 @@ fn forward_events(
                     _ => continue,
                 };
                 let _ = tx.send(Msg::Event(ev));
-                let mut out = out.lock();
-                // stdout closed: nothing left to tell anyone.
-                let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+                out.send(line);
             }
             let _ = tx.send(Msg::ElectorEnded);
         })
@@ -364,7 +413,7 @@ fn follow(rx: &Receiver<Msg>) -> End {
             Ok(Msg::Signal(sig)) => return End::Stopped(sig.to_string()),
             Ok(Msg::StdinClosed) => return End::Stopped("stdin closed".into()),
             Ok(Msg::ElectorEnded) | Err(_) => return End::ElectorEnded,
-            Ok(Msg::Event(_) | Msg::Child) => {}
+            Ok(Msg::Event(_) | Msg::Child | Msg::Suspend) => {}
         }
     }
 }
@@ -430,14 +479,29 @@ struct Session {
     acquire_timeout: Option<Duration>,
     level: LevelFilter,
     probe: Probe,
+    /// The elector's clock: every instant here is on it.
+    clock: Arc<dyn Clock>,
     lease_duration: Duration,
     margin: Duration,
+    /// From a term's end to SIGKILL, as the supervisor enforces it: the
+    /// grace, but never closer than `margin` to the lease's expiry.
+    kill_after: Duration,
+}
+
+/// How a term ended for COMMAND: what it was sent first.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// SIGTERM or SIGINT, then SIGKILL after the grace.
+    Graceful,
+    /// SIGKILL at once.
+    Killed,
 }
 
 impl Session {
-    fn new(args: &Args, probe: Probe) -> Session {
+    fn new(args: &Args, probe: Probe, clock: Arc<dyn Clock>) -> Session {
         let timings = args.elector_config();
         let (lease_duration, renew_deadline) = (timings.lease_duration, timings.renew_deadline);
+        let margin = kill_margin(lease_duration, renew_deadline);
         Session {
             command: args.command.clone(),
             grace: args.grace,
@@ -445,9 +509,19 @@ impl Session {
             acquire_timeout: args.acquire_timeout,
             level: log::max_level(),
             probe,
+            clock,
             lease_duration,
-            margin: kill_margin(lease_duration, renew_deadline),
+            margin,
+            kill_after: args.grace.min(
+                lease_duration
+                    .saturating_sub(renew_deadline)
+                    .saturating_sub(margin),
+            ),
         }
+    }
+
+    fn now(&self) -> Instant {
+        self.clock.now()
     }
 
     /// SIGKILL COMMAND by then at the latest: `margin` before the lease
@@ -457,15 +531,24 @@ impl Session {
             Some(at) => (at + self.lease_duration)
                 .checked_sub(self.margin)
                 .unwrap_or(at),
-            None => Instant::now(),
+            None => self.now(),
         }
     }
 
     /// How often the main loop looks at the handle while COMMAND runs, in
     /// case no event comes: it sees a missed renew deadline with `margin`
-    /// to spare (`margin` is at most half of leaseDuration - renewDeadline).
+    /// to spare (`margin` is at most half of leaseDuration - renewDeadline),
+    /// and passes a renew on to the supervisor well before the term's old
+    /// end.
     fn tick(&self) -> Duration {
         self.margin.max(Duration::from_millis(10))
+    }
+
+    /// Whether the term was lost to another holder (or to a Lease freed or
+    /// gone under us), not just run out: the last holder the elector saw is
+    /// not this candidate.
+    fn seen_other_holder(&self) -> bool {
+        self.probe.leader().as_deref() != Some(self.probe.identity())
     }
 
     fn run(&self, rx: &Receiver<Msg>) -> End {
@@ -473,6 +556,7 @@ impl Session {
             match rx.recv() {
                 Ok(Msg::Event(LeaderEvent::StartedLeading { term, .. })) => break term,
                 Ok(Msg::Signal(sig)) => return End::Stopped(sig.to_string()),
+                Ok(Msg::Suspend) => ignored_suspend(),
                 // Before leading, the elector ends by itself only when
                 // --acquire-timeout passed (it never wrote the Lease).
                 Ok(Msg::ElectorEnded) | Err(_) if self.acquire_timeout.is_some() => {
@@ -491,7 +575,14 @@ impl Session {
             if !self.probe.is_leader() || !term.is_current() {
                 return End::Lost;
             }
-            let mut child = match Supervised::start(&self.command, self.level, &term_env(&term)) {
+            let mut child = match Supervised::start(
+                &self.command,
+                self.level,
+                &term_env(&term),
+                &term,
+                &*self.clock,
+                self.kill_after,
+            ) {
                 Ok(child) => child,
                 Err(e) => return End::Failed(format!("cannot start COMMAND: {e}").into()),
             };
@@ -504,20 +595,48 @@ impl Session {
             let status = match self.watch(rx, &mut child, &term) {
                 Watch::Exited(status) => status,
                 Watch::Lost => {
-                    log::warn!(
-                        "leadership lost ({}): stopping COMMAND",
-                        loss_reason(&self.probe, &term)
-                    );
-                    return self.terminate(rx, &mut child, Signal::Term, End::Lost);
+                    // Act first: the log line after.
+                    let ending = if self.seen_other_holder() {
+                        child.signal(Signal::Kill);
+                        Ending::Killed
+                    } else {
+                        child.signal(Signal::Term);
+                        Ending::Graceful
+                    };
+                    let why = loss_reason(&self.probe, &term, self.now());
+                    match ending {
+                        Ending::Killed => log::warn!(
+                            "leadership lost ({why}): killed COMMAND at once (SIGKILL, no --grace: the new holder may be running it)"
+                        ),
+                        Ending::Graceful => log::warn!("leadership lost ({why}): stopping COMMAND"),
+                    }
+                    return self.terminate(rx, &mut child, &term, ending, End::Lost);
                 }
                 Watch::Signal(sig) => {
+                    child.signal(sig);
                     log::info!("{sig}: stopping COMMAND");
-                    return self.terminate(rx, &mut child, sig, End::Stopped(sig.to_string()));
+                    return self.terminate(
+                        rx,
+                        &mut child,
+                        &term,
+                        Ending::Graceful,
+                        End::Stopped(sig.to_string()),
+                    );
                 }
             };
             let Some(code) = command_status(status) else {
                 return End::SupervisorKilled;
             };
+            if !term.is_current() {
+                // The supervisor ended COMMAND at the term's end: this
+                // process did not run then (stopped, frozen, stuck).
+                log::warn!(
+                    "leadership lost ({}): COMMAND's supervisor ended COMMAND at the end of the term ({})",
+                    loss_reason(&self.probe, &term, self.now()),
+                    described(code)
+                );
+                return End::Lost;
+            }
             if !self.restart {
                 // A failure is news at the default level; a success is
                 // not (a cron job would mail it every run).
@@ -556,18 +675,21 @@ impl Session {
     /// How long to wait for the next message while COMMAND runs under
     /// `term`: a tick, and never past the end of the term, so that a wait
     /// begun before a freeze (SIGSTOP, a paused VM) ends the moment the
-    /// process runs again if the term ended meanwhile. `Instant` counts a
-    /// freeze, and a sleep's deadline is absolute: the kernel wakes the
-    /// thread at once on thawing when that deadline has passed.
+    /// process runs again if the term ended meanwhile, and a renew that
+    /// lands just before the end reaches the supervisor at the end. A
+    /// sleep's deadline is absolute: the kernel wakes the thread at once on
+    /// thawing when that deadline has passed.
     fn wait_in(&self, term: &Term) -> Duration {
         term.valid_until()
-            .saturating_duration_since(Instant::now())
+            .saturating_duration_since(self.now())
             .min(self.tick())
     }
 
-    /// Until COMMAND exits, leadership ends or a signal comes.
+    /// Until COMMAND exits, leadership ends or a signal comes; every renew
+    /// is passed on to the supervisor.
     fn watch(&self, rx: &Receiver<Msg>, child: &mut Supervised, term: &Term) -> Watch {
         loop {
+            child.relay(term, &*self.clock);
             match child.try_wait() {
                 Ok(Some(status)) => return Watch::Exited(status),
                 Ok(None) => {}
@@ -577,11 +699,17 @@ impl Session {
                 return Watch::Lost;
             }
             match rx.recv_timeout(self.wait_in(term)) {
-                Ok(Msg::Event(LeaderEvent::StoppedLeading { .. }) | Msg::ElectorEnded) => {
-                    return Watch::Lost
+                Ok(Msg::Event(LeaderEvent::StoppedLeading { .. }) | Msg::ElectorEnded)
+                | Err(RecvTimeoutError::Disconnected) => {
+                    // The supervisor may have ended COMMAND already, at
+                    // the term's end, while this process did not run.
+                    return match child.try_wait() {
+                        Ok(Some(status)) => Watch::Exited(status),
+                        _ => Watch::Lost,
+                    };
                 }
                 Ok(Msg::Signal(sig)) => return Watch::Signal(sig),
-                Err(RecvTimeoutError::Disconnected) => return Watch::Lost,
+                Ok(Msg::Suspend) => ignored_suspend(),
                 Ok(_) | Err(RecvTimeoutError::Timeout) => {}
             }
         }
@@ -602,6 +730,7 @@ impl Session {
                 Ok(Msg::Event(LeaderEvent::StoppedLeading { .. }) | Msg::ElectorEnded)
                 | Err(RecvTimeoutError::Disconnected) => return Some(Watch::Lost),
                 Ok(Msg::Signal(sig)) => return Some(Watch::Signal(sig)),
+                Ok(Msg::Suspend) => ignored_suspend(),
                 Ok(_) | Err(RecvTimeoutError::Timeout) => {}
             }
         }
@@ -619,31 +748,33 @@ impl Session {
     /// SIGKILL it and every process below us (COMMAND's come to us, a child
     /// subreaper), reap them all, and return `end`.
     fn kill_below(&self, child: &mut Supervised, end: End) -> End {
-        log::error!(
-            "COMMAND's supervisor has not reported COMMAND's end {} after SIGKILL was ordered (stopped or hung?): killing it and every process below it",
-            humantime::format_duration(self.answer_within())
-        );
         // The supervisor is left for `child` to reap (when dropped).
         let n = procs::kill_all_below(&[child.pid()]);
-        log::warn!("killed {n} processes (COMMAND's supervisor, COMMAND and what it started)");
+        log::error!(
+            "COMMAND's supervisor had not reported COMMAND's end {} after SIGKILL was ordered (stopped or hung?): killed it and every process below it ({n} processes)",
+            humantime::format_duration(self.answer_within())
+        );
         end
     }
 
-    /// Send `signal`, then SIGKILL after `--grace` or at the lease deadline,
-    /// whichever is first (or at a second SIGTERM/SIGINT); return `end`
-    /// once COMMAND has been reaped: by the supervisor, or by ourselves if
-    /// the supervisor does not answer (`kill_below`).
+    /// COMMAND was sent its first signal (`ending`): SIGKILL after `--grace`
+    /// or at the lease deadline, whichever is first (or at a second
+    /// SIGTERM/SIGINT); return `end` once COMMAND has been reaped: by the
+    /// supervisor, or by ourselves if the supervisor does not answer
+    /// (`kill_below`). Renews go on being passed on to the supervisor (a
+    /// stop leaves the term running until COMMAND has ended).
     fn terminate(
         &self,
         rx: &Receiver<Msg>,
         child: &mut Supervised,
-        signal: Signal,
+        term: &Term,
+        ending: Ending,
         end: End,
     ) -> End {
-        child.signal(signal);
-        let grace_end = Instant::now() + self.grace;
-        let mut killed_at: Option<Instant> = None;
+        let grace_end = self.now() + self.grace;
+        let mut killed_at = (ending == Ending::Killed).then(|| self.now());
         loop {
+            child.relay(term, &*self.clock);
             match child.try_wait() {
                 Ok(Some(status)) => {
                     return match command_status(status) {
@@ -657,24 +788,28 @@ impl Session {
                 Ok(None) => {}
                 Err(e) => log::error!("waiting for COMMAND's supervisor: {e}"),
             }
-            let now = Instant::now();
+            let now = self.now();
             let lease_end = self.lease_deadline();
             let kill_by = grace_end.min(lease_end);
             let wait = match killed_at {
                 None if now >= kill_by => {
+                    child.signal(Signal::Kill);
+                    killed_at = Some(now);
                     if lease_end < grace_end {
-                        log::warn!("COMMAND still runs and the lease could soon expire: SIGKILL");
+                        log::warn!("COMMAND still ran and the lease could soon expire: SIGKILL");
                     } else {
                         log::warn!(
-                            "COMMAND still runs after --grace {}: SIGKILL",
+                            "COMMAND still ran after --grace {}: SIGKILL",
                             humantime::format_duration(self.grace)
                         );
                     }
-                    child.signal(Signal::Kill);
-                    killed_at = Some(now);
                     self.answer_within().min(KILLED_POLL)
                 }
-                None => kill_by.saturating_duration_since(now).min(self.tick()),
+                None => kill_by.saturating_duration_since(now).min(self.tick()).min(
+                    term.valid_until()
+                        .saturating_duration_since(now)
+                        .max(KILLED_POLL),
+                ),
                 Some(at) => {
                     let answer_by = at + self.answer_within();
                     if now >= answer_by {
@@ -685,14 +820,22 @@ impl Session {
             };
             match rx.recv_timeout(wait) {
                 Ok(Msg::Signal(again)) if killed_at.is_none() => {
-                    log::warn!("{again} again: SIGKILL");
                     child.signal(Signal::Kill);
-                    killed_at = Some(Instant::now());
+                    killed_at = Some(self.now());
+                    log::warn!("{again} again: SIGKILL");
                 }
+                Ok(Msg::Suspend) => ignored_suspend(),
                 _ => {}
             }
         }
     }
+}
+
+/// With COMMAND, SIGTSTP (Ctrl-Z) does not stop `lease-elect`.
+fn ignored_suspend() {
+    log::warn!(
+        "SIGTSTP ignored: a stopped candidate cannot renew the lease, and its COMMAND would be killed at the end of the term; SIGINT or SIGTERM stop it"
+    );
 }
 
 /// How often a killed COMMAND is looked at besides SIGCHLD.

@@ -1,26 +1,34 @@
 //! COMMAND runs under a supervisor: `lease-elect` re-executed as
-//! `lease-elect --supervise LEVEL -- COMMAND [ARGS...]`, whose stdin is a
-//! pipe that only `lease-elect` holds.
+//! `lease-elect --supervise LEVEL UNTIL KILL_AFTER -- COMMAND [ARGS...]`,
+//! whose stdin is a pipe that only `lease-elect` holds.
 //!
 //! # Why a supervisor
 //!
 //! Guarded work must have stopped before anyone else can take the lease.
-//! While `lease-elect` lives it sees to that itself (`run.rs`). If it is
-//! killed (`kill -9`, the OOM killer, a panic, which aborts), a plain child
-//! would be orphaned and keep running while another replica takes over one
-//! lease duration later. The kernel closes the dead process's end of the
-//! pipe at once, the supervisor reads end-of-file and kills everything
-//! below it with SIGKILL at once: COMMAND ends within milliseconds of
-//! `lease-elect`.
+//! While `lease-elect` runs it sees to that itself (`run.rs`). But it may
+//! not run: killed (`kill -9`, the OOM killer, a panic, which aborts),
+//! stopped (SIGSTOP, SIGTTOU, a debugger), or stuck. A plain child would
+//! keep running meanwhile, while another replica takes over one lease
+//! duration later. So the supervisor, which runs where COMMAND runs, holds
+//! the term's end itself (a dead-man switch):
 //!
-//! That is soon enough. While `lease-elect` lives, COMMAND runs only until
-//! a margin (1 s, or half of `leaseDuration - renewDeadline`) before the
-//! lease could expire for anyone else, who time expiry from when *they*
-//! saw our last renew (`run.rs`): while leading, that moment is more than
-//! `leaseDuration - renewDeadline` away (5 s at 15s/10s); while COMMAND is
-//! being stopped after a loss, at least the margin. A crash at any moment
-//! thus leaves at least the margin between COMMAND's SIGKILL, milliseconds
-//! after the crash, and the earliest takeover.
+//! - `lease-elect` hands it the term's end (`Term::valid_until`) at start
+//!   and after every renew, as an instant on `CLOCK_BOOTTIME`
+//!   (`boottime.rs`: it counts a suspend, and a line read late cannot make
+//!   it later). When that instant passes without a newer one, the
+//!   supervisor does what `lease-elect` does with a term that ended: SIGTERM
+//!   to COMMAND's group ([`END_SLACK`] later, so that a renew that landed
+//!   just before the end can be passed on first), then SIGKILL to the group
+//!   and everything below it `KILL_AFTER` after the end: the `--grace`, cut
+//!   to end a margin (1 s, or half of `leaseDuration - renewDeadline`)
+//!   before anyone else could take the lease. Whatever state `lease-elect`
+//!   is in, COMMAND has ended before another replica can start.
+//! - If `lease-elect` dies, the kernel closes its end of the pipe: the
+//!   supervisor reads end-of-file and kills everything below it at once.
+//!
+//! The supervisor acts first and logs after: its log lines go through a
+//! bounded queue (`outlet.rs`) to a stderr that may not be drained, and a
+//! kill never waits for one.
 //!
 //! # Everything COMMAND started
 //!
@@ -47,22 +55,27 @@
 //! `kill -STOP $PPID`, or it hangs), `lease-elect` SIGKILLs the supervisor
 //! and every process below it itself, and reaps them.
 //!
-//! Not covered: a frozen (SIGSTOP, cgroup freezer) `lease-elect`, as for
-//! any lease, and both `lease-elect` and the supervisor killed at once
-//! (e.g. SIGKILL to the whole container but PID 1, which the kernel does
-//! not do: a container's processes die together).
+//! Covered thus: `lease-elect` killed, stopped, frozen or stuck while the
+//! supervisor runs; the supervisor killed, stopped or stuck while
+//! `lease-elect` runs. Not covered: both stopped or killed at once while
+//! COMMAND runs on (e.g. SIGKILL to every process of the container but
+//! COMMAND, which the kernel does not do: a container's processes die or
+//! freeze together, COMMAND with them), where only a store that checks
+//! `LEASE_ELECT_TERM` keeps COMMAND's late writes out.
 //!
 //! # The protocol
 //!
-//! `lease-elect` writes `TERM`, `INT` or `KILL`, one per line; the
-//! supervisor sends that signal to COMMAND's process group (COMMAND leads a
-//! group of its own, so a shell's children get it too) and to each process
-//! below it that left that group. End-of-file means `KILL`. When COMMAND
-//! ends, what is left below the supervisor is killed. The supervisor exits
-//! with COMMAND's status: its code, or 128 + the signal that killed it, 127
-//! when COMMAND was not found and 126 when it could not be run. A SIGTERM
-//! or SIGINT sent to the supervisor itself is passed on as `lease-elect`'s
-//! orders are.
+//! `UNTIL` and `KILL_AFTER` on the command line are nanoseconds: the
+//! term's end on `CLOCK_BOOTTIME`, and the time from it to SIGKILL. Then
+//! `lease-elect` writes one order per line: `TERM`, `INT` or `KILL`, which
+//! the supervisor sends to COMMAND's process group (COMMAND leads a group
+//! of its own, so a shell's children get it too) and to each process below
+//! it that left that group; or `UNTIL N`, the term's new end. End-of-file
+//! means `KILL`. When COMMAND ends, what is left below the supervisor is
+//! killed. The supervisor exits with COMMAND's status: its code, or 128 +
+//! the signal that killed it, 127 when COMMAND was not found and 126 when
+//! it could not be run. A SIGTERM or SIGINT sent to the supervisor itself
+//! is passed on as `lease-elect`'s orders are.
 
 use std::ffi::OsString;
 use std::io::{self, BufRead, Write};
@@ -72,17 +85,30 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitCode, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use lease_elector::{Clock, Term};
 use log::LevelFilter;
 use signal_hook::consts::{SIGCHLD, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
+use crate::boottime;
 use crate::logger;
 use crate::procs::{self, Signal};
 
 /// The first argument that makes `lease-elect` a supervisor.
 pub const FLAG: &str = "--supervise";
+
+/// How long after the term's end the supervisor passes SIGTERM on by
+/// itself (at most half of `KILL_AFTER`): time for a renew that landed
+/// just before the end to reach it, and for a running `lease-elect` to act
+/// first. `lease-elect` looks at the term at its end, so a renew reaches the
+/// supervisor within a scheduling delay of it.
+pub const END_SLACK: Duration = Duration::from_millis(100);
+
+/// How long the supervisor waits for a stuck stderr before it exits: its
+/// exit is what lets `lease-elect` release the lease.
+pub const FLUSH_WITHIN: Duration = Duration::from_millis(50);
 
 /// `lease-elect`'s side: the supervisor of one run of COMMAND.
 ///
@@ -93,21 +119,41 @@ pub struct Supervised {
     process: Child,
     control: Option<ChildStdin>,
     status: Option<ExitStatus>,
+    /// The term's end the supervisor was last told, on the elector's clock.
+    told: Instant,
+}
+
+/// `d` in nanoseconds, as the protocol writes instants and durations.
+fn nanos(d: Duration) -> String {
+    d.as_nanos().to_string()
+}
+
+/// The instant on `CLOCK_BOOTTIME` of `at` on the elector's `clock`.
+fn on_boottime(at: Instant, clock: &dyn Clock) -> Duration {
+    boottime::now() + at.saturating_duration_since(clock.now())
 }
 
 impl Supervised {
     /// Start COMMAND under a supervisor that logs at `level`, with `env`
-    /// added to the environment it passes on.
+    /// added to the environment it passes on, and that ends COMMAND by
+    /// itself once `term`'s end (`valid_until`, on the elector's `clock`)
+    /// has passed: SIGTERM, then SIGKILL `kill_after` after the end.
     pub fn start(
         command: &[OsString],
         level: LevelFilter,
         env: &[(&str, String)],
+        term: &Term,
+        clock: &dyn Clock,
+        kill_after: Duration,
     ) -> io::Result<Supervised> {
+        let told = term.valid_until();
         let mut process = Command::new(own_executable()?)
             .envs(env.iter().map(|(k, v)| (k, v)))
             .arg0("lease-elect")
             .arg(FLAG)
             .arg(level.as_str())
+            .arg(nanos(on_boottime(told, clock)))
+            .arg(nanos(kill_after))
             .arg("--")
             .args(command)
             .stdin(Stdio::piped())
@@ -116,21 +162,46 @@ impl Supervised {
             .process_group(0)
             .spawn()?;
         let control = process.stdin.take();
+        if let Some(pipe) = &control {
+            // Only lease-elect holds this end of the pipe, so O_NONBLOCK
+            // changes no one else's writes: an order to a supervisor that
+            // does not read (stopped) fails rather than blocking the main
+            // loop, which then kills the supervisor itself (`run.rs`).
+            if let Err(e) = rustix::io::ioctl_fionbio(pipe, true) {
+                log::warn!("cannot make the pipe to COMMAND's supervisor non-blocking: {e}");
+            }
+        }
         Ok(Supervised {
             process,
             control,
             status: None,
+            told,
         })
+    }
+
+    fn order(&mut self, line: &str) {
+        let Some(pipe) = &mut self.control else {
+            return;
+        };
+        // One write of a few bytes: a pipe takes it whole or not at all.
+        if let Err(e) = pipe.write_all(format!("{line}\n").as_bytes()) {
+            // Gone (try_wait reports how it ended), or not reading.
+            log::debug!("telling the supervisor {line}: {e}");
+        }
     }
 
     /// Ask for `signal` to be sent to COMMAND's process group.
     pub fn signal(&mut self, signal: Signal) {
-        let Some(pipe) = &mut self.control else {
-            return;
-        };
-        if let Err(e) = writeln!(pipe, "{}", signal.name()).and_then(|()| pipe.flush()) {
-            // The supervisor is gone; try_wait reports how it ended.
-            log::debug!("telling the supervisor {signal}: {e}");
+        self.order(signal.name());
+    }
+
+    /// Tell the supervisor `term`'s end, if it moved (a renew) since it
+    /// was last told.
+    pub fn relay(&mut self, term: &Term, clock: &dyn Clock) {
+        let until = term.valid_until();
+        if until != self.told {
+            self.told = until;
+            self.order(&format!("UNTIL {}", nanos(on_boottime(until, clock))));
         }
     }
 
@@ -198,25 +269,137 @@ pub fn find_program(program: &OsString) -> Result<PathBuf, (u8, String)> {
 /// What the supervisor's threads tell its main loop.
 enum Order {
     Signal(Signal),
+    /// The term's new end, on `CLOCK_BOOTTIME`.
+    Until(Duration),
     /// `lease-elect` is gone (end-of-file on the pipe).
     Orphaned,
     /// SIGCHLD: COMMAND may have ended.
     Reap,
+    /// The alarm rang: a step of the term's end may be due.
+    Alarm,
+}
+
+/// One order line from `lease-elect`.
+fn parse_order(line: &str) -> Option<Order> {
+    match line.split_once(' ') {
+        Some(("UNTIL", n)) => n
+            .parse()
+            .ok()
+            .map(|n| Order::Until(Duration::from_nanos(n))),
+        _ => Signal::from_name(line).map(Order::Signal),
+    }
+}
+
+/// The term's end as the supervisor holds it, and what it did about it.
+struct TermEnd {
+    /// On `CLOCK_BOOTTIME`.
+    until: Duration,
+    kill_after: Duration,
+    /// SIGTERM or SIGINT was passed on (by order, or at the term's end).
+    asked: bool,
+    /// SIGTERM was passed on at the term's end, unordered.
+    ended: bool,
+    killed: bool,
+}
+
+impl TermEnd {
+    fn slack(&self) -> Duration {
+        END_SLACK.min(self.kill_after / 2)
+    }
+
+    fn term_at(&self) -> Duration {
+        self.until + self.slack()
+    }
+
+    fn kill_at(&self) -> Duration {
+        self.until + self.kill_after
+    }
+
+    /// Act on the time `now`; when the next step is due, if any.
+    fn enforce(&mut self, pid: u32, now: Duration) -> Option<Duration> {
+        if self.killed {
+            return None;
+        }
+        if now >= self.kill_at() {
+            kill_now(pid);
+            self.killed = true;
+            log::warn!(
+                "the term ended {} ago and COMMAND still ran: killed it and everything below it",
+                show_duration(now.saturating_sub(self.until))
+            );
+            return None;
+        }
+        if !self.asked && now >= self.term_at() {
+            pass_on(pid, Signal::Term);
+            self.asked = true;
+            self.ended = true;
+            log::warn!(
+                "the term ended {} ago and lease-elect passed on no renew (stopped, frozen or stuck?): sent SIGTERM to COMMAND, SIGKILL in {}",
+                show_duration(now.saturating_sub(self.until)),
+                show_duration(self.kill_at().saturating_sub(now))
+            );
+        }
+        Some(if self.asked {
+            self.kill_at()
+        } else {
+            self.term_at()
+        })
+    }
+}
+
+fn show_duration(d: Duration) -> humantime::FormattedDuration {
+    humantime::format_duration(Duration::from_millis(
+        u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
+    ))
 }
 
 /// The supervisor process: `args` are what follows [`FLAG`].
 pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
     let args: Vec<OsString> = args.collect();
-    let (level, command) = match args.as_slice() {
-        [level, dashes, command @ ..] if dashes == "--" && !command.is_empty() => {
-            (level.to_str().and_then(|l| l.parse().ok()), command)
+    let number = |a: &OsString| a.to_str().and_then(|n| n.parse::<u64>().ok());
+    let (level, until, kill_after, command) = match args.as_slice() {
+        [level, until, kill_after, dashes, command @ ..]
+            if dashes == "--" && !command.is_empty() =>
+        {
+            match (number(until), number(kill_after)) {
+                (Some(u), Some(k)) => (
+                    level.to_str().and_then(|l| l.parse().ok()),
+                    Duration::from_nanos(u),
+                    Duration::from_nanos(k),
+                    command,
+                ),
+                _ => return usage(),
+            }
         }
-        _ => {
-            eprintln!("lease-elect: {FLAG} is internal: {FLAG} LEVEL -- COMMAND [ARGS...]");
-            return ExitCode::from(2);
-        }
+        _ => return usage(),
     };
-    logger::init(&logger::SUPERVISOR, level.unwrap_or(LevelFilter::Warn));
+    logger::init(
+        logger::SUPERVISOR,
+        level.unwrap_or(LevelFilter::Warn),
+        FLUSH_WITHIN,
+    );
+    let code = supervise(
+        command,
+        TermEnd {
+            until,
+            kill_after,
+            asked: false,
+            ended: false,
+            killed: false,
+        },
+    );
+    log::logger().flush();
+    code
+}
+
+fn usage() -> ExitCode {
+    eprintln!(
+        "lease-elect: {FLAG} is internal: {FLAG} LEVEL UNTIL KILL_AFTER -- COMMAND [ARGS...]"
+    );
+    ExitCode::from(2)
+}
+
+fn supervise(command: &[OsString], mut term: TermEnd) -> ExitCode {
     // Before COMMAND starts: from now on nothing it starts can leave us.
     if let Err(e) = procs::become_subreaper() {
         log::warn!(
@@ -252,18 +435,28 @@ pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
         .spawn(move || {
             for line in io::stdin().lock().lines() {
                 let Ok(line) = line else { break };
-                match Signal::from_name(line.trim()) {
-                    Some(sig) => {
-                        let _ = control.send(Order::Signal(sig));
+                match parse_order(line.trim()) {
+                    Some(order) => {
+                        let _ = control.send(order);
                     }
                     None => log::warn!("ignoring {:?} from lease-elect", line),
                 }
             }
             let _ = control.send(Order::Orphaned);
         });
-    // Without SIGCHLD (it cannot fail in practice) COMMAND's end is noticed
-    // by polling.
+    // Without SIGCHLD or the alarm (neither fails in practice) COMMAND's
+    // end and the term's are noticed by polling.
     let mut poll = Duration::from_secs(1);
+    let ring = tx.clone();
+    let alarm =
+        boottime::Alarm::start("lease-elect/alarm", move || ring.send(Order::Alarm).is_ok())
+            .map_err(|e| {
+                log::warn!(
+                    "cannot set a timer on CLOCK_BOOTTIME ({e}); polling for the term's end"
+                );
+                poll = Duration::from_millis(20);
+            })
+            .ok();
     match signals {
         Ok(mut signals) => {
             let _ = thread::Builder::new()
@@ -282,13 +475,13 @@ pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
         }
         Err(e) => {
             log::warn!("cannot listen for signals ({e}); polling for COMMAND's end");
-            poll = Duration::from_millis(50);
+            poll = poll.min(Duration::from_millis(50));
         }
     }
     if let Err(e) = reader {
         // Without the pipe we cannot notice lease-elect's death.
-        log::error!("cannot read lease-elect's orders ({e}); killing COMMAND");
         kill_now(pid);
+        log::error!("cannot read lease-elect's orders ({e}); killed COMMAND");
     }
 
     loop {
@@ -306,15 +499,35 @@ pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
             Err(e) => log::error!("waiting for {}: {e}", show(command)),
         }
         // COMMAND is not reaped yet, so its pid (and group id) cannot have
-        // been reused: signalling it is safe.
-        match rx.recv_timeout(poll) {
-            Ok(Order::Signal(Signal::Kill)) => kill_now(pid),
-            Ok(Order::Orphaned) => {
-                log::warn!("lease-elect is gone; killing {} now", show(command));
-                kill_now(pid);
+        // been reused: signalling it is safe. The term's end first, whatever
+        // lease-elect is doing.
+        if let Some(next) = term.enforce(pid, boottime::now()) {
+            if let Some(alarm) = &alarm {
+                if let Err(e) = alarm.set(next) {
+                    log::warn!("cannot set the timer for the term's end ({e}); polling");
+                    poll = poll.min(Duration::from_millis(20));
+                }
             }
-            Ok(Order::Signal(sig)) => pass_on(pid, sig),
-            Ok(Order::Reap) | Err(_) => {
+        }
+        match rx.recv_timeout(poll) {
+            Ok(Order::Signal(Signal::Kill)) => {
+                kill_now(pid);
+                term.killed = true;
+            }
+            Ok(Order::Orphaned) => {
+                kill_now(pid);
+                term.killed = true;
+                log::warn!("lease-elect is gone; killed {}", show(command));
+            }
+            // COMMAND already had SIGTERM at the term's end: once is enough
+            // (a second one means "now" to many programs).
+            Ok(Order::Signal(Signal::Term)) if term.ended => {}
+            Ok(Order::Signal(sig)) => {
+                pass_on(pid, sig);
+                term.asked = true;
+            }
+            Ok(Order::Until(until)) => term.until = until,
+            Ok(Order::Reap | Order::Alarm) | Err(_) => {
                 // Orphans that ended while COMMAND runs; never COMMAND
                 // itself, whose status is `child`'s.
                 procs::reap_orphans(&[pid]);
@@ -325,13 +538,14 @@ pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
 
 /// SIGKILL COMMAND's process group and every other process below us.
 fn kill_now(pid: u32) {
-    if let Err(e) = procs::signal_group(pid, Signal::Kill) {
-        log::debug!("killing process group {pid}: {e}");
-    }
+    let group = procs::signal_group(pid, Signal::Kill);
     for p in procs::below(procs::own_pid()) {
         if !p.zombie {
             let _ = procs::signal(p.pid, Signal::Kill);
         }
+    }
+    if let Err(e) = group {
+        log::debug!("killing process group {pid}: {e}");
     }
 }
 
@@ -340,8 +554,8 @@ fn kill_now(pid: u32) {
 /// the group cannot be signalled.
 fn pass_on(pid: u32, signal: Signal) {
     if let Err(e) = procs::signal_group(pid, signal) {
-        log::warn!("cannot send {signal} to process group {pid} ({e}); killing it");
         kill_now(pid);
+        log::warn!("cannot send {signal} to process group {pid} ({e}); killed it");
         return;
     }
     log::debug!("sent {signal} to process group {pid}");
@@ -366,4 +580,47 @@ fn exit_code(status: ExitStatus, command: &[OsString]) -> ExitCode {
 pub fn show(command: &[OsString]) -> String {
     let words: Vec<_> = command.iter().map(|w| w.to_string_lossy()).collect();
     words.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn orders_are_a_signal_name_or_the_terms_new_end_in_nanoseconds() {
+        assert!(matches!(
+            parse_order("KILL"),
+            Some(Order::Signal(Signal::Kill))
+        ));
+        assert!(matches!(
+            parse_order("TERM"),
+            Some(Order::Signal(Signal::Term))
+        ));
+        assert!(matches!(
+            parse_order("UNTIL 1500000000"),
+            Some(Order::Until(d)) if d == Duration::from_millis(1500)
+        ));
+        for bad in ["UNTIL", "UNTIL -1", "UNTIL 1.5", "STOP", ""] {
+            assert!(parse_order(bad).is_none(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn sigterm_comes_a_little_after_the_terms_end_and_sigkill_at_kill_after() {
+        let end = |kill_after| TermEnd {
+            until: Duration::from_secs(100),
+            kill_after,
+            asked: false,
+            ended: false,
+            killed: false,
+        };
+        let t = end(Duration::from_millis(500));
+        assert_eq!(t.term_at(), Duration::from_millis(100_100));
+        assert_eq!(t.kill_at(), Duration::from_millis(100_500));
+        // A short kill_after leaves half of it for SIGTERM to work.
+        let t = end(Duration::from_millis(60));
+        assert_eq!(t.term_at(), Duration::from_millis(100_030));
+        let t = end(Duration::ZERO);
+        assert_eq!((t.term_at(), t.kill_at()), (t.until, t.until));
+    }
 }
