@@ -183,13 +183,19 @@ pub trait Clock: Send + Sync + fmt::Debug {
     fn sleep(&self, d: Duration, wake: &Wakeup) -> Wake;
 }
 
-/// The real clock.
+/// The real clock. Its `now` counts the time the machine was suspended:
+/// std's `Instant` is `CLOCK_MONOTONIC`, which stands still during a
+/// suspend, and a term judged on it would stay current after a resume
+/// later than the lease (another candidate having taken over meanwhile).
+/// On Linux it adds what `CLOCK_BOOTTIME` has counted beyond
+/// `CLOCK_MONOTONIC` (the time suspended since boot); elsewhere it is
+/// `Instant::now()`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> Instant {
-        Instant::now()
+        add_saturating(Instant::now(), suspended())
     }
     fn system_time(&self) -> SystemTime {
         SystemTime::now()
@@ -197,6 +203,25 @@ impl Clock for SystemClock {
     fn sleep(&self, d: Duration, wake: &Wakeup) -> Wake {
         wake.wait_timeout(d)
     }
+}
+
+/// How long the machine has been suspended since boot, to the
+/// millisecond (whole milliseconds, so that the two clocks read a few
+/// nanoseconds apart do not make `now` step back and forth).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn suspended() -> Duration {
+    use rustix::time::{clock_gettime, ClockId};
+    let ns =
+        |t: rustix::time::Timespec| i128::from(t.tv_sec) * 1_000_000_000 + i128::from(t.tv_nsec);
+    let mono = ns(clock_gettime(ClockId::Monotonic));
+    let boot = ns(clock_gettime(ClockId::Boottime));
+    let ms = u64::try_from((boot - mono) / 1_000_000).unwrap_or(0);
+    Duration::from_millis(ms)
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn suspended() -> Duration {
+    Duration::ZERO
 }
 
 #[derive(Debug)]

@@ -4,12 +4,11 @@
 //! renewed by a leader whose wall clock stands still, freed mid-term and
 //! retaken.
 //!
-//! These are the library half of issue 24 seen through `lease-elect`: they
-//! fail until the elector holds a vanished Lease until its observed expiry,
-//! takes tokens from max(observed, stored) + 1, counts a changed
-//! `resourceVersion` as an observed change and starts a new term on a
-//! freed-and-retaken Lease. Ignored until then: run them with
-//! `cargo test --test lease_elect_world -- --ignored`.
+//! These are the library half of issue 24 seen through `lease-elect`: the
+//! elector holds a vanished Lease a lease duration from when it was seen
+//! missing, takes tokens from max(observed, stored) + 1, counts a changed
+//! `resourceVersion` as an observed change and ends a term whose Lease was
+//! freed by another writer (the next term gets a new token).
 //!
 //! Two candidates (or one), lease 4 s, renew deadline 3 s, retry 1 s, whose
 //! COMMANDs write timestamps (`common::overlap`).
@@ -47,7 +46,6 @@ fn assert_tokens_grow(world: &World) {
 }
 
 #[test]
-#[ignore = "issue 24 item 3: needs the library to hold a deleted Lease until its observed expiry"]
 fn a_deleted_lease_is_not_taken_while_the_leaders_command_finishes() {
     let world = world();
     // A's COMMAND finishes slowly: 8 s after SIGTERM (--grace 10 s).
@@ -75,7 +73,6 @@ fn a_deleted_lease_is_not_taken_while_the_leaders_command_finishes() {
 }
 
 #[test]
-#[ignore = "issue 24 item 4: needs tokens from max(observed, stored) + 1"]
 fn a_lease_rewritten_without_lease_transitions_never_lowers_the_next_token() {
     let world = world();
     // A takes a free Lease that has seen 5 transitions.
@@ -91,7 +88,6 @@ fn a_lease_rewritten_without_lease_transitions_never_lowers_the_next_token() {
 }
 
 #[test]
-#[ignore = "issue 24 item 5: needs a changed resourceVersion to count as an observed change"]
 fn a_leader_whose_wall_clock_stands_still_keeps_its_lease() {
     let Some(lib) = libfaketime() else {
         common::oracle::skipped(
@@ -128,40 +124,42 @@ fn a_leader_whose_wall_clock_stands_still_keeps_its_lease() {
 }
 
 #[test]
-#[ignore = "issue 24 item 6: needs a freed-and-retaken Lease to start a new term"]
-fn a_lease_freed_and_retaken_mid_term_runs_no_command_with_the_old_token() {
+fn a_lease_freed_mid_term_ends_the_term_and_the_next_runs_with_the_stored_token() {
     let world = world();
-    let a = world.a_leads(&Options::default());
+    let (a, b) = world.a_leads_b_follows(&Options::default(), &Options::default());
     world.free();
-    // A's next renew takes the freed Lease again: a change of holder, so
-    // the stored leaseTransitions grows.
+    // Freed by another writer: A's term is over (it renews only its own
+    // record); B takes the free Lease as a new term, with a new token.
     let deadline = Instant::now() + WAIT;
     let stored = loop {
         let spec = world.spec();
         let transitions = spec["leaseTransitions"].as_u64().unwrap_or(0);
-        if spec["holderIdentity"] == "a" && transitions > 0 {
+        if spec["holderIdentity"] == "b" && transitions > 0 {
             break transitions;
         }
         assert!(Instant::now() < deadline, "not retaken: {spec}");
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
-    // No COMMAND may run on with a token older than the Lease's.
+    // No COMMAND may run on with a token older than the Lease's, and B's
+    // runs with the stored one.
     let deadline = Instant::now() + WAIT;
     loop {
-        let stale: Vec<_> = world
-            .timeline()
-            .runs
-            .into_iter()
+        let runs = world.timeline().runs;
+        let stale: Vec<_> = runs
+            .iter()
             .filter(|r| alive(r.pid) && r.token.parse::<u64>().unwrap_or(0) < stored)
             .collect();
-        if stale.is_empty() {
+        let current = runs
+            .iter()
+            .any(|r| alive(r.pid) && r.token == stored.to_string());
+        if stale.is_empty() && current {
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "COMMAND runs with token {} while the Lease holds {stored}: {stale:?}; stderr: {}",
-            stale[0].token,
-            a.log()
+            "COMMANDs {runs:?} while the Lease holds {stored}; stderr: {} / {}",
+            a.log(),
+            b.log()
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }

@@ -189,3 +189,79 @@ fn stopping_during_a_connect_that_hangs_sends_stopped_leading_at_once() {
     );
     let _ = handle.stop();
 }
+
+/// The holder the test server stores for the lease.
+fn stored_holder(server: &TestApiServer) -> String {
+    let lease = server.lease(NS, LEASE).expect("the lease exists");
+    lease["spec"]["holderIdentity"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// A leader with a release on stop that waits `grace` for the work, and
+/// the term its work holds.
+fn leader_with_work(
+    server: &TestApiServer,
+    grace: Duration,
+) -> (ElectorHandle, LeaderEvents, lease_elector::Term) {
+    let lock = LeaseLock::new(client(server), NS, LEASE, "a");
+    let (handle, events) = LeaderElector::builder(lock)
+        .lease_duration(Duration::from_secs(4))
+        .renew_deadline(Duration::from_secs(3))
+        .retry_period(Duration::from_secs(1))
+        .release_on_cancel(true)
+        .release_grace(grace)
+        .build()
+        .unwrap()
+        .spawn()
+        .unwrap();
+    let term = loop {
+        if let lease_elector::LeaderEvent::StartedLeading { term, .. } = events.recv().unwrap() {
+            break term;
+        }
+    };
+    (handle, events, term)
+}
+
+#[test]
+fn a_release_on_stop_waits_until_the_work_has_let_go_of_its_term() {
+    let server = TestApiServer::start().unwrap();
+    let (handle, events, term) = leader_with_work(&server, Duration::from_secs(60));
+    // The work, on its own thread, finishing a step with the term.
+    let (finish, finished) = std::sync::mpsc::channel::<()>();
+    let worker = std::thread::spawn(move || {
+        finished.recv().unwrap();
+        drop(term);
+    });
+    // As the README's program does: another thread stops the elector.
+    handle.stopper().stop();
+    let (_, reason) = wait_stopped(&events);
+    assert_eq!(reason, StopReason::Stopped);
+    // While the work runs, the lease stays ours: nobody else may start.
+    // (Released at once, it changed within a few milliseconds.)
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(stored_holder(&server), "a", "released while the work ran");
+    assert!(!handle.is_finished());
+    // The work lets go: now the lease is released.
+    finish.send(()).unwrap();
+    worker.join().unwrap();
+    handle.stop().unwrap();
+    assert_eq!(stored_holder(&server), "", "released once the work ended");
+}
+
+#[test]
+fn work_that_outlives_the_release_grace_leaves_the_lease_to_expire() {
+    let server = TestApiServer::start().unwrap();
+    let grace = Duration::from_millis(200);
+    let (handle, events, term) = leader_with_work(&server, grace);
+    let asked = Instant::now();
+    handle.stopper().stop();
+    wait_stopped(&events);
+    // The work never lets go: past the grace, stop returns without a
+    // release, and the lease expires by itself.
+    handle.stop().unwrap();
+    assert!(asked.elapsed() >= grace);
+    assert_eq!(stored_holder(&server), "a", "not released while held");
+    drop(term);
+}

@@ -18,6 +18,24 @@ impl<I: Io> Run<I> {
     /// the same kind at most once a minute, and recovery (after a warned
     /// failure) at warn too, so that the default level tells the story.
     pub(super) fn note_attempt(&mut self, attempt: &Result<bool>, doing: &str) {
+        // Logged after the shared state is unlocked: a logger is the
+        // caller's code, and may block (a stderr nobody reads); the state
+        // it would hold locked is what ends a term from another thread.
+        let line = self.count_attempt(attempt, doing);
+        match line {
+            Some((log::Level::Warn, line)) => log::warn!("{line}"),
+            Some((log::Level::Info, line)) => log::info!("{line}"),
+            Some((_, line)) => log::debug!("{line}"),
+            None => {}
+        }
+    }
+
+    /// Count the attempt; what to log about it, at which level.
+    fn count_attempt(
+        &mut self,
+        attempt: &Result<bool>,
+        doing: &str,
+    ) -> Option<(log::Level, String)> {
         let now = self.now();
         let held_by_other = matches!(attempt, Ok(false)) && self.held_by_other();
         let desc = &self.shared.describe;
@@ -35,21 +53,22 @@ impl<I: Io> Run<I> {
                     st.counters.held_by_other += 1;
                 }
                 let failed = st.counters.consecutive_failures;
-                if st.logged_failure.is_some() {
-                    log::warn!(
-                        "lease {desc}: requests succeed again after {failed} failed attempt(s)"
-                    );
-                } else if failed > 0 {
-                    log::info!(
-                        "lease {desc}: requests succeed again after {failed} failed attempt(s)"
-                    );
-                }
+                let warned = st.logged_failure.is_some();
                 st.counters.consecutive_failures = 0;
                 st.logged_failure = None;
-                return;
+                let line = || {
+                    format!("lease {desc}: requests succeed again after {failed} failed attempt(s)")
+                };
+                return if warned {
+                    Some((log::Level::Warn, line()))
+                } else if failed > 0 {
+                    Some((log::Level::Info, line()))
+                } else {
+                    None
+                };
             }
             // A stop cut the request short: not a failure of the set-up.
-            Err(_) if self.shared.wake.is_stopped() => return,
+            Err(_) if self.shared.wake.is_stopped() => return None,
             Err(e) => e,
         };
         let kind = FailureKind::of(e);
@@ -67,13 +86,18 @@ impl<I: Io> Run<I> {
         };
         if repeat_due {
             st.logged_failure = Some((kind, now));
-            log::warn!(
-                "error {doing} lease {desc}: {e} ({}; {} failed attempt(s) in a row)",
-                hint,
-                st.counters.consecutive_failures
-            );
+            Some((
+                log::Level::Warn,
+                format!(
+                    "error {doing} lease {desc}: {e} ({hint}; {} failed attempt(s) in a row)",
+                    st.counters.consecutive_failures
+                ),
+            ))
         } else {
-            log::debug!("error {doing} lease {desc}: {e}");
+            Some((
+                log::Level::Debug,
+                format!("error {doing} lease {desc}: {e}"),
+            ))
         }
     }
 }

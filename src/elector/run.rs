@@ -231,14 +231,14 @@ impl<I: Io> Run<I> {
             self.shared.clock.clone(),
         );
         self.acquire_writes.clear();
+        self.shared.start_term(&term, start);
+        self.term = Some(term);
         self.io
             .record_event(&format!("{} became leader", self.io.identity()));
         log::info!(
             "successfully acquired lease {} (term token {token})",
             self.shared.describe
         );
-        self.shared.start_term(&term, start);
-        self.term = Some(term);
     }
 
     /// Renew every retry period until stopped, or until no renew succeeded
@@ -270,42 +270,43 @@ impl<I: Io> Run<I> {
             loop {
                 let start = self.now();
                 if start >= round_end {
+                    let why = self.shared.deadline_passed();
+                    self.shared
+                        .end_term(&term, StopReason::Lost, Some(why.clone()));
                     log::info!("failed to renew lease {desc}: timed out waiting for the condition");
-                    return TermEnd::Lost(self.shared.deadline_passed());
+                    return TermEnd::Lost(why);
                 }
                 let attempt = self.try_acquire_or_renew(&self.deadline(round_end)).await;
+                let renewed = matches!(attempt, Ok(true)) && term.renewed(start);
+                let stopped = self.shared.wake.is_stopped();
+                let ended = match &attempt {
+                    Ok(true) if renewed => None,
+                    // Renewed after the term ended: by a stop, or by its
+                    // deadline (the answer came too late).
+                    Ok(true) if stopped => Some(TermEnd::Stopped),
+                    Ok(true) => Some(TermEnd::Lost(self.shared.deadline_passed())),
+                    // Not ours any more: taken, freed, deleted or created
+                    // anew by someone else. The term is over; a new one
+                    // (with `rejoin`) gets a new token.
+                    Ok(false) => Some(TermEnd::Lost(self.why_not_ours())),
+                    Err(_) if stopped => Some(TermEnd::Stopped),
+                    Err(_) => None,
+                };
+                // Act first, tell after: the term ends before anything is
+                // logged (a logger is the caller's code, and may block).
+                if let Some(TermEnd::Lost(why)) = &ended {
+                    self.shared
+                        .end_term(&term, StopReason::Lost, Some(why.clone()));
+                }
                 self.maybe_report_transition();
                 self.note_attempt(&attempt, "renewing");
-                match attempt {
-                    Ok(true) if !term.renewed(start) => {
-                        // Ended meanwhile: by a stop, or by its deadline.
-                        if self.shared.wake.is_stopped() {
-                            return TermEnd::Stopped;
-                        }
-                        return TermEnd::Lost(self.shared.deadline_passed());
-                    }
-                    Ok(true) => {
-                        self.shared.lock().last_renew = Some(start);
-                        log::debug!("successfully renewed lease {desc}");
-                        break;
-                    }
-                    // Not ours any more: taken, freed or created anew by
-                    // someone else. The term is over; a new one (with
-                    // `rejoin`) gets a new token.
-                    Ok(false) => {
-                        let why = match self.observed.as_ref().map(|r| r.holder_identity.as_str()) {
-                            _ if self.gone_until.is_some() => "the lease was deleted".to_string(),
-                            Some("") => "the lease was freed by another writer".to_string(),
-                            Some(holder) => {
-                                format!("the lease is now held by {}", crate::text::escape(holder))
-                            }
-                            None => "the lease was created anew by another candidate".to_string(),
-                        };
-                        log::info!("lease {desc}: {why}; stepping down");
-                        return TermEnd::Lost(why);
-                    }
-                    Err(_) if self.shared.wake.is_stopped() => return TermEnd::Stopped,
-                    Err(_) => {}
+                if let Some(end) = ended {
+                    return end;
+                }
+                if renewed {
+                    self.shared.lock().last_renew = Some(start);
+                    log::debug!("successfully renewed lease {desc}");
+                    break;
                 }
                 // As client-go's PollImmediateUntil: the next attempt is a
                 // retry period after this one *started* (at once if this
@@ -321,6 +322,16 @@ impl<I: Io> Run<I> {
                     return TermEnd::Stopped;
                 }
             }
+        }
+    }
+
+    /// Why the record read in a renew is not ours any more.
+    fn why_not_ours(&self) -> String {
+        match self.observed.as_ref().map(|r| r.holder_identity.as_str()) {
+            _ if self.gone_until.is_some() => "the lease was deleted".to_string(),
+            Some("") => "the lease was freed by another writer".to_string(),
+            Some(holder) => format!("the lease is now held by {}", crate::text::escape(holder)),
+            None => "the lease was created anew by another candidate".to_string(),
         }
     }
 

@@ -118,6 +118,7 @@ impl Term {
     }
 
     /// How many `Term`s the caller holds.
+    #[cfg(feature = "testing")]
     pub(crate) fn holders(&self) -> usize {
         self.lock().holders
     }
