@@ -494,6 +494,7 @@ fn lateness_table() -> Res<()> {
     let server = TestApiServer::builder()
         .tokens(&["leader", "follower"])
         .build()?;
+    server.add_namespace(NS);
     let dir = TempDir::new("lateness")?;
     let token_file = dir.0.join("token");
     std::fs::write(&token_file, "leader")?;
@@ -885,6 +886,7 @@ fn lease_elect_table(path: &str) -> Res<()> {
         .tls(true)
         .tokens(&["leader"])
         .build()?;
+    server.add_namespace(NS);
     let dir = TempDir::new("lease-elect")?;
     std::fs::write(dir.0.join("ca.pem"), server.ca_pem())?;
     std::fs::write(dir.0.join("token"), "leader")?;
@@ -1201,6 +1203,7 @@ fn tls_case(case: &TlsCase) -> Res<TlsRow> {
         builder = builder.idle_timeout(idle);
     }
     let server = builder.build()?;
+    server.add_namespace(NS);
     let relay = Relay::start(server.url().trim_start_matches("https://").parse()?)?;
     let client = ClientConfig::new(relay.url())
         .ca_pem(server.ca_pem())
@@ -1368,6 +1371,7 @@ fn candidates_row(n: usize, watch: bool) -> Res<CandidatesRow> {
         .tls(true)
         .tokens(&token_refs)
         .build()?;
+    server.add_namespace(NS);
     let port = port_of(&server.url())?;
     let cfg = ElectorConfig {
         watch,
@@ -1516,6 +1520,7 @@ fn serve(dir: &Path) -> Res<()> {
         .tls(true)
         .tokens(&["shards"])
         .build()?;
+    server.add_namespace(NS);
     let kubeconfig = dir.join("kubeconfig");
     server.write_kubeconfig(&kubeconfig, Some("shards"))?;
     let mut out = std::io::stdout().lock();
@@ -1763,6 +1768,7 @@ fn main() -> Res<()> {
         value("--only").map(|s| s.split(',').map(str::to_string).collect());
     let run = |section: &str| only.as_ref().is_none_or(|o| o.iter().any(|s| s == section));
     let server = TestApiServer::start()?;
+    server.add_namespace(NS);
     println!(
         "lease {LEASE:?}, renew deadline {DEADLINE:?}, retry period {RETRY:?}, per-request cap {:?}; embedded API server on loopback",
         timings(LEASE, DEADLINE, RETRY).request_cap()

@@ -25,6 +25,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .tls(true)
         .tokens(&["demo-token"])
         .build()?;
+    server.add_namespace("demo");
     println!(
         "embedded API server at {} (TLS, bearer token)",
         server.url()

@@ -477,6 +477,7 @@ impl Chaos {
             .tokens(&ids)
             .build()
             .expect("server starts");
+        server.add_namespace(NS);
         let mut chaos = Chaos {
             server,
             slots,
@@ -1209,6 +1210,7 @@ fn stopped_at(event: LeaderEvent) -> Instant {
 #[test]
 fn started_leading_is_not_stamped_before_the_lease_was_free() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let (a, a_events) = elector(&server, "a", true, false);
     started_at(next_transition(&a_events));
     let (b, b_events) = elector(&server, "b", false, false);
@@ -1254,6 +1256,7 @@ fn started_leading_is_not_stamped_before_the_lease_was_free() {
 #[test]
 fn stopped_leading_comes_by_the_renew_deadline_after_a_slow_acquisition() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     // The creating POST uses 1s of the 1.2s deadline (within its time-out:
     // the default cap, 1 s, times out at 7/8 of it, so the cap is raised
     // to the whole deadline here).
@@ -1562,6 +1565,8 @@ fn a_failing_api_server_gets_at_most_one_attempt_per_retry_period_per_candidate(
     let least = 2;
 
     let server = TestApiServer::start().expect("server starts");
+
+    server.add_namespace(NS);
     let calls = Arc::new(Mutex::new(Vec::new()));
     let mut fleet = Fleet::new();
     for slot in 0..CANDIDATES {
@@ -1715,6 +1720,7 @@ fn one_hung_renewal_is_abandoned_at_the_cap_and_the_leader_keeps_leading() {
         .tokens(&["a", "b"])
         .build()
         .expect("server starts");
+    server.add_namespace(NS);
     let lock = |id: &str| LeaseLock::new(token_client(&server, id), NS, LEASE, id);
     let mut fleet = Fleet::new();
     let a = fleet.add(spawn(lock("a"), config.clone()));
@@ -1821,6 +1827,7 @@ fn an_absurd_retry_after_header_is_waited_out_as_max_retry_after() {
 fn two_processes_sharing_an_identity_never_both_lead() {
     count_panics();
     let server = TestApiServer::start().expect("server starts");
+    server.add_namespace(NS);
     let mut fleet = Fleet::new();
     let first = fleet.add(elector(&server, "twin", false, false));
     fleet.wait(SLACK, "the first twin leads", |f| f.leads(first));

@@ -206,6 +206,7 @@ fn exit_code(child: &mut Child) -> Option<i32> {
 #[test]
 fn with_stdin_dev_null_each_program_keeps_running_until_signalled() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("stdin");
     let dir = TempDir::new();
     for program in PROGRAMS {
         let lease = format!("null-{program:?}").to_lowercase();
@@ -225,6 +226,7 @@ fn with_stdin_dev_null_each_program_keeps_running_until_signalled() {
 #[test]
 fn with_a_pipe_on_stdin_each_program_stops_when_it_closes() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("stdin");
     let dir = TempDir::new();
     for program in PROGRAMS {
         let lease = format!("pipe-{program:?}").to_lowercase();
@@ -293,6 +295,7 @@ fn as_a_background_job_of_an_interactive_shell_each_program_keeps_running() {
         return;
     }
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("stdin");
     for program in PROGRAMS {
         let dir = TempDir::new();
         let lease = format!("tty-{program:?}").to_lowercase();

@@ -11,6 +11,7 @@ use lease_elector::{Client, ClientConfig, LeaderEvent};
 #[test]
 fn config_to_leadership_and_events() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("team-a");
     let file = LeaderElection::from_json(
         r#"{"namespace": "team-a", "name": "e2e-lock",
             "leaseDuration": "15s", "renewDeadline": "10s", "retryPeriod": "2s"}"#,
@@ -64,6 +65,7 @@ fn config_to_leadership_and_events() {
 #[test]
 fn disabled_config_talks_to_nobody() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("team-a");
     let cfg = LeaderElection::from_json(r#"{"disable": true}"#).unwrap();
     let client = Client::new(ClientConfig::new(server.url())).unwrap();
     let election = openshift::from_config(client, &cfg, "c", "").unwrap();

@@ -116,6 +116,7 @@ impl Drop for Elect {
 #[test]
 fn sigterm_releases_and_exits_zero() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let a = Elect::start(&server, "cli-a", &["--release-on-cancel"]);
     a.expect("NEW_LEADER cli-a");
     a.expect("LEADING cli-a");
@@ -144,6 +145,7 @@ fn sigterm_releases_and_exits_zero() {
 #[test]
 fn closing_stdin_stops_it() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let mut a = Elect::start(&server, "cli-c", &["--release-on-cancel"]);
     a.expect("NEW_LEADER cli-c");
     a.expect("LEADING cli-c");
@@ -163,6 +165,7 @@ fn kubeconfig_yaml_over_tls_by_path_and_by_environment() {
         .tokens(&["cli-token"])
         .build()
         .unwrap();
+    server.add_namespace("cli");
     let dir = TempDir::new();
     dir.write("ca.crt", server.ca_pem());
     // The current context points nowhere: only --context reaches the server.
@@ -253,6 +256,7 @@ fn bad_arguments_exit_two_with_usage() {
 fn a_forged_holder_identity_yields_one_escaped_event_line_and_no_escape() {
     const FORGED: &str = "x\nLEADING me\n\u{1b}[2J";
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let now = lease_elector::lease::MicroTime::from_system_time(std::time::SystemTime::now());
     server.put_lease(
         "cli",
@@ -354,6 +358,7 @@ fn every_usage_error_exits_two() {
 #[test]
 fn a_token_file_that_cannot_be_read_at_start_is_an_error_naming_it() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let mut child = Command::new(elect_binary())
         .args([
             "--server",
@@ -386,6 +391,7 @@ fn a_token_file_that_cannot_be_read_at_start_is_an_error_naming_it() {
 #[test]
 fn transitions_are_recorded_as_events_unless_no_events() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let a = Elect::start(&server, "cli-ev", &["--ignore-stdin"]);
     a.expect("NEW_LEADER cli-ev");
     a.expect("LEADING cli-ev");
@@ -400,6 +406,8 @@ fn transitions_are_recorded_as_events_unless_no_events() {
     assert_eq!(a.exit_code(), Some(0));
 
     let server = TestApiServer::start().unwrap();
+
+    server.add_namespace("cli");
     let b = Elect::start(&server, "cli-ne", &["--ignore-stdin", "--no-events"]);
     b.expect("NEW_LEADER cli-ne");
     b.expect("LEADING cli-ne");
@@ -469,6 +477,7 @@ fn warnings_reach_stderr_naming_the_server_and_the_reason_for_a_lost_lease() {
 
     // Plain HTTP to a TLS port: the warning names the URL to use.
     let tls = TestApiServer::builder().tls(true).build().unwrap();
+    tls.add_namespace("cli");
     let https = tls.url();
     let http = https.replacen("https://", "http://", 1);
     let mut child = run(&http);
@@ -479,6 +488,7 @@ fn warnings_reach_stderr_naming_the_server_and_the_reason_for_a_lost_lease() {
 
     // An outage while leading: the lost lease with its reason, then recovery.
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let mut child = run(&server.url());
     let lines = stderr_lines(&mut child.0);
     common::eventually("elect leads", || {

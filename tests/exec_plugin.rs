@@ -66,11 +66,13 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
 
 /// Credentials are used only over TLS, as kubectl uses them.
 fn tls_server(token: &str) -> TestApiServer {
-    TestApiServer::builder()
+    let server = TestApiServer::builder()
         .tls(true)
         .tokens(&[token])
         .build()
-        .unwrap()
+        .unwrap();
+    server.add_namespace("ns");
+    server
 }
 
 /// A client whose kubeconfig runs `dir/plugin.sh`, with this time-out.

@@ -197,6 +197,7 @@ fn a_missing_token_file_is_an_error_naming_it_when_the_client_is_built() {
 #[test]
 fn both_command_line_tools_exit_naming_a_missing_token_file() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("ns");
     let dir = TempDir::new();
     let missing = dir.0.join("no-such-token");
     for bin in [
@@ -236,6 +237,7 @@ fn both_command_line_tools_exit_naming_a_missing_token_file() {
 fn a_token_file_that_later_fails_to_read_keeps_the_last_token_and_warns_once_per_kind() {
     logs();
     let server = TestApiServer::builder().tokens(&["first"]).build().unwrap();
+    server.add_namespace("ns");
     server.put_lease(
         "ns",
         serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",

@@ -58,6 +58,7 @@ struct Pair {
 
 fn pair(name: &str) -> Pair {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let clock = ManualClock::new();
     let (a, a_events) = spawn(&server, name, "a", &clock);
     wait_started(&a_events);
@@ -233,6 +234,7 @@ fn step(clock: &ManualClock, electors: &[&ElectorHandle], d: Duration) {
 #[test]
 fn readyz_is_503_for_a_follower_whose_every_request_is_forbidden_while_healthz_stays_200() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let clock = ManualClock::new();
     server.inject(Fault::status(403).times(usize::MAX));
     let (b, _events) = spawn(&server, "forbidden", "b", &clock);

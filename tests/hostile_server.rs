@@ -423,6 +423,7 @@ const FORGED: &str = "oops\nW0101 lease-elect: LEADING me\n\u{1b}[2J";
 fn an_error_body_that_forges_a_log_line_is_logged_as_one_escaped_line() {
     logs();
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     server.inject(Fault::raw(500, FORGED.as_bytes().to_vec()).times(usize::MAX));
 
     // The error itself: one line, no control character.
@@ -471,6 +472,7 @@ fn an_error_body_that_forges_a_log_line_is_logged_as_one_escaped_line() {
 #[test]
 fn a_forged_status_message_and_reason_are_escaped() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let body = json!({
         "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 409,
         "reason": "Conflict\r\nX", "message": "the object\u{85} has been \u{202e}modified\n\u{1b}]0;pwned\u{7}"

@@ -87,6 +87,7 @@ fn token_server(token: &str) -> (TestApiServer, TempDir) {
         .tokens(&[token])
         .build()
         .unwrap();
+    server.add_namespace("ns");
     (server, TempDir::new())
 }
 
@@ -99,6 +100,7 @@ fn mtls_server_and_files() -> (TestApiServer, TempDir) {
         .client_ca(true)
         .build()
         .unwrap();
+    server.add_namespace("ns");
     let dir = TempDir::new();
     dir.write("ca.pem", server.ca_pem());
     dir.write("client.pem", testing::client_cert_pem());

@@ -305,6 +305,7 @@ fn assert_logged_the_unanswering_supervisor(log: &str) {
 #[test]
 fn sigterm_ends_every_process_the_command_started_before_the_release_without_kill_on_path() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("procs");
     let work = Work::new();
     let cmd = work.command("wait");
     let mut a = Elect::start(&server, "a", &args(&cmd, &SLOW_RENEWS));
@@ -325,6 +326,7 @@ fn sigterm_ends_every_process_the_command_started_before_the_release_without_kil
 #[test]
 fn a_command_that_exits_leaves_nothing_running_when_the_lease_is_released() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("procs");
     let work = Work::new();
     let cmd = work.command("exit");
     let mut a = Elect::start(&server, "a", &args(&cmd, &SLOW_RENEWS));
@@ -342,6 +344,7 @@ fn a_command_that_exits_leaves_nothing_running_when_the_lease_is_released() {
 #[test]
 fn a_lost_lease_ends_every_process_the_command_started_before_lease_elect_exits() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("procs");
     let work = Work::new();
     let cmd = work.command("wait");
     let mut a = Elect::start(
@@ -387,6 +390,7 @@ fn a_lost_lease_ends_every_process_the_command_started_before_lease_elect_exits(
 #[test]
 fn a_killed_lease_elect_takes_everything_the_command_started_with_it() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("procs");
     let work = Work::new();
     let cmd = work.command("wait");
     let mut a = Elect::start(&server, "a", &args(&cmd, &SLOW_RENEWS));
@@ -407,6 +411,7 @@ fn a_killed_lease_elect_takes_everything_the_command_started_with_it() {
 #[test]
 fn a_killed_supervisor_leaves_its_processes_to_lease_elect_which_ends_them_then_releases() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("procs");
     let work = Work::new();
     let cmd = work.command("wait");
     let mut a = Elect::start(&server, "a", &args(&cmd, &SLOW_RENEWS));
@@ -429,6 +434,7 @@ fn a_killed_supervisor_leaves_its_processes_to_lease_elect_which_ends_them_then_
 #[test]
 fn a_stopped_supervisor_does_not_keep_the_command_alive_past_a_lost_term() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("procs");
     let work = Work::new();
     let cmd = work.command("stop");
     // SIGKILL 0.5 s before the lease could expire for others, whatever
@@ -468,6 +474,7 @@ fn a_stopped_supervisor_does_not_keep_the_command_alive_past_a_lost_term() {
 #[test]
 fn a_stopped_supervisor_is_killed_with_everything_below_it_before_the_release() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("procs");
     let work = Work::new();
     let cmd = work.command("stop");
     let mut a = Elect::start(

@@ -238,6 +238,7 @@ impl Drop for Elect {
 #[test]
 fn a_frozen_leader_is_stopped_on_thawing_and_its_stale_writes_are_refused() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("terms");
     let dir = TempDir::new();
     let writer = dir.script("writer.sh", WRITER).display().to_string();
     let spool = dir.0.join("spool");
@@ -401,6 +402,7 @@ fn lease_writes(server: &TestApiServer) -> Vec<String> {
 #[test]
 fn acquire_timeout_zero_gives_up_at_once_with_75_when_another_holds_the_lease() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("terms");
     held_by_other(&server);
     let began = Instant::now();
     let mut a = Elect::start(
@@ -430,6 +432,7 @@ fn acquire_timeout_zero_gives_up_at_once_with_75_when_another_holds_the_lease() 
 #[test]
 fn acquire_timeout_reports_an_api_server_it_cannot_ask_as_an_error_not_as_75() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("terms");
     server.inject(Fault::status(403).times(usize::MAX));
     let mut forbidden = Elect::start(&server, "a", &["--acquire-timeout", "0", "--", "true"]);
     assert_eq!(forbidden.exit_code(), Some(1), "{}", forbidden.log());
@@ -460,6 +463,7 @@ fn acquire_timeout_reports_an_api_server_it_cannot_ask_as_an_error_not_as_75() {
 #[test]
 fn acquire_timeout_waits_that_long_for_a_held_lease_then_gives_up_with_75() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("terms");
     held_by_other(&server);
     let began = Instant::now();
     let mut a = Elect::start(
@@ -486,6 +490,7 @@ fn acquire_timeout_waits_that_long_for_a_held_lease_then_gives_up_with_75() {
 #[test]
 fn acquire_timeout_on_a_free_lease_runs_the_command_with_its_term_and_passes_its_status_on() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("terms");
     let mut a = Elect::start(
         &server,
         "a",
@@ -517,6 +522,7 @@ fn an_attempt_in_flight_when_the_acquire_timeout_passes_decides_and_leaves_no_wr
     // write it sent in place, unreleased, behind an exit 75 that says
     // nothing was written: the attempt decides instead.
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("terms");
     held_by_other_for(&server, 1);
     server.inject(Fault::latency(Duration::from_secs(1)).method("PUT"));
     let mut a = Elect::start(

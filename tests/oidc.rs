@@ -180,6 +180,7 @@ fn setup(token: &str, config: serde_json::Value) -> (TestApiServer, TempDir, std
         .tokens(&[token])
         .build()
         .unwrap();
+    server.add_namespace("ns");
     server.put_lease(
         "ns",
         json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "probe"}}),

@@ -47,6 +47,7 @@ fn spawn(
 fn a_forbidden_setup_is_visible_in_status_and_logged_once_with_what_to_check() {
     logs();
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     server.inject(Fault::status(403).times(usize::MAX));
     let clock = ManualClock::auto_advancing();
     let (handle, _events) = spawn(&server, "rbac", "a", &clock, |l| l);
@@ -87,6 +88,7 @@ fn a_forbidden_setup_is_visible_in_status_and_logged_once_with_what_to_check() {
 #[test]
 fn labels_are_kept_on_every_write_and_the_slow_path_is_counted() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let clock = ManualClock::new();
     let (handle, events) = spawn(&server, "labelled", "a", &clock, |l| {
         l.with_labels([("app.kubernetes.io/name", "op")])
@@ -145,6 +147,7 @@ fn parse(text: &str) -> Vec<(String, String, f64)> {
 #[test]
 fn prometheus_text_carries_client_go_names_and_ours() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let clock = ManualClock::new();
     let (a, a_events) = spawn(&server, "metrics", "a", &clock, |l| l);
     while !matches!(

@@ -57,6 +57,7 @@ fn leader_faulted_while_follower_is_healthy(faults: &[Fault]) -> Duration {
         .tokens(&["a", "b"])
         .build()
         .unwrap();
+    server.add_namespace(NS);
     let dir = TempDir::new();
     dir.write("token", "a");
     let (a, a_rx) = spawn(
@@ -131,6 +132,7 @@ fn tls_client(server: &TestApiServer) -> ClientConfig {
 #[test]
 fn one_held_request_over_tls_does_not_cost_the_term() {
     let server = TestApiServer::builder().tls(true).build().unwrap();
+    server.add_namespace(NS);
     let timings = ElectorConfig {
         lease_duration: Duration::from_secs(6),
         renew_deadline: Duration::from_secs(4),
@@ -169,6 +171,7 @@ fn one_held_request_over_tls_does_not_cost_the_term() {
 #[test]
 fn a_server_that_hangs_every_request_ends_the_term_within_the_renew_deadline() {
     let server = TestApiServer::builder().tls(true).build().unwrap();
+    server.add_namespace(NS);
     let (a, a_rx) = spawn(tls_client(&server), "a", short());
     wait_started(&a_rx);
     server.inject(Fault::hang().times(usize::MAX));
@@ -186,6 +189,7 @@ fn a_server_that_hangs_every_request_ends_the_term_within_the_renew_deadline() {
 #[test]
 fn stop_does_not_wait_for_a_hung_request() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let timings = ElectorConfig {
         release_on_cancel: true,
         release_timeout: Duration::from_millis(500),
@@ -223,6 +227,7 @@ fn stop_does_not_wait_for_a_hung_request() {
 #[test]
 fn stop_while_healthy_still_releases() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let timings = ElectorConfig {
         release_on_cancel: true,
         ..short()

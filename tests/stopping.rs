@@ -52,6 +52,7 @@ fn stopped_after(events: &Receiver<LeaderEvent>, stop: impl FnOnce()) -> Duratio
 #[test]
 fn a_stopper_ends_the_term_at_once_while_the_server_hangs() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let (handle, events) = leader_with_a_hung_renew(&server);
     let term = handle.term().expect("leading");
     let stopper = handle.stopper();
@@ -73,6 +74,7 @@ fn a_stopper_ends_the_term_at_once_while_the_server_hangs() {
 #[test]
 fn a_consuming_stop_on_another_thread_sends_stopped_leading_at_once_too() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let (handle, events) = leader_with_a_hung_renew(&server);
     let mut joiner = None;
     let took = stopped_after(&events, || {
@@ -172,6 +174,7 @@ fn stopping_during_a_connect_that_hangs_sends_stopped_leading_at_once() {
         .idle_timeout(Duration::from_millis(100))
         .build()
         .unwrap();
+    server.add_namespace(NS);
     let upstream = server.url().trim_start_matches("http://").parse().unwrap();
     let mut relay = Relay::start(upstream);
     let config = lease_elector::ClientConfig::new(format!("http://{}", relay.addr));

@@ -154,6 +154,7 @@ fn eventually(what: &str, cond: impl Fn() -> bool) {
 #[test]
 fn yaml_bodies_are_read_as_kube_apiserver_reads_them() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let send = |method: &str, url: &str, body: &str| {
         a.run(
@@ -215,6 +216,7 @@ fn raw_exchange(server: &TestApiServer, request: &[u8]) -> String {
 #[test]
 fn create_then_already_exists() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let created = call(&a, "POST", &leases(&server), None, Some(&lease("l1"))).unwrap();
     assert_eq!(created.code, 201);
@@ -240,6 +242,7 @@ fn create_then_already_exists() {
 #[test]
 fn get_missing_is_a_real_status() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let got = call(&agent(), "GET", &lease_url(&server, "nope"), None, None).unwrap();
     assert_eq!(got.code, 404);
     assert_eq!(
@@ -256,6 +259,7 @@ fn get_missing_is_a_real_status() {
 #[test]
 fn unknown_paths_and_methods() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let url = format!("{}/apis/apps/v1/deployments", server.url());
     let got = call(&a, "GET", &url, None, None).unwrap();
@@ -272,6 +276,7 @@ fn unknown_paths_and_methods() {
 #[test]
 fn update_conflicts_on_stale_resource_version() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let url = lease_url(&server, "l1");
     let rv1 = call(&a, "POST", &leases(&server), None, Some(&lease("l1")))
@@ -341,6 +346,7 @@ fn update_conflicts_on_stale_resource_version() {
 #[test]
 fn unknown_fields_are_preserved() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let mut body = lease("l1");
     body["metadata"]["labels"] = json!({"app": "x"});
@@ -364,6 +370,7 @@ fn unknown_fields_are_preserved() {
 #[test]
 fn validation_is_strict() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let post = |body: &Value| call(&a, "POST", &leases(&server), None, Some(body)).unwrap();
 
@@ -424,6 +431,7 @@ fn validation_is_strict() {
 #[test]
 fn bodies_chunked_and_capped() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let body = lease("chunky").to_string();
     let (a, b) = body.split_at(body.len() / 2);
     let req = format!(
@@ -449,6 +457,7 @@ fn bodies_chunked_and_capped() {
 #[test]
 fn auth_tokens_rotation_and_forbidden() {
     let server = TestApiServer::builder().tokens(&["t1"]).build().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let url = lease_url(&server, "l1");
 
@@ -485,6 +494,7 @@ fn auth_tokens_rotation_and_forbidden() {
 #[test]
 fn status_faults_with_filters_and_counts() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let url = lease_url(&server, "l1");
     assert_eq!(
@@ -550,6 +560,7 @@ fn status_faults_with_filters_and_counts() {
 #[test]
 fn raw_and_drop_faults() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let url = lease_url(&server, "l1");
 
@@ -569,6 +580,7 @@ fn raw_and_drop_faults() {
 #[test]
 fn latency_is_observed_and_combines() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let url = lease_url(&server, "l1");
     let delay = Duration::from_millis(300);
@@ -590,6 +602,7 @@ fn latency_is_observed_and_combines() {
 #[test]
 fn outage_drops_and_recovers() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let url = lease_url(&server, "l1");
     assert_eq!(call(&a, "GET", &url, None, None).unwrap().code, 404);
@@ -638,6 +651,7 @@ fn watch_lines(
 #[test]
 fn watch_streams_changes_and_ends_on_shutdown() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let rv1 = call(&a, "POST", &leases(&server), None, Some(&lease("l1")))
         .unwrap()
@@ -687,6 +701,7 @@ fn watch_streams_changes_and_ends_on_shutdown() {
 #[test]
 fn watch_from_resource_version_and_timeout() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let rv1 = call(&a, "POST", &leases(&server), None, Some(&lease("l1")))
         .unwrap()
@@ -713,6 +728,7 @@ fn watch_from_resource_version_and_timeout() {
 #[test]
 fn watch_is_cut_by_an_outage() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let url = format!("{}?watch=true", leases(&server));
     let (rx, reader) = watch_lines(&agent(), &url);
     server.put_lease(NS, lease("l1"));
@@ -728,6 +744,7 @@ fn watch_is_cut_by_an_outage() {
 #[test]
 fn events_are_recorded() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let event = json!({
         "apiVersion": "v1",
         "kind": "Event",
@@ -758,6 +775,7 @@ fn tls_serves_and_is_verified() {
         .tokens(&["t"])
         .build()
         .unwrap();
+    server.add_namespace(NS);
     assert!(server.url().starts_with("https://127.0.0.1:"));
     let url = lease_url(&server, "l1");
     let a = tls_agent(&server, false);
@@ -791,6 +809,7 @@ fn mtls_client_cert_authenticates() {
         .tokens(&["t"])
         .build()
         .unwrap();
+    server.add_namespace(NS);
     let url = lease_url(&server, "l1");
     // The client certificate alone authenticates.
     let with_cert = tls_agent(&server, true);
@@ -804,6 +823,7 @@ fn mtls_client_cert_authenticates() {
 #[test]
 fn shutdown_wakes_a_connection_stuck_in_latency() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     server.inject(Fault::latency(Duration::from_secs(3600)));
     let url = lease_url(&server, "l1");
     let client = thread::spawn(move || call(&agent(), "GET", &url, None, None).map(|a| a.code));
@@ -820,6 +840,7 @@ fn shutdown_wakes_a_connection_stuck_in_latency() {
 #[test]
 fn stats_count_requests() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let url = lease_url(&server, "l1");
     call(&a, "GET", &url, None, None).unwrap();
@@ -852,6 +873,7 @@ fn stats_count_requests() {
 fn watch_ends_when_the_client_goes_away() {
     for tls in [false, true] {
         let server = TestApiServer::builder().tls(tls).build().unwrap();
+        server.add_namespace(NS);
         let a = if tls {
             tls_agent(&server, false)
         } else {
@@ -878,6 +900,7 @@ fn watch_ends_when_the_client_goes_away() {
 #[test]
 fn keep_alive_serves_several_requests_per_connection() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let get = format!(
         "GET /apis/coordination.k8s.io/v1/namespaces/{NS}/leases/a HTTP/1.1\r\nHost: x\r\n\r\n"
     );
@@ -894,6 +917,7 @@ fn keep_alive_serves_several_requests_per_connection() {
 #[test]
 fn drop_stops_the_server() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let addr = server.url().trim_start_matches("http://").to_string();
     let url = format!("{}?watch=true", leases(&server));
     let (_rx, reader) = watch_lines(&agent(), &url);
@@ -905,6 +929,7 @@ fn drop_stops_the_server() {
 #[test]
 fn request_heads_up_to_kube_apiservers_1_mib_are_read_and_larger_ones_get_431() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let head = |padding: usize| {
         format!(
             "GET /apis/coordination.k8s.io/v1/namespaces/{NS}/leases/a HTTP/1.1\r\nHost: x\r\n\
@@ -956,6 +981,7 @@ const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/ns1/leases";
 #[test]
 fn writes_without_a_content_type_are_json_as_kube_apiserver_takes_them() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let (code, created) = raw_call(&server, "POST", LEASES, None, &lease("l1"));
     assert_eq!(code, 201, "{created}");
     let mut body = lease("l1");
@@ -983,6 +1009,7 @@ fn writes_without_a_content_type_are_json_as_kube_apiserver_takes_them() {
 #[test]
 fn kind_and_api_version_default_from_the_url_and_wrong_ones_are_refused() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     // What the Python client's LeaseLock.create sends: no kind, no apiVersion.
     let mut bare = lease("l1");
     bare.as_object_mut().unwrap().remove("kind");
@@ -1012,6 +1039,7 @@ fn kind_and_api_version_default_from_the_url_and_wrong_ones_are_refused() {
 #[test]
 fn microtime_is_stored_in_utc_with_six_digits_whatever_offset_it_was_written_with() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let mut body = lease("l1");
     // Python's datetime.isoformat() of an aware UTC time, and another offset.
     body["spec"]["acquireTime"] = "2026-01-01T00:00:00.000001+00:00".into();
@@ -1028,6 +1056,7 @@ fn microtime_is_stored_in_utc_with_six_digits_whatever_offset_it_was_written_wit
 #[test]
 fn label_selectors_filter_lists_and_watches() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let labelled = |name: &str, labels: Value| {
         let mut l = lease(name);
         l["metadata"]["labels"] = labels;

@@ -156,12 +156,20 @@
 //! own.
 
 mod api;
+mod apply;
+mod decode;
 mod discovery;
+mod events_v1;
 mod faults;
 mod hang;
 mod http;
 mod kubeconfig;
+mod namespaces;
 mod openapi;
+mod owners;
+mod patch;
+mod resource;
+mod schema;
 mod selector;
 mod server;
 mod stats;
@@ -182,6 +190,7 @@ pub use faults::Fault;
 pub use stats::{RequestLog, Stats};
 
 use server::{Shared, State};
+use store::Collection;
 
 /// The client certificate (PEM) signed by the fixture client CA, for mTLS
 /// tests against a server built with
@@ -357,7 +366,11 @@ impl TestApiServer {
 
     /// The stored Lease `namespace/name`, as the API would return it.
     pub fn lease(&self, namespace: &str, name: &str) -> Option<serde_json::Value> {
-        self.shared.lock().store.get(namespace, name).cloned()
+        self.shared
+            .lock()
+            .store
+            .get(Collection::Leases, namespace, name)
+            .cloned()
     }
 
     /// Store `lease` (named by its `metadata.name`) in `namespace`, creating
@@ -375,20 +388,62 @@ impl TestApiServer {
         else {
             panic!("TestApiServer::put_lease: the lease has no metadata.name: {lease}");
         };
-        self.shared.lock().store.write(namespace, &name, lease);
+        self.shared
+            .lock()
+            .store
+            .write(Collection::Leases, namespace, &name, lease);
         self.shared.notify();
     }
 
     /// Delete the Lease `namespace/name` if it exists (watchers see `DELETED`).
     pub fn delete_lease(&self, namespace: &str, name: &str) {
-        if self.shared.lock().store.delete(namespace, name) {
+        let deleted = self
+            .shared
+            .lock()
+            .store
+            .delete(Collection::Leases, namespace, name);
+        if deleted.is_some() {
             self.shared.notify();
         }
     }
 
-    /// The core/v1 Events POSTed so far, as stored.
+    /// The Events recorded so far (through core/v1 or events.k8s.io/v1),
+    /// oldest first, as core/v1 shows them.
     pub fn events(&self) -> Vec<serde_json::Value> {
-        self.shared.lock().store.events()
+        api::events(&self.shared.lock().store)
+    }
+
+    /// Create the namespace `name` (a no-op when it exists), for a test
+    /// whose objects live outside the four namespaces a server starts with
+    /// (`default`, `kube-system`, `kube-public`, `kube-node-lease`): as on
+    /// a cluster, creating an object in a namespace that does not exist is
+    /// a 404.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// server.add_namespace("team-a");
+    /// // Leases can now be created in "team-a".
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When `name` is not a DNS-1123 label: a test bug.
+    pub fn add_namespace(&self, name: &str) {
+        assert!(
+            crate::names::check_namespace(name).is_ok(),
+            "TestApiServer::add_namespace: {name:?} is not a valid namespace name"
+        );
+        let mut st = self.shared.lock();
+        if !st.store.has_namespace(name) {
+            st.store
+                .write(Collection::Namespaces, "", name, namespaces::new(name));
+            drop(st);
+            self.shared.notify();
+        }
     }
 
     /// Queue a fault rule (see [the module docs](self#faults) for matching).

@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
 
-use super::api::{self, Route};
+use super::api;
 use super::faults::{self, Action, Fault, Probe};
 use super::hang;
 use super::http::{self, Incoming, Request, Response};
+use super::resource::Route;
 use super::stats::{Kind, Recorder, RequestLog};
 use super::status::{self, Target};
 use super::store::Store;
@@ -496,9 +497,9 @@ fn handle(shared: &Arc<Shared>, conn: &mut BufReader<Stream>, req: Request) -> N
         Some(Action::Status(code)) => status::injected(code, target.as_ref()),
         Some(Action::Raw(code, body)) => Response::json(code, body),
         Some(Action::Latency(_)) | None => {
-            if kind == Kind::Watch {
-                if let Route::Leases { ns } = &route {
-                    return watch::serve(shared, conn, &req, ns, keep);
+            if let Route::Collection { api, ns } = &route {
+                if req.method == "GET" && api::is_watch(&req) {
+                    return watch::serve(shared, conn, &req, *api, ns, keep);
                 }
             }
             let mut st = shared.lock();

@@ -87,7 +87,9 @@ impl Cluster {
         Self::with_server(TestApiServer::start().unwrap())
     }
 
+    /// A cluster on `server`, with the namespace [`NS`] its candidates use.
     pub fn with_server(server: TestApiServer) -> Self {
+        server.add_namespace(NS);
         Cluster {
             server,
             clock: ManualClock::new(),
