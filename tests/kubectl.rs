@@ -741,14 +741,15 @@ fn list_and_delete_answer_with_the_api_servers_bodies() {
         let body = resp.body_mut().read_to_string().unwrap();
         (resp.status().as_u16(), serde_json::from_str(&body).unwrap())
     };
+    let rv = server.lease("ns1", "a").unwrap()["metadata"]["resourceVersion"].clone();
     let (code, stale) = delete(json!({"preconditions": {"resourceVersion": "1000"}}));
     assert_eq!(code, 409);
     assert_eq!(stale["reason"], "Conflict");
     assert!(
-        stale["message"]
-            .as_str()
-            .unwrap()
-            .ends_with("Precondition failed: ResourceVersion in precondition: 1000, ResourceVersion in object meta: 1"),
+        stale["message"].as_str().unwrap().ends_with(&format!(
+            "Precondition failed: ResourceVersion in precondition: 1000, ResourceVersion in object meta: {}",
+            rv.as_str().unwrap()
+        )),
         "{stale}"
     );
     assert!(server.lease("ns1", "a").is_some());
@@ -767,5 +768,54 @@ fn list_and_delete_answer_with_the_api_servers_bodies() {
     assert_eq!(
         gone["details"],
         json!({"name": "a", "group": "coordination.k8s.io", "kind": "leases"})
+    );
+}
+
+/// Namespaces are objects, as on a cluster: `kubectl create namespace`,
+/// `get namespaces`, `delete namespace`; a Lease in a namespace that does
+/// not exist is refused with the API server's NotFound.
+#[test]
+fn create_namespace_then_create_a_lease_in_it_and_delete_it() {
+    let server = TestApiServer::start().unwrap();
+    let k = kubectl_or_skip!(&server, None);
+    let file = k.file("lease.yaml", &lease_yaml("l", "pod-a", ""));
+
+    let err = k.fails(&["create", "-f", &file, "-n", "team-a"]);
+    assert_eq!(
+        err.trim(),
+        r#"Error from server (NotFound): error when creating "FILE": namespaces "team-a" not found"#
+            .replace("FILE", &file)
+    );
+    assert_eq!(
+        k.ok(&["create", "namespace", "team-a"]).trim(),
+        "namespace/team-a created"
+    );
+    let all = k.ok(&["get", "namespaces"]);
+    let all = rows(&all);
+    assert_eq!(all[0], ["NAME", "STATUS", "AGE"]);
+    let names: Vec<&str> = all[1..].iter().map(|r| r[0]).collect();
+    assert_eq!(
+        names,
+        [
+            "default",
+            "kube-node-lease",
+            "kube-public",
+            "kube-system",
+            "team-a"
+        ]
+    );
+    assert!(all[1..].iter().all(|r| r[1] == "Active"), "{all:?}");
+    k.ok(&["create", "-f", &file, "-n", "team-a"]);
+    assert_eq!(holder(&server, "team-a", "l").as_deref(), Some("pod-a"));
+
+    assert_eq!(
+        k.ok(&["delete", "namespace", "team-a"]).trim(),
+        r#"namespace "team-a" deleted"#
+    );
+    assert!(server.lease("team-a", "l").is_none());
+    let err = k.fails(&["delete", "namespace", "default"]);
+    assert_eq!(
+        err.trim(),
+        r#"Error from server (Forbidden): namespaces "default" is forbidden: this namespace may not be deleted"#
     );
 }

@@ -307,10 +307,21 @@ fn update_conflicts_on_stale_resource_version() {
         rv2.to_string()
     );
 
-    // No resourceVersion: unconditional.
+    // No resourceVersion: Leases allow no unconditional update (422).
     let unconditional = call(&a, "PUT", &url, None, Some(&lease("l1"))).unwrap();
-    assert_eq!(unconditional.code, 200);
-    assert!(unconditional.rv() > rv2);
+    assert_eq!(unconditional.code, 422);
+    let st = unconditional.status();
+    assert_eq!(st.reason, "Invalid");
+    assert_eq!(
+        st.message,
+        "leases.coordination.k8s.io \"l1\" is invalid: metadata.resourceVersion: \
+         Invalid value: 0x0: must be specified for an update"
+    );
+    let mut current = lease("l1");
+    current["metadata"]["resourceVersion"] = rv2.to_string().into();
+    let updated = call(&a, "PUT", &url, None, Some(&current)).unwrap();
+    assert_eq!(updated.code, 200);
+    assert!(updated.rv() > rv2);
 
     // put_lease bumps the same counter.
     server.put_lease(NS, lease("l1"));
@@ -319,8 +330,10 @@ fn update_conflicts_on_stale_resource_version() {
         .unwrap()
         .parse()
         .unwrap();
-    assert_eq!(seeded, unconditional.rv() + 1);
+    let updated_rv = updated.rv();
+    assert_eq!(seeded, updated_rv + 1);
 
+    // A PUT of a missing Lease creates it (the strategy's AllowCreateOnUpdate).
     let missing = call(
         &a,
         "PUT",
@@ -329,10 +342,8 @@ fn update_conflicts_on_stale_resource_version() {
         Some(&lease("l2")),
     )
     .unwrap();
-    assert_eq!(
-        (missing.code, missing.status().reason.as_str()),
-        (404, "NotFound")
-    );
+    assert_eq!(missing.code, 201);
+    assert!(server.lease(NS, "l2").is_some());
     let renamed = call(&a, "PUT", &url, None, Some(&lease("other"))).unwrap();
     assert_eq!(
         (renamed.code, renamed.status().reason.as_str()),
@@ -343,28 +354,50 @@ fn update_conflicts_on_stale_resource_version() {
     assert!(server.lease(NS, "l1").is_none());
 }
 
+/// As kube-apiserver decodes into its Go types: an unknown field is
+/// dropped and named in a `Warning` header (the default
+/// `fieldValidation=Warn`), an explicit `null` is dropped, known fields
+/// (labels, managedFields) are kept.
 #[test]
-fn unknown_fields_are_preserved() {
+fn unknown_fields_are_dropped_with_a_warning_and_nulls_are_not_stored() {
     let server = TestApiServer::start().unwrap();
     server.add_namespace(NS);
-    let a = agent();
     let mut body = lease("l1");
     body["metadata"]["labels"] = json!({"app": "x"});
+    body["metadata"]["annotations"] = Value::Null;
     body["metadata"]["managedFields"] = json!([{"manager": "kubectl", "operation": "Update"}]);
+    body["spec"]["holderIdentity"] = Value::Null;
     body["spec"]["futureField"] = json!({"nested": [1, 2, 3]});
     body["status"] = json!({"somethingNew": true});
-    let created = call(&a, "POST", &leases(&server), None, Some(&body)).unwrap();
-    assert_eq!(created.code, 201);
-    let got = call(&a, "GET", &lease_url(&server, "l1"), None, None)
-        .unwrap()
-        .json();
+    let resp = agent()
+        .post(&leases(&server))
+        .header("Content-Type", "application/json")
+        .send(body.to_string())
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 201);
+    let warnings: Vec<&str> = resp
+        .headers()
+        .get_all("warning")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            r#"299 - "unknown field \"status\"""#,
+            r#"299 - "unknown field \"spec.futureField\"""#,
+        ]
+    );
+    let got = server.lease(NS, "l1").unwrap();
     assert_eq!(got["metadata"]["labels"], body["metadata"]["labels"]);
     assert_eq!(
         got["metadata"]["managedFields"],
         body["metadata"]["managedFields"]
     );
-    assert_eq!(got["spec"]["futureField"], body["spec"]["futureField"]);
-    assert_eq!(got["status"], body["status"]);
+    assert!(got["metadata"].get("annotations").is_none(), "{got}");
+    assert!(got["spec"].get("holderIdentity").is_none(), "{got}");
+    assert!(got["spec"].get("futureField").is_none(), "{got}");
+    assert!(got.get("status").is_none(), "{got}");
 }
 
 #[test]
@@ -514,7 +547,8 @@ fn status_faults_with_filters_and_counts() {
     }
     assert_eq!(call(&a, "GET", &url, None, None).unwrap().code, 200);
 
-    // The PUT rule does not match another lease.
+    // The PUT rule does not match another lease (a PUT of a missing Lease
+    // creates it).
     let other = call(
         &a,
         "PUT",
@@ -523,17 +557,18 @@ fn status_faults_with_filters_and_counts() {
         Some(&lease("l2")),
     )
     .unwrap();
-    assert_eq!(other.code, 404);
+    assert_eq!(other.code, 201);
     let failed = call(&a, "PUT", &url, None, Some(&lease("l1"))).unwrap();
     assert_eq!(
         (failed.code, failed.status().reason.as_str()),
         (500, "InternalError")
     );
+    // Served again (and refused: the PUT carries no resourceVersion).
     assert_eq!(
         call(&a, "PUT", &url, None, Some(&lease("l1")))
             .unwrap()
             .code,
-        200
+        422
     );
 
     for (code, reason) in [
@@ -857,7 +892,8 @@ fn stats_count_requests() {
     let log = server.requests();
     assert_eq!(log.len(), 5);
     let statuses: Vec<u16> = log.iter().map(|r| r.status).collect();
-    assert_eq!(statuses, [404, 201, 409, 200, 200]);
+    // The PUT carries no resourceVersion: 422.
+    assert_eq!(statuses, [404, 201, 409, 422, 200]);
     assert_eq!(log[1].method, "POST");
     assert_eq!(s.bytes_in, log.iter().map(|r| r.bytes_in).sum::<u64>());
     assert_eq!(s.bytes_out, log.iter().map(|r| r.bytes_out).sum::<u64>());
@@ -986,6 +1022,7 @@ fn writes_without_a_content_type_are_json_as_kube_apiserver_takes_them() {
     assert_eq!(code, 201, "{created}");
     let mut body = lease("l1");
     body["spec"]["holderIdentity"] = "pod-b".into();
+    body["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"].clone();
     let (code, replaced) = raw_call(&server, "PUT", &format!("{LEASES}/l1"), None, &body);
     assert_eq!(code, 200, "{replaced}");
     assert_eq!(
@@ -1019,6 +1056,7 @@ fn kind_and_api_version_default_from_the_url_and_wrong_ones_are_refused() {
     assert_eq!(created["kind"], "Lease");
     assert_eq!(created["apiVersion"], "coordination.k8s.io/v1");
     assert_eq!(server.lease(NS, "l1").unwrap()["kind"], "Lease");
+    bare["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"].clone();
     let (code, replaced) = raw_call(&server, "PUT", &format!("{LEASES}/l1"), None, &bare);
     assert_eq!((code, &replaced["kind"]), (200, &json!("Lease")));
 

@@ -13,6 +13,7 @@ use super::namespaces;
 use super::openapi;
 use super::owners::Owners;
 use super::patch::{self, PatchType};
+use super::protobuf;
 use super::resource::{Api, Route};
 use super::selector::Selection;
 use super::stats::Kind;
@@ -154,13 +155,22 @@ fn list_item(mut obj: Value) -> Value {
     obj
 }
 
-/// A JSON or YAML body (YAML turned into JSON), or the 415.
-fn object_body(req: &Request) -> Result<Vec<u8>, Response> {
+/// A JSON or YAML body (YAML turned into JSON), or the 415; for a
+/// Namespace, the protobuf `kubectl create namespace` sends, too.
+fn object_body(req: &Request, api: Api) -> Result<Vec<u8>, Response> {
     let content_type = req.header("content-type");
+    let media = content_type
+        .and_then(|ct| ct.split(';').next())
+        .map_or("", str::trim);
     if yaml_body::is_yaml(content_type) {
         yaml_body::to_json(&req.body)
     } else if decode::is_json(content_type) {
         Ok(req.body.clone())
+    } else if let Some(ns) = (api == Api::Namespaces && media == protobuf::MEDIA_TYPE)
+        .then(|| protobuf::namespace(&req.body))
+        .flatten()
+    {
+        Ok(ns.to_string().into_bytes())
     } else {
         Err(status::unsupported_media_type(content_type.unwrap_or("")))
     }
@@ -177,14 +187,14 @@ pub(crate) fn handle(store: &mut Store, route: &Route, req: &Request) -> Respons
         (Route::Collection { api, ns }, "GET") if !is_watch(req) => list(store, *api, ns, req),
         (Route::Collection { api, ns }, "POST") if !ns.is_empty() || !api.namespaced() => {
             Options::of(req, "CreateOptions").and_then(|opts| {
-                let body = object_body(req)?;
+                let body = object_body(req, *api)?;
                 let d = decode::decode(*api, &body, ns, opts.validation)?;
                 create(store, *api, ns, d, &opts, None)
             })
         }
         (Route::Object { api, ns, name }, "PUT") => {
             Options::of(req, "UpdateOptions").and_then(|opts| {
-                let body = object_body(req)?;
+                let body = object_body(req, *api)?;
                 let d = decode::decode(*api, &body, ns, opts.validation)?;
                 update(store, *api, ns, name, d, &opts, None)
             })

@@ -87,10 +87,7 @@ impl Options {
                 .take(128)
                 .collect()
         });
-        let force = match req.query("force") {
-            None => None,
-            Some(f) => Some(f == "true" || f == "1"),
-        };
+        let force = req.query("force").map(|f| f == "true" || f == "1");
         if !causes.is_empty() {
             return Err(status::invalid_object("meta.k8s.io", kind, "", &causes));
         }

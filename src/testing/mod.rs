@@ -2,11 +2,13 @@
 //!
 //! [`TestApiServer`] serves the Lease subset of the Kubernetes API on
 //! `127.0.0.1` (an ephemeral port), over plain HTTP or TLS, from ordinary
-//! threads: GET/POST/PUT of `coordination.k8s.io/v1` Leases with
-//! optimistic concurrency, watches, core/v1 Event creation, bearer-token
-//! and client-certificate authentication. It validates like the real API
-//! server and answers errors with real `Status` bodies, so a program that
-//! works against it behaves the same against a cluster. Faults (error
+//! threads: `coordination.k8s.io/v1` Leases with optimistic concurrency,
+//! core/v1 and `events.k8s.io/v1` Events, Namespaces, watches, bearer-token
+//! and client-certificate authentication. It answers the calls the
+//! official Go, Python and JavaScript clients make as kube-apiserver 1.34
+//! does, validates like it and answers errors with real `Status` bodies,
+//! so a program that works against it behaves the same against a cluster,
+//! and one that a cluster would refuse is refused here too. Faults (error
 //! statuses, latency, dropped connections, garbage bodies, outages, token
 //! rotation) can be injected while a test runs.
 //!
@@ -97,32 +99,79 @@
 //!
 //! # Endpoints
 //!
-//! - `GET|PUT|PATCH|DELETE /apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}`
-//!   (`PATCH`: JSON merge patch, or a strategic merge patch without
-//!   directives; `DELETE`: `DeleteOptions` preconditions are checked)
-//! - `POST /apis/coordination.k8s.io/v1/namespaces/{ns}/leases`
-//! - `GET /apis/coordination.k8s.io/v1/namespaces/{ns}/leases` and
-//!   `GET /apis/coordination.k8s.io/v1/leases` (every namespace): a
-//!   `LeaseList`, filtered by a `fieldSelector` on `metadata.name` and
-//!   `metadata.namespace` and by a `labelSelector` (`app=x`, `app!=x`,
-//!   `app in (x,y)`, `app notin (x)`, `app`, `!app`, `n>1`); with
-//!   `watch=true` a watch stream (`resourceVersion`, `timeoutSeconds`,
-//!   both selectors; a change that takes a Lease out of the label selection
-//!   is sent as `DELETED`, one that brings it in as `ADDED`, as
-//!   kube-apiserver sends them)
-//! - `POST /api/v1/namespaces/{ns}/events`, `GET` of one Event, and
-//!   `GET /api/v1/namespaces/{ns}/events` or `/api/v1/events`: an
-//!   `EventList`, with the field selectors the API server allows on Events
-//!   (`involvedObject.name`, `reason`, `type`, ...)
-//! - discovery for kubectl: `/version`, `/api`, `/api/v1`, `/apis`,
-//!   `/apis/coordination.k8s.io`, `/apis/coordination.k8s.io/v1` (legacy
+//! - Leases: `/apis/coordination.k8s.io/v1/namespaces/{ns}/leases[/{name}]`
+//!   and `/apis/coordination.k8s.io/v1/leases` (every namespace)
+//! - core/v1 Events: `/api/v1/namespaces/{ns}/events[/{name}]` and
+//!   `/api/v1/events`; `events.k8s.io/v1` Events:
+//!   `/apis/events.k8s.io/v1/namespaces/{ns}/events[/{name}]` and
+//!   `/apis/events.k8s.io/v1/events`, the same objects under the other
+//!   group's field names (`regarding`, `note`, `reportingController`,
+//!   `deprecated*`), created with that group's stricter validation
+//! - Namespaces: `/api/v1/namespaces[/{name}]`
+//!
+//! On each: `GET` (one object, or a list filtered by a `fieldSelector`
+//! on the fields the API server allows and a `labelSelector`: `app=x`,
+//! `app!=x`, `app in (x,y)`, `app notin (x)`, `app`, `!app`, `n>1`), `POST`,
+//! `PUT`, `PATCH`, `DELETE` (`DeleteOptions` preconditions are checked),
+//! `DELETE` of a collection (not of Namespaces, as kube-apiserver), and
+//! `GET ...?watch=true`.
+//!
+//! - **Namespaces** exist as objects: `default`, `kube-system`,
+//!   `kube-public` and `kube-node-lease` at start;
+//!   [`add_namespace`](TestApiServer::add_namespace) or a `POST` adds one.
+//!   Creating an object in a namespace that does not exist is a 404
+//!   (`namespaces "x" not found`, the `NamespaceLifecycle` admission's
+//!   answer); the first three may not be deleted (403). Deleting a
+//!   namespace is immediate here (its objects go with it; a cluster shows it
+//!   `Terminating` meanwhile).
+//! - **Writes** are decoded as the API server decodes them: explicit
+//!   `null`s are dropped, and so are unknown fields, each named in a
+//!   `Warning: 299 - "unknown field \"spec.foo\""` header (the default
+//!   `fieldValidation=Warn`; `Strict` refuses them with a 400, `Ignore`
+//!   drops them silently). `dryRun=All` answers as the write would and
+//!   stores nothing. A `PUT` of a Lease must carry `metadata.resourceVersion`
+//!   (422 otherwise: Leases allow no unconditional update); a `PUT` of a
+//!   missing Lease or Event creates it.
+//! - **`PATCH`** takes JSON patch (`application/json-patch+json`, RFC 6902;
+//!   an operation that does not apply is a 422), JSON merge patch, a
+//!   strategic merge patch (which for these types' maps and scalars merges
+//!   the same way; its `$patch`-style directives are refused with a 400),
+//!   and server-side apply.
+//! - **Server-side apply** (`application/apply-patch+yaml`) is a subset:
+//!   `fieldManager` is required (422); a missing object is created from the
+//!   configuration; otherwise the applied fields are merged in, the fields
+//!   this manager applied before and no longer applies are removed unless
+//!   another manager owns them, and changing a field another manager owns
+//!   (by apply, or by a create, update or patch, whose manager is
+//!   `fieldManager` or the `User-Agent` up to its first `/`) is a 409
+//!   `Apply failed with 1 conflict: conflict with "m" ...` unless
+//!   `force=true`. Not modelled, and refused with a 400 that says so: lists
+//!   in the configuration (kube-apiserver merges `ownerReferences` by uid
+//!   and `finalizers` as a set) and apply through `events.k8s.io/v1`.
+//!   Ownership is kept by the server but not shown in
+//!   `metadata.managedFields`.
+//! - **Watches** (`resourceVersion`, `timeoutSeconds`, both selectors):
+//!   without a `resourceVersion` (or with `0`) the current objects come
+//!   first as `ADDED`; with one, every change after it is replayed from a
+//!   window of the last 1,000 changes per resource, and an older one gets
+//!   a single `ERROR` event carrying a 410 `Expired` Status (`too old
+//!   resource version: 1 (1204)`), as kube-apiserver's watch cache answers.
+//!   A change that takes an object out of the label selection is sent as
+//!   `DELETED`, one that brings it in as `ADDED`. With
+//!   `allowWatchBookmarks=true`, `BOOKMARK` events come every minute and
+//!   2 s before `timeoutSeconds` runs out; `sendInitialEvents=true` ends
+//!   the initial `ADDED` events with the `k8s.io/initial-events-end`
+//!   bookmark.
+//! - Discovery for kubectl and the clients: `/version`, `/api`, `/api/v1`,
+//!   `/apis`, `/apis/{coordination.k8s.io,events.k8s.io}[/v1]` (legacy
 //!   discovery; kubectl falls back to it from the aggregated form), and
 //!   `/openapi/v3` for the Lease paths only, so kubectl validates on the
-//!   server (`fieldValidation=Strict`: unknown fields are refused)
+//!   server (`fieldValidation=Strict`).
 //!
 //! A `GET` that accepts `application/json;as=Table;v=v1;g=meta.k8s.io` (as
 //! `kubectl get` does) gets a `Table` with the columns the real API server
-//! prints (`NAME HOLDER AGE` for Leases), also in watch events.
+//! prints (`NAME HOLDER AGE` for Leases, `NAME STATUS AGE` for
+//! Namespaces), also in watch events.
 //!
 //! Everything else is a 404 `Status`; a wrong method a 405 `Status`.
 //! Bodies are capped at 1 MiB (413) and must be JSON (`Content-Type:
@@ -133,10 +182,6 @@
 //! a different one is a 400. `acquireTime` and `renewTime` are stored and
 //! returned as kube-apiserver re-serialises a MicroTime: UTC, six digits,
 //! `Z` (`...T02:00:00.123456+02:00` is stored as `...T00:00:00.123456Z`).
-//! A `PUT` of a Lease that does not exist is a 404 (the real API server
-//! would create it when no `resourceVersion` is sent). Unknown fields are
-//! stored as sent unless `fieldValidation=Strict` (the real server drops
-//! them). A write with `dryRun` is refused (400).
 //!
 //! Requests are read by the small HTTP/1.1 core the crate's health
 //! endpoint also uses: a request head (request line and header fields)
@@ -150,8 +195,9 @@
 //! [`write_kubeconfig`](TestApiServer::write_kubeconfig) writes a
 //! kubeconfig for the server; with it `kubectl get leases -A`, `get lease
 //! X -o jsonpath=...`, `get lease X -w`, `describe lease X`, `create -f`,
-//! `replace -f`, `edit`, `patch`, `label`, `annotate`, `delete lease X`
-//! and `get events` work as against a cluster. `cargo run --example
+//! `replace -f`, `edit`, `patch`, `label`, `annotate`, `delete lease X`,
+//! `create namespace`, `get namespaces` and `get events` work as against a
+//! cluster. `cargo run --example
 //! test_server -- --kubeconfig PATH [--tls] [--token T]` runs one on its
 //! own.
 
@@ -168,6 +214,7 @@ mod namespaces;
 mod openapi;
 mod owners;
 mod patch;
+mod protobuf;
 mod resource;
 mod schema;
 mod selector;
