@@ -176,10 +176,7 @@ fn handover(server: &TestApiServer, watch: bool, release: bool) -> Res<Vec<Durat
 
 fn last_renew_instant(server: &TestApiServer, name: &str) -> Res<Instant> {
     let lease = server.lease(NS, name).ok_or("lease exists")?;
-    let renewed: MicroTime = lease["spec"]["renewTime"]
-        .as_str()
-        .ok_or("lease has a renewTime")?
-        .parse()?;
+    let renewed: MicroTime = lease.record().renew_time.ok_or("lease has a renewTime")?;
     let (now, wall) = (Instant::now(), SystemTime::now());
     let ago = wall.duration_since(renewed.to_system_time())?;
     Ok(now
@@ -384,12 +381,12 @@ fn storm_table(server: &TestApiServer) -> Res<()> {
         ),
         (
             "500 storm",
-            |s| s.inject(Fault::status(500).times(usize::MAX)),
+            |s| s.inject(Fault::status(500).forever()),
             TestApiServer::clear_faults,
         ),
         (
             "connections dropped after the request",
-            |s| s.inject(Fault::drop_connection().times(usize::MAX)),
+            |s| s.inject(Fault::drop_connection().forever()),
             TestApiServer::clear_faults,
         ),
     ];
@@ -553,7 +550,7 @@ fn lateness_table() -> Res<()> {
         // Into steady renewing before the fault.
         std::thread::sleep(cfg.retry_period * 3 / 2);
         for f in faults {
-            server.inject(f.bearer("leader").times(usize::MAX));
+            server.inject(f.bearer("leader").forever());
         }
         let stopped = wait_stopped(&lrx, deadline * 3);
         server.clear_faults();
@@ -648,11 +645,7 @@ fn held_request(server: &TestApiServer) -> Res<()> {
 
     let (leader, rx, _) = candidate(ClientConfig::new(server.url()), "hung", "leader", &cfg)?;
     wait_leading(&rx)?;
-    server.inject(
-        Fault::hang()
-            .path_contains("/leases/hung")
-            .times(usize::MAX),
-    );
+    server.inject(Fault::hang().path_contains("/leases/hung").forever());
     let stopped = wait_stopped(&rx, deadline * 2);
     server.clear_faults();
     match (stopped, leader.last_renew()) {
@@ -721,7 +714,7 @@ fn elect_footprint(server: &TestApiServer, path: &str) -> Res<()> {
     let status = child.wait()?;
     let released = server
         .lease(NS, "footprint")
-        .map(|l| l["spec"]["holderIdentity"] == "");
+        .map(|l| l.record().holder_identity.is_empty());
     println!("\n| elect binary while leading | peak RSS (VmHWM) {hwm} | threads {threads} (main, elector, stdin, signals, forwarder) | exit {status}, lease released: {released:?} |");
     Ok(())
 }
@@ -928,7 +921,7 @@ fn lease_elect_table(path: &str) -> Res<()> {
     let status = le.child.wait()?;
     let released = server
         .lease(NS, "footprint")
-        .map(|l| l["spec"]["holderIdentity"] == "");
+        .map(|l| l.record().holder_identity.is_empty());
     println!("\n| lease-elect over TLS with a token, `--health-addr`, `-- sleep 1000`, while leading | peak RSS (VmHWM) | threads |");
     println!("|---|---|---|");
     println!("| lease-elect (GET /healthz: {healthz}) | {hwm} | {threads} ({names}) |");
@@ -962,7 +955,7 @@ fn lease_elect_table(path: &str) -> Res<()> {
         start.push(since(leading, started));
         // Lead for a few renewals, then fail every request.
         std::thread::sleep(RETRY * 4);
-        server.inject(Fault::status(500).times(usize::MAX));
+        server.inject(Fault::status(500).forever());
         let stopped = le.wait_line("STOPPED")?;
         let ended = wait_stamp(&stamp.with_extension("stop"), LEASE)?;
         stop.push(since(stopped, ended));

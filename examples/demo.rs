@@ -95,9 +95,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let lease = server
             .lease("demo", "demo-operator")
             .ok_or("the lease should exist")?;
+        let record = lease.record();
         println!(
-            "          lease holder={} leaseTransitions={}",
-            lease["spec"]["holderIdentity"], lease["spec"]["leaseTransitions"]
+            "          lease holder={:?} leaseTransitions={}",
+            record.holder_identity, record.leader_transitions
         );
         if round == 3 {
             break;

@@ -21,6 +21,8 @@
 
 mod common;
 
+use common::RawLeases;
+
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -340,24 +342,19 @@ enum LeaderFault {
 impl LeaderFault {
     /// The rules that fault the requests bearing `token`, and only them.
     fn rules(self, token: &str) -> Vec<Fault> {
-        let forever = usize::MAX;
-        let slow = || {
-            Fault::latency(slow_error_delay())
-                .bearer(token)
-                .times(forever)
-        };
+        let slow = || Fault::latency(slow_error_delay()).bearer(token).forever();
         match self {
-            LeaderFault::Slow401 => vec![slow(), Fault::status(401).bearer(token).times(forever)],
-            LeaderFault::Hang => vec![Fault::hang().bearer(token).times(forever)],
-            LeaderFault::Slow500 => vec![slow(), Fault::status(500).bearer(token).times(forever)],
+            LeaderFault::Slow401 => vec![slow(), Fault::status(401).bearer(token).forever()],
+            LeaderFault::Hang => vec![Fault::hang().bearer(token).forever()],
+            LeaderFault::Slow500 => vec![slow(), Fault::status(500).bearer(token).forever()],
             LeaderFault::HugeRetryAfter => vec![
                 Fault::retry_after(429, "18446744073709551615")
                     .method("PUT")
                     .bearer(token)
-                    .times(forever),
+                    .forever(),
                 Fault::retry_after(429, "99999999999999999999")
                     .bearer(token)
-                    .times(forever),
+                    .forever(),
             ],
         }
     }
@@ -577,7 +574,7 @@ impl Chaos {
 
     fn holder(&self) -> String {
         self.server
-            .lease(NS, LEASE)
+            .lease_value(NS, LEASE)
             .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_string))
             .unwrap_or_default()
     }
@@ -742,18 +739,17 @@ impl Chaos {
     /// leader and let lingering requests finish.
     fn fault(&mut self, phase: Phase) -> Duration {
         let server = &self.server;
-        let forever = usize::MAX;
         let span = match phase {
             Phase::Latency { delay, span } => {
-                server.inject(Fault::latency(delay).times(forever));
+                server.inject(Fault::latency(delay).forever());
                 span
             }
             Phase::DroppedConnections { span } => {
-                server.inject(Fault::drop_connection().times(forever));
+                server.inject(Fault::drop_connection().forever());
                 span
             }
             Phase::ConflictStorm { span } => {
-                server.inject(Fault::status(409).method("PUT").times(forever));
+                server.inject(Fault::status(409).method("PUT").forever());
                 span
             }
             Phase::Outage { span } => {
@@ -764,16 +760,16 @@ impl Chaos {
             // retry given a fresh cap (not what is left of the round) ends
             // the term up to a cap late.
             Phase::SlowErrors { span } => {
-                server.inject(Fault::latency(slow_error_delay()).times(forever));
-                server.inject(Fault::status(500).times(forever));
+                server.inject(Fault::latency(slow_error_delay()).forever());
+                server.inject(Fault::status(500).forever());
                 span
             }
             // A read that never comes back after a failed write: only the
             // round's deadline ends it in time.
             Phase::PutFailsGetHangs { put_delay, span } => {
-                server.inject(Fault::latency(put_delay).method("PUT").times(forever));
-                server.inject(Fault::status(500).method("PUT").times(forever));
-                server.inject(Fault::hang().method("GET").times(forever));
+                server.inject(Fault::latency(put_delay).method("PUT").forever());
+                server.inject(Fault::status(500).method("PUT").forever());
+                server.inject(Fault::hang().method("GET").forever());
                 span
             }
             Phase::ErrorStorm { span } | Phase::Malformed { span } => span,
@@ -1164,7 +1160,11 @@ fn chaos_never_two_leaders() {
     // 3. leaseTransitions.
     let takeovers = chaos.takeovers();
     let expected = takeovers.transitions;
-    let spec = chaos.server.lease(NS, LEASE).expect("the lease exists")["spec"].clone();
+    let spec = chaos
+        .server
+        .lease_value(NS, LEASE)
+        .expect("the lease exists")["spec"]
+        .clone();
     assert_eq!(
         spec["leaseTransitions"].as_u64().unwrap_or(0),
         expected,
@@ -1535,7 +1535,7 @@ impl Storm {
     fn begin(self, server: &TestApiServer) {
         match self {
             Storm::Outage => server.set_outage(true),
-            Storm::ServerErrors => server.inject(Fault::status(500).times(usize::MAX)),
+            Storm::ServerErrors => server.inject(Fault::status(500).forever()),
         }
     }
 

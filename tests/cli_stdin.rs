@@ -19,8 +19,10 @@ use std::time::{Duration, Instant};
 use lease_elector::testing::TestApiServer;
 
 mod common;
+
 use common::procs::state;
 use common::tempdir::TempDir;
+use common::RawLeases;
 use common::{example, WAIT};
 
 /// How long a program must keep running on its own.
@@ -88,7 +90,7 @@ impl Program {
 fn works(program: Program, server: &TestApiServer, lease: &str, up: &str) -> bool {
     match program {
         Program::LeaseElect | Program::Elect => {
-            let renew = server.lease("stdin", lease).and_then(|l| {
+            let renew = server.lease_value("stdin", lease).and_then(|l| {
                 l["spec"]["renewTime"]
                     .as_str()
                     .and_then(|t| t.parse::<lease_elector::MicroTime>().ok())

@@ -2,6 +2,10 @@
 //! `from_config`, an elector acquiring and releasing the Lease on the
 //! embedded API server, and the LeaderElection Events it records there.
 
+mod common;
+
+use common::RawLeases;
+
 use std::time::Duration;
 
 use lease_elector::openshift::{self, Election, LeaderElection};
@@ -41,10 +45,10 @@ fn config_to_leadership_and_events() {
         .any(|e| matches!(e, LeaderEvent::StoppedLeading { .. })));
 
     let lease = server
-        .lease("team-a", "e2e-lock")
+        .lease_value("team-a", "e2e-lock")
         .expect("the lease was created");
     assert_eq!(lease["spec"]["holderIdentity"].as_str().unwrap_or(""), "");
-    let recorded = server.events();
+    let recorded = server.event_values();
     let messages: Vec<&str> = recorded
         .iter()
         .map(|e| e["message"].as_str().unwrap())

@@ -14,7 +14,9 @@ use std::time::Duration;
 use lease_elector::testing::TestApiServer;
 
 mod common;
+
 use common::tempdir::TempDir;
+use common::RawLeases;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -129,13 +131,13 @@ fn sigterm_releases_and_exits_zero() {
     b.expect("NEW_LEADER cli-b");
     b.expect("LEADING cli-b");
     assert_eq!(
-        server.lease("cli", "lock").unwrap()["spec"]["leaseTransitions"],
+        server.lease_value("cli", "lock").unwrap()["spec"]["leaseTransitions"],
         1
     );
     b.signal("-INT");
     b.expect("STOPPED cli-b");
     assert_eq!(b.exit_code(), Some(0));
-    let spec = &server.lease("cli", "lock").unwrap()["spec"];
+    let spec = &server.lease_value("cli", "lock").unwrap()["spec"];
     assert_eq!(
         spec["holderIdentity"], "cli-b",
         "no --release-on-cancel: kept"
@@ -153,7 +155,7 @@ fn closing_stdin_stops_it() {
     a.expect("STOPPED cli-c");
     assert_eq!(a.exit_code(), Some(0));
     assert_eq!(
-        server.lease("cli", "lock").unwrap()["spec"]["holderIdentity"],
+        server.lease_value("cli", "lock").unwrap()["spec"]["holderIdentity"],
         ""
     );
 }
@@ -215,7 +217,7 @@ users:
         a.expect(&format!("LEADING {id}"));
         // The namespace came from the kubeconfig context.
         assert_eq!(
-            server.lease("cli", "lock").unwrap()["spec"]["holderIdentity"],
+            server.lease_value("cli", "lock").unwrap()["spec"]["holderIdentity"],
             id.as_str()
         );
         drop(a.child.stdin.take());
@@ -258,7 +260,7 @@ fn a_forged_holder_identity_yields_one_escaped_event_line_and_no_escape() {
     let server = TestApiServer::start().unwrap();
     server.add_namespace("cli");
     let now = lease_elector::lease::MicroTime::from_system_time(std::time::SystemTime::now());
-    server.put_lease(
+    server.put_value(
         "cli",
         serde_json::json!({
             "apiVersion": "coordination.k8s.io/v1",
@@ -396,11 +398,11 @@ fn transitions_are_recorded_as_events_unless_no_events() {
     a.expect("NEW_LEADER cli-ev");
     a.expect("LEADING cli-ev");
     let deadline = std::time::Instant::now() + WAIT;
-    while server.events().is_empty() {
+    while server.event_values().is_empty() {
         assert!(std::time::Instant::now() < deadline, "no event recorded");
         thread::sleep(Duration::from_millis(10));
     }
-    assert_eq!(server.events()[0]["reason"], "LeaderElection");
+    assert_eq!(server.event_values()[0]["reason"], "LeaderElection");
     a.signal("-TERM");
     a.expect("STOPPED cli-ev");
     assert_eq!(a.exit_code(), Some(0));
@@ -415,7 +417,7 @@ fn transitions_are_recorded_as_events_unless_no_events() {
     b.signal("-TERM");
     b.expect("STOPPED cli-ne");
     assert_eq!(b.exit_code(), Some(0));
-    assert!(server.events().is_empty());
+    assert!(server.event_values().is_empty());
 }
 
 /// `elect` (the README's walk-through runs it) tells on stderr, at its
@@ -492,7 +494,7 @@ fn warnings_reach_stderr_naming_the_server_and_the_reason_for_a_lost_lease() {
     let mut child = run(&server.url());
     let lines = stderr_lines(&mut child.0);
     common::eventually("elect leads", || {
-        server.lease("cli", "lock").is_some_and(|l| {
+        server.lease_value("cli", "lock").is_some_and(|l| {
             l["spec"]["holderIdentity"]
                 .as_str()
                 .is_some_and(|h| !h.is_empty())

@@ -209,7 +209,7 @@ fn hung_api_server_cannot_delay_step_down_past_the_deadline() {
             _ => continue,
         }
     };
-    server.inject(Fault::latency(Duration::from_secs(60)).times(usize::MAX));
+    server.inject(Fault::latency(Duration::from_secs(60)).forever());
     let stopped = loop {
         match events.recv_timeout(WAIT).unwrap() {
             LeaderEvent::StoppedLeading { at, .. } => break at,
@@ -278,8 +278,7 @@ fn conflict_storm_longer_than_deadline_steps_down() {
     let mut c = Cluster::new();
     c.add("a", timings());
     c.step_until(STEP, SECOND * 5, |c| c.leaders() == ["a"]);
-    c.server
-        .inject(Fault::status(409).method("PUT").times(usize::MAX));
+    c.server.inject(Fault::status(409).method("PUT").forever());
     c.step_until(STEP, SECOND * 15, |c| c.candidates[0].stopped() == 1);
     assert!(c.leaders().is_empty());
 }
@@ -295,7 +294,7 @@ fn malformed_answers_are_errors_not_panics() {
         "metadata": {"name": "l", "namespace": NS},
         "spec": {"holderIdentity": "x", "leaseDurationSeconds": 15}
     });
-    server.put_lease(NS, seed);
+    server.put_value(NS, seed);
     let bodies: Vec<(&str, Vec<u8>)> = vec![
         ("truncated", br#"{"kind":"Lease","metadata":{"na"#.to_vec()),
         ("wrong types", br#"{"kind":"Lease","metadata":{"name":"l"},"spec":{"leaseDurationSeconds":"fifteen"}}"#.to_vec()),
@@ -414,7 +413,7 @@ fn token_file_is_reread_every_minute_even_without_a_401() {
         .build()
         .unwrap();
     server.add_namespace(NS);
-    server.put_lease(
+    server.put_value(
         NS,
         serde_json::json!({"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"l"}}),
     );
@@ -487,7 +486,7 @@ fn tls_with_ca_and_client_certificate() {
 #[test]
 fn fields_the_elector_does_not_model_survive_renewals() {
     let mut c = Cluster::new();
-    c.server.put_lease(
+    c.server.put_value(
         NS,
         serde_json::json!({
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -500,7 +499,7 @@ fn fields_the_elector_does_not_model_survive_renewals() {
     c.add("a", timings());
     c.step_until(STEP, SECOND * 5, |c| c.leaders() == ["a"]);
     c.step(Duration::from_secs(2));
-    let lease = c.server.lease(NS, LEASE).unwrap();
+    let lease = c.server.lease_value(NS, LEASE).unwrap();
     assert_eq!(lease["metadata"]["ownerReferences"][0]["name"], "owner");
     assert_eq!(lease["metadata"]["annotations"]["note"], "keep me");
     assert_eq!(lease["metadata"]["labels"]["team"], "x");
@@ -511,7 +510,7 @@ fn fields_the_elector_does_not_model_survive_renewals() {
 fn hostile_but_decodable_leases_do_not_wedge_the_elector() {
     // No spec at all: an empty record, free to take.
     let mut c = Cluster::new();
-    c.server.put_lease(
+    c.server.put_value(
         NS,
         serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": LEASE}}),
     );
@@ -522,7 +521,7 @@ fn hostile_but_decodable_leases_do_not_wedge_the_elector() {
     // A holder that wrote a negative duration: read as already expired
     // (as client-go does), so it cannot hold the lease for ever.
     let mut c = Cluster::new();
-    c.server.put_lease(
+    c.server.put_value(
         NS,
         serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": LEASE},

@@ -15,8 +15,10 @@ use lease_elector::testing::TestApiServer;
 use lease_elector::{Client, ClientConfig, Deadline, ManualClock};
 
 mod common;
+
 use common::logs::logs;
 use common::tempdir::TempDir;
+use common::RawLeases;
 
 /// What a request is given; a read that blocks is caught well within it.
 const BUDGET: Duration = Duration::from_secs(5);
@@ -238,7 +240,7 @@ fn a_token_file_that_later_fails_to_read_keeps_the_last_token_and_warns_once_per
     logs();
     let server = TestApiServer::builder().tokens(&["first"]).build().unwrap();
     server.add_namespace("ns");
-    server.put_lease(
+    server.put_value(
         "ns",
         serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                            "metadata": {"name": "probe"}}),

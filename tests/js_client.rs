@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use common::tempdir::TempDir;
+use common::RawLeases;
 use lease_elector::testing::TestApiServer;
 use serde_json::Value;
 
@@ -196,7 +197,7 @@ fn a_watch_from_before_the_window_gets_410_expired() {
         |server| {
             // More changes than the window keeps (1,000 per resource).
             for i in 0..1001 {
-                server.put_lease(
+                server.put_value(
                     NS,
                     serde_json::json!({ "metadata": { "name": format!("churn-{}", i % 3) } }),
                 );
@@ -248,7 +249,8 @@ fn events_k8s_io_v1_is_discovered_created_read_as_core_and_patched() {
     for server in servers {
         let events = server.events();
         assert_eq!(events.len(), 1, "{events:#?}");
-        assert_eq!(events[0]["reportingComponent"], "js.example/elector");
+        assert_eq!(events[0].component, "js.example/elector");
+        assert_eq!(events[0].message, "js-1 became leader");
     }
 }
 
@@ -296,7 +298,7 @@ fn a_put_without_resource_version_is_422_and_nulls_and_unknown_fields_are_droppe
         |_| {},
     );
     for server in servers {
-        let stored = server.lease(NS, "nu").expect("created");
+        let stored = server.lease_value(NS, "nu").expect("created");
         assert!(stored["spec"].get("holderIdentity").is_none(), "{stored}");
         assert!(stored["spec"].get("bogus").is_none(), "{stored}");
         assert!(stored["metadata"].get("annotations").is_none(), "{stored}");

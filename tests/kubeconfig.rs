@@ -9,8 +9,10 @@ use lease_elector::{Client, ClientConfig, Deadline, Error};
 use serde_json::json;
 
 mod common;
+
 use common::logs::logs;
 use common::tempdir::TempDir;
+use common::RawLeases;
 
 fn base64(data: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -109,7 +111,7 @@ fn mtls_server_and_files() -> (TestApiServer, TempDir) {
 }
 
 fn reaches(cfg: ClientConfig, server: &TestApiServer) {
-    server.put_lease(
+    server.put_value(
         "ns",
         json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "probe"}}),
     );

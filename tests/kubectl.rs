@@ -8,6 +8,8 @@
 
 mod common;
 
+use common::RawLeases;
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -226,7 +228,7 @@ fn lease_yaml(name: &str, holder: &str, extra_spec: &str) -> String {
 }
 
 fn holder(server: &TestApiServer, ns: &str, name: &str) -> Option<String> {
-    server.lease(ns, name).map(|l| {
+    server.lease_value(ns, name).map(|l| {
         l["spec"]["holderIdentity"]
             .as_str()
             .unwrap_or("")
@@ -246,8 +248,8 @@ fn rows(table: &str) -> Vec<Vec<&str>> {
 fn get_leases_all_namespaces_prints_each_lease_with_its_holder() {
     let server = TestApiServer::start().unwrap();
     let k = kubectl_or_skip!(&server, None);
-    server.put_lease("default", lease("web", "pod-a"));
-    server.put_lease("kube-system", lease("kube-scheduler", "node-1_abc"));
+    server.put_value("default", lease("web", "pod-a"));
+    server.put_value("kube-system", lease("kube-scheduler", "node-1_abc"));
 
     let all = k.ok(&["get", "leases", "-A"]);
     let all = rows(&all);
@@ -274,7 +276,7 @@ fn get_leases_all_namespaces_prints_each_lease_with_its_holder() {
 fn get_lease_jsonpath_prints_the_holder_and_a_missing_lease_is_not_found() {
     let server = TestApiServer::start().unwrap();
     let k = kubectl_or_skip!(&server, None);
-    server.put_lease("default", lease("web", "pod-a"));
+    server.put_value("default", lease("web", "pod-a"));
 
     let out = k.ok(&[
         "get",
@@ -285,7 +287,7 @@ fn get_lease_jsonpath_prints_the_holder_and_a_missing_lease_is_not_found() {
     ]);
     assert_eq!(out, "pod-a");
     let json: Value = serde_json::from_str(&k.ok(&["get", "lease", "web", "-o", "json"])).unwrap();
-    assert_eq!(json, server.lease("default", "web").unwrap());
+    assert_eq!(json, server.lease_value("default", "web").unwrap());
 
     let err = k.fails(&["get", "lease", "nope"]);
     assert_eq!(
@@ -351,8 +353,8 @@ fn create_replace_and_delete_from_files() {
         k.ok(&["delete", "lease", "a"]).trim(),
         r#"lease.coordination.k8s.io "a" deleted"#
     );
-    assert!(server.lease("default", "a").is_none());
-    assert!(server.lease("default", "b").is_some());
+    assert!(server.lease_value("default", "a").is_none());
+    assert!(server.lease_value("default", "b").is_some());
     let err = k.fails(&["delete", "lease", "a"]);
     assert_eq!(
         err.trim(),
@@ -364,7 +366,7 @@ fn create_replace_and_delete_from_files() {
 fn patch_edit_label_and_annotate_change_the_stored_lease() {
     let server = TestApiServer::start().unwrap();
     let k = kubectl_or_skip!(&server, None);
-    server.put_lease("default", lease("web", "pod-a"));
+    server.put_value("default", lease("web", "pod-a"));
 
     k.ok(&[
         "patch",
@@ -394,7 +396,7 @@ fn patch_edit_label_and_annotate_change_the_stored_lease() {
 
     k.ok(&["label", "lease", "web", "app=web"]);
     k.ok(&["annotate", "lease", "web", "owner=team-a"]);
-    let stored = server.lease("default", "web").unwrap();
+    let stored = server.lease_value("default", "web").unwrap();
     assert_eq!(stored["metadata"]["labels"], json!({"app": "web"}));
     assert_eq!(
         stored["metadata"]["annotations"],
@@ -424,7 +426,7 @@ fn get_with_a_label_selector_lists_only_the_matching_leases() {
         if let Some(app) = app {
             l["metadata"]["labels"] = json!({ "app": app });
         }
-        server.put_lease("default", l);
+        server.put_value("default", l);
     }
     let names = |selector: &str| {
         k.ok(&["get", "leases", "-l", selector, "-o", "name"])
@@ -449,7 +451,7 @@ fn get_with_a_label_selector_lists_only_the_matching_leases() {
 fn get_lease_watch_prints_each_change() {
     let server = TestApiServer::start().unwrap();
     let k = kubectl_or_skip!(&server, None);
-    server.put_lease("default", lease("web", "pod-a"));
+    server.put_value("default", lease("web", "pod-a"));
 
     let watch = Streaming::start(&k, &["get", "lease", "web", "-w"]);
     let first = watch.line_with("web", WAIT).expect("the current state");
@@ -464,9 +466,9 @@ fn get_lease_watch_prints_each_change() {
     }
     let mut seen = None;
     for attempt in 0..10 {
-        let mut changed = server.lease("default", "web").unwrap();
+        let mut changed = server.lease_value("default", "web").unwrap();
         changed["spec"]["holderIdentity"] = format!("pod-b{attempt}").into();
-        server.put_lease("default", changed);
+        server.put_value("default", changed);
         seen = watch.line_with("pod-b", Duration::from_secs(2));
         if seen.is_some() {
             break;
@@ -485,8 +487,8 @@ fn get_lease_watch_prints_each_change() {
 fn get_events_and_describe_show_posted_events() {
     let server = TestApiServer::start().unwrap();
     let k = kubectl_or_skip!(&server, None);
-    server.put_lease("default", lease("web", "pod-a"));
-    let uid = server.lease("default", "web").unwrap()["metadata"]["uid"].clone();
+    server.put_value("default", lease("web", "pod-a"));
+    let uid = server.lease_value("default", "web").unwrap()["metadata"]["uid"].clone();
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let event = json!({
         "apiVersion": "v1",
@@ -593,7 +595,7 @@ fn kubectl_over_tls_sees_an_elector_and_hands_its_lease_to_another() {
     );
     // The recorder sends from its own thread: wait for the Event to land.
     let deadline = Instant::now() + WAIT;
-    while server.events().is_empty() {
+    while server.event_values().is_empty() {
         assert!(Instant::now() < deadline, "the elector recorded no Event");
         thread::sleep(Duration::from_millis(10));
     }
@@ -630,7 +632,7 @@ fn kubectl_over_tls_sees_an_elector_and_hands_its_lease_to_another() {
     }
     assert!(replaced, "kubectl replace kept conflicting");
     let replaced_at = Instant::now();
-    let taken = server.lease("default", "my-operator").unwrap();
+    let taken = server.lease_value("default", "my-operator").unwrap();
     let stopped_at = loop {
         let left = WAIT
             .checked_sub(replaced_at.elapsed())
@@ -654,7 +656,7 @@ fn kubectl_over_tls_sees_an_elector_and_hands_its_lease_to_another() {
         assert!(Instant::now() < deadline, "the elector did not end");
         thread::sleep(Duration::from_millis(10));
     }
-    assert_eq!(server.lease("default", "my-operator").unwrap(), taken);
+    assert_eq!(server.lease_value("default", "my-operator").unwrap(), taken);
     assert_eq!(
         holder(&server, "default", "my-operator").as_deref(),
         Some("pod-b")
@@ -695,8 +697,8 @@ fn version_reports_the_server() {
 #[test]
 fn list_and_delete_answer_with_the_api_servers_bodies() {
     let server = TestApiServer::start().unwrap();
-    server.put_lease("ns1", lease("a", "pod-a"));
-    server.put_lease("ns2", lease("b", "pod-b"));
+    server.put_value("ns1", lease("a", "pod-a"));
+    server.put_value("ns2", lease("b", "pod-b"));
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
@@ -713,7 +715,7 @@ fn list_and_delete_answer_with_the_api_servers_bodies() {
     assert_eq!(list["kind"], "LeaseList");
     assert_eq!(list["apiVersion"], "coordination.k8s.io/v1");
     // The version of the last write, b's.
-    let last = server.lease("ns2", "b").unwrap()["metadata"]["resourceVersion"].clone();
+    let last = server.lease_value("ns2", "b").unwrap()["metadata"]["resourceVersion"].clone();
     assert_eq!(list["metadata"], json!({ "resourceVersion": last }));
     let names: Vec<&str> = list["items"]
         .as_array()
@@ -729,7 +731,7 @@ fn list_and_delete_answer_with_the_api_servers_bodies() {
     ));
     assert_eq!(ns2["items"].as_array().unwrap().len(), 1);
 
-    let uid = server.lease("ns1", "a").unwrap()["metadata"]["uid"].clone();
+    let uid = server.lease_value("ns1", "a").unwrap()["metadata"]["uid"].clone();
     let url = format!("{base}/namespaces/ns1/leases/a");
     let delete = |options: Value| -> (u16, Value) {
         let mut resp = agent
@@ -741,7 +743,7 @@ fn list_and_delete_answer_with_the_api_servers_bodies() {
         let body = resp.body_mut().read_to_string().unwrap();
         (resp.status().as_u16(), serde_json::from_str(&body).unwrap())
     };
-    let rv = server.lease("ns1", "a").unwrap()["metadata"]["resourceVersion"].clone();
+    let rv = server.lease_value("ns1", "a").unwrap()["metadata"]["resourceVersion"].clone();
     let (code, stale) = delete(json!({"preconditions": {"resourceVersion": "1000"}}));
     assert_eq!(code, 409);
     assert_eq!(stale["reason"], "Conflict");
@@ -752,7 +754,7 @@ fn list_and_delete_answer_with_the_api_servers_bodies() {
         )),
         "{stale}"
     );
-    assert!(server.lease("ns1", "a").is_some());
+    assert!(server.lease_value("ns1", "a").is_some());
     let (code, done) = delete(json!({"preconditions": {"uid": uid}}));
     assert_eq!(code, 200);
     assert_eq!(
@@ -762,7 +764,7 @@ fn list_and_delete_answer_with_the_api_servers_bodies() {
             "details": {"name": "a", "group": "coordination.k8s.io", "kind": "leases", "uid": uid},
         })
     );
-    assert!(server.lease("ns1", "a").is_none());
+    assert!(server.lease_value("ns1", "a").is_none());
     let (code, gone) = delete(json!({}));
     assert_eq!(code, 404);
     assert_eq!(
@@ -812,7 +814,7 @@ fn create_namespace_then_create_a_lease_in_it_and_delete_it() {
         k.ok(&["delete", "namespace", "team-a"]).trim(),
         r#"namespace "team-a" deleted"#
     );
-    assert!(server.lease("team-a", "l").is_none());
+    assert!(server.lease_value("team-a", "l").is_none());
     let err = k.fails(&["delete", "namespace", "default"]);
     assert_eq!(
         err.trim(),

@@ -23,8 +23,10 @@ use std::time::{Duration, Instant};
 use lease_elector::testing::{Fault, TestApiServer};
 
 mod common;
+
 use common::procs::{alive, args, holder};
 use common::tempdir::TempDir;
+use common::RawLeases;
 
 const WAIT: Duration = Duration::from_secs(20);
 /// Stands for `--server=http://127.0.0.1:1 --namespace=n --name=x` in
@@ -436,7 +438,10 @@ fn a_command_that_does_not_exist_exits_127_before_competing() {
         .unwrap();
     assert_eq!(out.status.code(), Some(127));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/command not found"));
-    assert!(server.lease("cli", "lock").is_none(), "it never competed");
+    assert!(
+        server.lease_value("cli", "lock").is_none(),
+        "it never competed"
+    );
 }
 
 #[test]
@@ -519,7 +524,7 @@ fn stopped_is_printed_before_the_release_completes() {
     server.inject(
         Fault::latency(Duration::from_millis(800))
             .method("PUT")
-            .times(usize::MAX),
+            .forever(),
     );
     thread::sleep(Duration::from_millis(300));
     a.signal("-TERM");
@@ -676,7 +681,7 @@ fn a_lost_lease_kills_the_command_before_anyone_else_can_lead_and_exits_one() {
     b.expect("NEW_LEADER a");
 
     // a's renews fail from now on; b is served.
-    server.inject(Fault::status(500).bearer("token-a").times(usize::MAX));
+    server.inject(Fault::status(500).bearer("token-a").forever());
     a.expect("STOPPED a");
     assert_eq!(a.exit_code(), Some(1));
     b.expect("NEW_LEADER b");
@@ -843,7 +848,7 @@ fn a_forged_holder_identity_yields_one_escaped_event_line_and_no_escape() {
     let server = TestApiServer::start().unwrap();
     server.add_namespace("cli");
     let now = lease_elector::lease::MicroTime::from_system_time(std::time::SystemTime::now());
-    server.put_lease(
+    server.put_value(
         "cli",
         serde_json::json!({
             "apiVersion": "coordination.k8s.io/v1",
@@ -919,9 +924,8 @@ fn no_credential_reaches_stderr_even_at_trace_level() {
 fn a_server_error_body_is_logged_on_escaped_lines() {
     let server = TestApiServer::start().unwrap();
     server.add_namespace("cli");
-    server.inject(
-        Fault::raw(500, "oops\nFORGED WARN  lease-elect: all is well\u{1b}[2J").times(usize::MAX),
-    );
+    server
+        .inject(Fault::raw(500, "oops\nFORGED WARN  lease-elect: all is well\u{1b}[2J").forever());
     let a = Elect::start(&server, "a", &["--ignore-stdin"]);
     let deadline = Instant::now() + WAIT;
     let mut log = String::new();
@@ -980,7 +984,7 @@ users:
     assert_eq!(out.next().unwrap().unwrap(), "NEW_LEADER k");
     assert_eq!(out.next().unwrap().unwrap(), "LEADING k");
     assert_eq!(
-        server.lease("from-context", "lock").unwrap()["spec"]["holderIdentity"],
+        server.lease_value("from-context", "lock").unwrap()["spec"]["holderIdentity"],
         "k"
     );
     drop(child.stdin.take());
@@ -1119,12 +1123,12 @@ fn transitions_are_recorded_as_events_unless_no_events() {
     a.expect("LEADING a");
     wait_for(|| {
         server
-            .events()
+            .event_values()
             .iter()
             .any(|e| e["message"].as_str().is_some_and(|m| m.contains('a')))
             .then_some(())
     });
-    let event = server.events().pop().unwrap();
+    let event = server.event_values().pop().unwrap();
     assert_eq!(event["reason"], "LeaderElection");
     assert_eq!(event["involvedObject"]["name"], "lock");
     a.signal("-TERM");
@@ -1141,7 +1145,11 @@ fn transitions_are_recorded_as_events_unless_no_events() {
     b.signal("-TERM");
     b.expect("STOPPED b");
     assert_eq!(b.exit_code(), Some(0));
-    assert!(server.events().is_empty(), "{:?}", server.events());
+    assert!(
+        server.event_values().is_empty(),
+        "{:?}",
+        server.event_values()
+    );
 }
 
 #[test]
@@ -1152,13 +1160,14 @@ fn events_that_are_forbidden_never_affect_the_election() {
         Fault::status(403)
             .method("POST")
             .path_contains("/events")
-            .times(usize::MAX),
+            .forever(),
     );
     let a = Elect::start(&server, "a", &["--ignore-stdin"]);
     a.expect("NEW_LEADER a");
     a.expect("LEADING a");
     // Several renews later it still leads.
-    let renewed = |s: &TestApiServer| s.lease("cli", "lock").unwrap()["spec"]["renewTime"].clone();
+    let renewed =
+        |s: &TestApiServer| s.lease_value("cli", "lock").unwrap()["spec"]["renewTime"].clone();
     let first = renewed(&server);
     wait_for(|| (renewed(&server) != first).then_some(()));
     assert_eq!(holder(&server, "cli", "lock"), "a");

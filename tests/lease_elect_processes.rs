@@ -18,8 +18,10 @@ use lease_elector::testing::{Fault, TestApiServer};
 use serde_json::json;
 
 mod common;
+
 use common::procs::{alive, args, holder, kill, stat_field, state};
 use common::tempdir::TempDir;
+use common::RawLeases;
 use common::{eventually, WAIT};
 
 const BIN: &str = env!("CARGO_BIN_EXE_lease-elect");
@@ -366,9 +368,9 @@ fn a_lost_lease_ends_every_process_the_command_started_before_lease_elect_exits(
     a.expect("LEADING a");
     let (command, pids) = work.ready();
     // Another holder writes the Lease: a's next renew sees it and steps down.
-    let mut lease = server.lease("procs", "lock").unwrap();
+    let mut lease = server.lease_value("procs", "lock").unwrap();
     lease["spec"]["holderIdentity"] = json!("other");
-    server.put_lease("procs", lease);
+    server.put_value("procs", lease);
     a.expect_after_new_leaders("STOPPED a");
     let code = a.exit_code();
     let mut all = pids.clone();
@@ -453,9 +455,9 @@ fn a_stopped_supervisor_does_not_keep_the_command_alive_past_a_lost_term() {
     let (command, pids) = work.ready();
     let supervisor = work.stopped_supervisor(&a);
     // Another candidate takes the lease: this term is over.
-    let mut lease = server.lease("procs", "lock").unwrap();
+    let mut lease = server.lease_value("procs", "lock").unwrap();
     lease["spec"]["holderIdentity"] = json!("other");
-    server.put_lease("procs", lease);
+    server.put_value("procs", lease);
     let lost = Instant::now();
     let mut all = pids.clone();
     all.extend([command, supervisor]);

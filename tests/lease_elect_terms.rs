@@ -24,8 +24,10 @@ use lease_elector::testing::{Fault, TestApiServer};
 use serde_json::json;
 
 mod common;
+
 use common::procs::{alive, kill, stat_field};
 use common::tempdir::TempDir;
+use common::RawLeases;
 use common::{eventually, WAIT};
 
 const BIN: &str = env!("CARGO_BIN_EXE_lease-elect");
@@ -334,7 +336,7 @@ fn a_frozen_leader_is_stopped_on_thawing_and_its_stale_writes_are_refused() {
     let (token_a, token_b): (u64, u64) = (env_a[0].parse().unwrap(), env_b[0].parse().unwrap());
     assert!(token_b > token_a, "{token_b} > {token_a}");
     assert_eq!(
-        server.lease("terms", "lock").unwrap()["spec"]["leaseTransitions"],
+        server.lease_value("terms", "lock").unwrap()["spec"]["leaseTransitions"],
         json!(token_b)
     );
 
@@ -372,7 +374,7 @@ fn held_by_other(server: &TestApiServer) {
 /// The Lease held by `other`, renewed now, for `seconds`.
 fn held_by_other_for(server: &TestApiServer, seconds: u64) {
     let now = lease_elector::MicroTime::from_system_time(std::time::SystemTime::now());
-    server.put_lease(
+    server.put_value(
         "terms",
         json!({
             "apiVersion": "coordination.k8s.io/v1",
@@ -421,7 +423,7 @@ fn acquire_timeout_zero_gives_up_at_once_with_75_when_another_holds_the_lease() 
     );
     assert_eq!(lease_writes(&server), Vec::<String>::new());
     assert_eq!(
-        server.lease("terms", "lock").unwrap()["spec"]["holderIdentity"],
+        server.lease_value("terms", "lock").unwrap()["spec"]["holderIdentity"],
         "other"
     );
 }
@@ -433,7 +435,7 @@ fn acquire_timeout_zero_gives_up_at_once_with_75_when_another_holds_the_lease() 
 fn acquire_timeout_reports_an_api_server_it_cannot_ask_as_an_error_not_as_75() {
     let server = TestApiServer::start().unwrap();
     server.add_namespace("terms");
-    server.inject(Fault::status(403).times(usize::MAX));
+    server.inject(Fault::status(403).forever());
     let mut forbidden = Elect::start(&server, "a", &["--acquire-timeout", "0", "--", "true"]);
     assert_eq!(forbidden.exit_code(), Some(1), "{}", forbidden.log());
     assert!(
@@ -508,7 +510,7 @@ fn acquire_timeout_on_a_free_lease_runs_the_command_with_its_term_and_passes_its
     let out: Vec<String> = a.lines.try_iter().collect();
     assert!(out.iter().any(|l| l == "term 0"), "{out:?}");
     assert_eq!(
-        server.lease("terms", "lock").unwrap()["spec"]["holderIdentity"],
+        server.lease_value("terms", "lock").unwrap()["spec"]["holderIdentity"],
         "",
         "released"
     );
@@ -541,7 +543,7 @@ fn an_attempt_in_flight_when_the_acquire_timeout_passes_decides_and_leaves_no_wr
     let out: Vec<String> = a.lines.try_iter().collect();
     // The PUT sent at 1 s lands whatever lease-elect did meanwhile.
     eventually("a's PUT answered", || !lease_writes(&server).is_empty());
-    let spec = server.lease("terms", "lock").unwrap()["spec"].clone();
+    let spec = server.lease_value("terms", "lock").unwrap()["spec"].clone();
     assert_eq!(
         (code, spec["holderIdentity"].as_str()),
         (Some(3), Some("")),

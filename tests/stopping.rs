@@ -33,7 +33,7 @@ fn leader(client: lease_elector::Client) -> (ElectorHandle, Receiver<LeaderEvent
 fn leader_with_a_hung_renew(server: &TestApiServer) -> (ElectorHandle, Receiver<LeaderEvent>) {
     let (handle, events) = leader(client(server));
     server.reset_stats();
-    server.inject(Fault::hang().times(usize::MAX));
+    server.inject(Fault::hang().forever());
     eventually("a renew hung on the server", || {
         server.stats().faults_fired >= 1
     });

@@ -1,6 +1,10 @@
 //! The embedded API server over real HTTP and TLS on loopback, driven with
 //! a plain ureq client.
 
+mod common;
+
+use common::RawLeases;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::sync::mpsc;
@@ -175,7 +179,7 @@ fn yaml_bodies_are_read_as_kube_apiserver_reads_them() {
          spec:\n  holderIdentity: yaml\n  leaseDurationSeconds: 15\n  leaseTransitions: 2\n",
     );
     assert_eq!(created.status().as_u16(), 201);
-    let stored = server.lease(NS, "y").unwrap();
+    let stored = server.lease_value(NS, "y").unwrap();
     assert_eq!(stored["spec"]["holderIdentity"], "yaml");
     assert_eq!(stored["spec"]["leaseDurationSeconds"], 15);
     assert_eq!(stored["spec"]["leaseTransitions"], 2);
@@ -192,7 +196,7 @@ fn yaml_bodies_are_read_as_kube_apiserver_reads_them() {
     );
     assert_eq!(updated.status().as_u16(), 200);
     assert_eq!(
-        server.lease(NS, "y").unwrap()["spec"]["holderIdentity"],
+        server.lease_value(NS, "y").unwrap()["spec"]["holderIdentity"],
         "other"
     );
 
@@ -226,7 +230,7 @@ fn create_then_already_exists() {
     assert!(!meta["uid"].as_str().unwrap().is_empty());
     assert!(meta["creationTimestamp"].as_str().unwrap().ends_with('Z'));
     assert!(created.rv() > 0);
-    assert_eq!(server.lease(NS, "l1").unwrap(), obj);
+    assert_eq!(server.lease_value(NS, "l1").unwrap(), obj);
 
     let again = call(&a, "POST", &leases(&server), None, Some(&lease("l1"))).unwrap();
     assert_eq!(again.code, 409);
@@ -303,7 +307,7 @@ fn update_conflicts_on_stale_resource_version() {
          modified; please apply your changes to the latest version and try again"
     );
     assert_eq!(
-        server.lease(NS, "l1").unwrap()["metadata"]["resourceVersion"],
+        server.lease_value(NS, "l1").unwrap()["metadata"]["resourceVersion"],
         rv2.to_string()
     );
 
@@ -324,8 +328,8 @@ fn update_conflicts_on_stale_resource_version() {
     assert!(updated.rv() > rv2);
 
     // put_lease bumps the same counter.
-    server.put_lease(NS, lease("l1"));
-    let seeded: u64 = server.lease(NS, "l1").unwrap()["metadata"]["resourceVersion"]
+    server.put_value(NS, lease("l1"));
+    let seeded: u64 = server.lease_value(NS, "l1").unwrap()["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
         .parse()
@@ -343,7 +347,7 @@ fn update_conflicts_on_stale_resource_version() {
     )
     .unwrap();
     assert_eq!(missing.code, 201);
-    assert!(server.lease(NS, "l2").is_some());
+    assert!(server.lease_value(NS, "l2").is_some());
     let renamed = call(&a, "PUT", &url, None, Some(&lease("other"))).unwrap();
     assert_eq!(
         (renamed.code, renamed.status().reason.as_str()),
@@ -351,7 +355,7 @@ fn update_conflicts_on_stale_resource_version() {
     );
 
     server.delete_lease(NS, "l1");
-    assert!(server.lease(NS, "l1").is_none());
+    assert!(server.lease_value(NS, "l1").is_none());
 }
 
 /// As kube-apiserver decodes into its Go types: an unknown field is
@@ -388,7 +392,7 @@ fn unknown_fields_are_dropped_with_a_warning_and_nulls_are_not_stored() {
             r#"299 - "unknown field \"spec.futureField\"""#,
         ]
     );
-    let got = server.lease(NS, "l1").unwrap();
+    let got = server.lease_value(NS, "l1").unwrap();
     assert_eq!(got["metadata"]["labels"], body["metadata"]["labels"]);
     assert_eq!(
         got["metadata"]["managedFields"],
@@ -447,7 +451,7 @@ fn validation_is_strict() {
     )
     .unwrap();
     assert_eq!(got.code, 400);
-    assert!(server.lease(NS, "t").is_none());
+    assert!(server.lease_value(NS, "t").is_none());
 
     // JSON and YAML are understood; protobuf is not.
     let protobuf = a
@@ -475,7 +479,7 @@ fn bodies_chunked_and_capped() {
     );
     let out = raw_exchange(&server, req.as_bytes());
     assert!(out.starts_with("HTTP/1.1 201 "), "{out}");
-    assert!(server.lease(NS, "chunky").is_some());
+    assert!(server.lease_value(NS, "chunky").is_some());
 
     let req = format!(
         "POST /apis/coordination.k8s.io/v1/namespaces/{NS}/leases HTTP/1.1\r\nHost: x\r\n\
@@ -583,7 +587,7 @@ fn status_faults_with_filters_and_counts() {
         assert_eq!((got.code, got.status().reason.as_str()), (code, reason));
     }
 
-    server.inject(Fault::status(503).times(usize::MAX));
+    server.inject(Fault::status(503).forever());
     for _ in 0..3 {
         assert_eq!(call(&a, "GET", &url, None, None).unwrap().code, 503);
     }
@@ -741,7 +745,7 @@ fn watch_from_resource_version_and_timeout() {
     let rv1 = call(&a, "POST", &leases(&server), None, Some(&lease("l1")))
         .unwrap()
         .rv();
-    server.put_lease(NS, lease("l1"));
+    server.put_value(NS, lease("l1"));
     // Unencoded selector, an older resourceVersion, and a 1 s time-out.
     let url = format!(
         "{}?watch=true&fieldSelector=metadata.name=l1&resourceVersion={rv1}&timeoutSeconds=1",
@@ -766,7 +770,7 @@ fn watch_is_cut_by_an_outage() {
     server.add_namespace(NS);
     let url = format!("{}?watch=true", leases(&server));
     let (rx, reader) = watch_lines(&agent(), &url);
-    server.put_lease(NS, lease("l1"));
+    server.put_value(NS, lease("l1"));
     assert_eq!(
         rx.recv_timeout(Duration::from_secs(10)).unwrap()["type"],
         "ADDED"
@@ -792,7 +796,7 @@ fn events_are_recorded() {
     let url = format!("{}/api/v1/namespaces/{NS}/events", server.url());
     let got = call(&agent(), "POST", &url, None, Some(&event)).unwrap();
     assert_eq!(got.code, 201);
-    let events = server.events();
+    let events = server.event_values();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0]["message"], "pod-a became leader");
     assert!(events[0]["metadata"]["name"]
@@ -919,7 +923,7 @@ fn watch_ends_when_the_client_goes_away() {
             "{}?watch=true&fieldSelector=metadata.name%3Dl1",
             leases(&server)
         );
-        server.put_lease(NS, lease("l1"));
+        server.put_value(NS, lease("l1"));
         let resp = a.get(&url).call().unwrap();
         let mut r = BufReader::new(resp.into_body().into_reader());
         let mut line = String::new();
@@ -1026,7 +1030,7 @@ fn writes_without_a_content_type_are_json_as_kube_apiserver_takes_them() {
     let (code, replaced) = raw_call(&server, "PUT", &format!("{LEASES}/l1"), None, &body);
     assert_eq!(code, 200, "{replaced}");
     assert_eq!(
-        server.lease(NS, "l1").unwrap()["spec"]["holderIdentity"],
+        server.lease_value(NS, "l1").unwrap()["spec"]["holderIdentity"],
         "pod-b"
     );
     // A media type that is named and not JSON is still refused.
@@ -1055,7 +1059,7 @@ fn kind_and_api_version_default_from_the_url_and_wrong_ones_are_refused() {
     assert_eq!(code, 201, "{created}");
     assert_eq!(created["kind"], "Lease");
     assert_eq!(created["apiVersion"], "coordination.k8s.io/v1");
-    assert_eq!(server.lease(NS, "l1").unwrap()["kind"], "Lease");
+    assert_eq!(server.lease_value(NS, "l1").unwrap()["kind"], "Lease");
     bare["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"].clone();
     let (code, replaced) = raw_call(&server, "PUT", &format!("{LEASES}/l1"), None, &bare);
     assert_eq!((code, &replaced["kind"]), (200, &json!("Lease")));
@@ -1071,7 +1075,7 @@ fn kind_and_api_version_default_from_the_url_and_wrong_ones_are_refused() {
     let mut wrong_kind = lease("l2");
     wrong_kind["kind"] = "ConfigMap".into();
     assert_eq!(raw_call(&server, "POST", LEASES, None, &wrong_kind).0, 400);
-    assert!(server.lease(NS, "l2").is_none());
+    assert!(server.lease_value(NS, "l2").is_none());
 }
 
 #[test]
@@ -1085,7 +1089,7 @@ fn microtime_is_stored_in_utc_with_six_digits_whatever_offset_it_was_written_wit
     let (code, created) = raw_call(&server, "POST", LEASES, None, &body);
     assert_eq!(code, 201, "{created}");
     let want = json!({"acquireTime": "2026-01-01T00:00:00.000001Z", "renewTime": "2026-01-01T00:00:00.123456Z"});
-    for obj in [&created, &server.lease(NS, "l1").unwrap()] {
+    for obj in [&created, &server.lease_value(NS, "l1").unwrap()] {
         assert_eq!(obj["spec"]["acquireTime"], want["acquireTime"], "{obj}");
         assert_eq!(obj["spec"]["renewTime"], want["renewTime"], "{obj}");
     }
@@ -1153,7 +1157,7 @@ fn label_selectors_filter_lists_and_watches() {
         (Some("ADDED"), Some("a"))
     );
     let relabel = |name: &str, app: &str| {
-        let mut l = server.lease(NS, name).unwrap();
+        let mut l = server.lease_value(NS, name).unwrap();
         l["metadata"]["labels"]["app"] = app.into();
         let (code, body) = raw_call(&server, "PUT", &format!("{LEASES}/{name}"), None, &l);
         assert_eq!(code, 200, "{body}");
@@ -1187,7 +1191,7 @@ fn label_selectors_filter_lists_and_watches() {
     assert_eq!(rx.recv_timeout(wait).unwrap()["type"], "DELETED");
     // Changes outside the selection are not sent.
     relabel("c", "q");
-    server.put_lease(NS, labelled("d", json!({"app": "x"})));
+    server.put_value(NS, labelled("d", json!({"app": "x"})));
     let ev = rx.recv_timeout(wait).unwrap();
     assert_eq!(
         (

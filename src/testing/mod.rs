@@ -14,35 +14,40 @@
 //!
 //! # Testing your own leader-elected program
 //!
-//! Start a server, point your program's Kubernetes client at
-//! [`url`](TestApiServer::url) (trusting [`ca_pem`](TestApiServer::ca_pem)
-//! when TLS is on, sending one of the configured tokens), then watch the
-//! Lease it writes and break things underneath it:
+//! Start a server, give each candidate of your program a client
+//! configuration of its own ([`client_config`](TestApiServer::client_config):
+//! the URL, the CA when TLS is on, a token naming the candidate), then read
+//! the Lease they write and break things underneath one of them:
 //!
 //! ```no_run
 //! use lease_elector::testing::{Fault, TestApiServer};
 //!
-//! let server = TestApiServer::builder().tls(true).tokens(&["s3cret"]).build()?;
-//! // Hand `server.url()`, `server.ca_pem()` and the token "s3cret" to the
-//! // program under test (e.g. through its kubeconfig or its config struct)
-//! // and start it; here we just look at what it did.
-//! # let wait_until_leading = || {};
-//! wait_until_leading();
-//! let lease = server.lease("default", "my-lease").expect("the program created its lease");
-//! assert_eq!(lease["spec"]["holderIdentity"], "pod-a");
+//! let server = TestApiServer::builder().tls(true).build()?;
+//! let (config_a, config_b) = (server.client_config("pod-a"), server.client_config("pod-b"));
+//! // Start the program's two candidates with these configurations; here
+//! // we just look at what they did.
+//! # let wait_until = |_: &str| {};
+//! wait_until("pod-a leads");
+//! assert_eq!(server.holder("default", "my-lease").as_deref(), Some("pod-a"));
 //!
-//! // The next two renewals fail with 500, then the API server goes away.
-//! server.inject(Fault::status(500).method("PUT").times(2));
-//! server.set_outage(true);
-//! // ... assert the program steps down in time ...
-//! server.set_outage(false);
+//! // pod-a alone loses the API server: pod-b takes over once the lease
+//! // has gone unrenewed for its duration.
+//! server.cut_off("pod-a");
+//! wait_until("pod-b leads");
+//! server.restore("pod-a");
+//!
+//! // pod-b's next two renewals fail with 500; it rides them out.
+//! server.inject(Fault::status(500).method("PUT").candidate("pod-b").times(2));
 //!
 //! // Someone else takes the lease over behind the program's back.
-//! let mut stolen = lease.clone();
-//! stolen["spec"]["holderIdentity"] = "pod-b".into();
-//! server.put_lease("default", stolen);
+//! let mut lease = server.lease("default", "my-lease").expect("the program created its lease");
+//! let mut record = lease.record();
+//! record.holder_identity = "intruder".into();
+//! lease.set_record(&record);
+//! server.put_lease("default", &lease);
 //! // ... assert the program notices it lost leadership ...
 //! assert!(server.stats().updates > 0);
+//! # let _ = (config_a, config_b);
 //! server.shutdown();
 //! # Ok::<(), std::io::Error>(())
 //! ```
@@ -82,8 +87,9 @@
 //!   after it are not looked at.
 //!
 //! A rule matches a request when its method, path fragment and headers (see
-//! [`Fault::header`]; [`Fault::bearer`] singles out one candidate by its
-//! token) all match.
+//! [`Fault::header`]; [`Fault::candidate`] singles out one candidate made by
+//! [`client_config`](TestApiServer::client_config), [`Fault::bearer`] one
+//! with a token of its own) all match.
 //!
 //! The summed delay is then slept (shutdown cuts it short and the
 //! connection is closed without an answer; an outage that started during
@@ -203,6 +209,7 @@
 
 mod api;
 mod apply;
+mod candidates;
 mod decode;
 mod discovery;
 mod events_v1;
@@ -215,6 +222,7 @@ mod openapi;
 mod owners;
 mod patch;
 mod protobuf;
+mod recorded;
 mod resource;
 mod schema;
 mod selector;
@@ -234,7 +242,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 pub use faults::Fault;
+pub use recorded::RecordedEvent;
 pub use stats::{RequestLog, Stats};
+
+use crate::{ClientConfig, Lease};
 
 use server::{Shared, State};
 use store::Collection;
@@ -411,24 +422,121 @@ impl TestApiServer {
         kubeconfig::write(path.as_ref(), &kubeconfig::render(&self.url(), ca, token))
     }
 
-    /// The stored Lease `namespace/name`, as the API would return it.
-    pub fn lease(&self, namespace: &str, name: &str) -> Option<serde_json::Value> {
-        self.shared
-            .lock()
-            .store
-            .get(Collection::Leases, namespace, name)
-            .cloned()
+    /// The stored Lease `namespace/name`, as the crate's typed [`Lease`];
+    /// `None` when there is none (or what is stored does not decode as a
+    /// Lease: see [`lease_json`](Self::lease_json) for that).
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// assert!(server.lease("default", "my-lease").is_none());
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn lease(&self, namespace: &str, name: &str) -> Option<Lease> {
+        let st = self.shared.lock();
+        let stored = st.store.get(Collection::Leases, namespace, name)?;
+        serde_json::from_value(stored.clone()).ok()
+    }
+
+    /// The stored Lease `namespace/name` as JSON text, exactly as the API
+    /// would return it: for a test that checks the wire format.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// server.put_lease_json("default", r#"{"metadata": {"name": "l"}, "spec": {"futureField": 1}}"#);
+    /// let text = server.lease_json("default", "l").expect("stored");
+    /// assert!(text.contains("futureField"));
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn lease_json(&self, namespace: &str, name: &str) -> Option<String> {
+        let st = self.shared.lock();
+        let stored = st.store.get(Collection::Leases, namespace, name)?;
+        Some(stored.to_string())
+    }
+
+    /// Who holds the Lease `namespace/name`: `None` when there is no such
+    /// Lease or nobody holds it (an empty or absent `holderIdentity`).
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// // ... start candidates on "my-lease" ...
+    /// assert_eq!(server.holder("default", "my-lease"), None);
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn holder(&self, namespace: &str, name: &str) -> Option<String> {
+        let st = self.shared.lock();
+        let stored = st.store.get(Collection::Leases, namespace, name)?;
+        stored["spec"]["holderIdentity"]
+            .as_str()
+            .filter(|h| !h.is_empty())
+            .map(str::to_string)
     }
 
     /// Store `lease` (named by its `metadata.name`) in `namespace`, creating
-    /// or overwriting it without validation (so a test can seed hostile
-    /// values) and bumping the resourceVersion; watchers see the change.
-    /// Its `metadata.resourceVersion` is replaced by the new version.
+    /// or overwriting it without validation and bumping the
+    /// resourceVersion; watchers see the change. Its
+    /// `metadata.resourceVersion` is replaced by the new version.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// // Someone else took the lease behind the program's back.
+    /// let mut record = lease_elector::LeaderElectionRecord::default();
+    /// record.holder_identity = "intruder".into();
+    /// server.put_lease("default", &lease_elector::Lease::new("default", "my-lease", &record));
+    /// assert_eq!(server.holder("default", "my-lease").as_deref(), Some("intruder"));
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     ///
     /// # Panics
     ///
-    /// When `lease` has no non-empty string `metadata.name`: a test bug.
-    pub fn put_lease(&self, namespace: &str, lease: serde_json::Value) {
+    /// When `lease` has an empty `metadata.name`: a test bug.
+    pub fn put_lease(&self, namespace: &str, lease: &Lease) {
+        match serde_json::to_value(lease) {
+            Ok(v) => self.store_lease(namespace, v),
+            Err(e) => panic!("TestApiServer::put_lease: the lease does not encode: {e}"),
+        }
+    }
+
+    /// Store the Lease written as JSON `text` (named by its
+    /// `metadata.name`) in `namespace`, as [`put_lease`](Self::put_lease)
+    /// does, whatever its fields: a test can seed values no typed Lease
+    /// holds (a time in the wrong format, a field of a newer version).
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// server.put_lease_json(
+    ///     "default",
+    ///     r#"{"metadata": {"name": "my-lease"}, "spec": {"renewTime": "yesterday"}}"#,
+    /// );
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When `text` is not a JSON object with a non-empty string
+    /// `metadata.name`: a test bug.
+    pub fn put_lease_json(&self, namespace: &str, text: &str) {
+        match serde_json::from_str(text) {
+            Ok(v) => self.store_lease(namespace, v),
+            Err(e) => panic!("TestApiServer::put_lease_json: not JSON ({e}): {text}"),
+        }
+    }
+
+    fn store_lease(&self, namespace: &str, lease: serde_json::Value) {
         let Some(name) = store::meta_str(&lease, "name")
             .filter(|n| !n.is_empty())
             .map(str::to_string)
@@ -443,6 +551,15 @@ impl TestApiServer {
     }
 
     /// Delete the Lease `namespace/name` if it exists (watchers see `DELETED`).
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// server.delete_lease("default", "my-lease"); // nothing there: a no-op
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn delete_lease(&self, namespace: &str, name: &str) {
         let deleted = self
             .shared
@@ -455,9 +572,155 @@ impl TestApiServer {
     }
 
     /// The Events recorded so far (through core/v1 or events.k8s.io/v1),
-    /// oldest first, as core/v1 shows them.
-    pub fn events(&self) -> Vec<serde_json::Value> {
+    /// oldest first.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// assert!(server.events().is_empty());
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn events(&self) -> Vec<RecordedEvent> {
         api::events(&self.shared.lock().store)
+            .iter()
+            .map(RecordedEvent::of)
+            .collect()
+    }
+
+    /// The Events recorded so far, oldest first, each as JSON text as
+    /// core/v1 returns it: for a test that checks the wire format.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// assert!(server.events_json().is_empty());
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn events_json(&self) -> Vec<String> {
+        api::events(&self.shared.lock().store)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    /// A client configuration for candidate `identity`: this server's URL,
+    /// its CA when TLS is on, and a bearer token of the candidate's own,
+    /// which this server accepts (also when it requires
+    /// [`tokens`](TestApiServerBuilder::tokens)) and by which
+    /// [`cut_off`](Self::cut_off), [`hang`](Self::hang),
+    /// [`slow`](Self::slow) and [`Fault::candidate`] single it out.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// use lease_elector::{Client, LeaseLock};
+    ///
+    /// let server = TestApiServer::builder().tls(true).build()?;
+    /// let a = LeaseLock::new(Client::new(server.client_config("a"))?, "default", "my-lease", "a");
+    /// let b = LeaseLock::new(Client::new(server.client_config("b"))?, "default", "my-lease", "b");
+    /// # let _ = (a, b);
+    /// # server.shutdown();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn client_config(&self, identity: &str) -> ClientConfig {
+        let token = candidates::token(identity);
+        {
+            let mut st = self.shared.lock();
+            if !st.candidates.contains(&token) {
+                st.candidates.push(token.clone());
+            }
+        }
+        let config = ClientConfig::new(self.url()).token(token);
+        if self.tls {
+            config.ca_pem(self.ca_pem())
+        } else {
+            // Loopback: a token in the clear harms no one here.
+            config.allow_token_over_http(true)
+        }
+    }
+
+    /// Cut candidate `identity` (see [`client_config`](Self::client_config))
+    /// off: each of its requests is dropped without an answer, while every
+    /// other candidate is served, until [`restore`](Self::restore) (or
+    /// [`clear_faults`](Self::clear_faults)). Its lease then expires and
+    /// another candidate takes over.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// let config_a = server.client_config("a");
+    /// // ... candidates "a" (leading) and "b" run ...
+    /// server.cut_off("a");
+    /// // ... "b" takes over once the lease expires ...
+    /// server.restore("a");
+    /// # let _ = config_a;
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn cut_off(&self, identity: &str) {
+        self.inject(Fault::drop_connection().candidate(identity).forever());
+    }
+
+    /// Hold every request of candidate `identity` unanswered (a server
+    /// that went silent for it alone) until [`restore`](Self::restore) (or
+    /// [`clear_faults`](Self::clear_faults)), which closes the held
+    /// connections.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// server.hang("a");
+    /// // ... "a"'s own deadlines must give up on its requests ...
+    /// server.restore("a");
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn hang(&self, identity: &str) {
+        self.inject(Fault::hang().candidate(identity).forever());
+    }
+
+    /// Delay every request of candidate `identity` by `delay` until
+    /// [`restore`](Self::restore) (or [`clear_faults`](Self::clear_faults)).
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// use std::time::Duration;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// server.slow("a", Duration::from_millis(800));
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn slow(&self, identity: &str, delay: Duration) {
+        self.inject(Fault::latency(delay).candidate(identity).forever());
+    }
+
+    /// Remove every fault rule of candidate `identity` (those of
+    /// [`cut_off`](Self::cut_off), [`hang`](Self::hang),
+    /// [`slow`](Self::slow) and [`Fault::candidate`]); its hung requests are
+    /// let go (closed without an answer). Other candidates' rules stay.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// server.cut_off("a");
+    /// server.hang("b");
+    /// server.restore("a"); // "b" still hangs
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn restore(&self, identity: &str) {
+        self.shared
+            .lock()
+            .faults
+            .retain(|f| f.candidate.as_deref() != Some(identity));
+        self.shared.notify();
     }
 
     /// Create the namespace `name` (a no-op when it exists), for a test
@@ -494,8 +757,20 @@ impl TestApiServer {
     }
 
     /// Queue a fault rule (see [the module docs](self#faults) for matching).
-    pub fn inject(&self, fault: Fault) {
-        self.shared.lock().faults.push(fault);
+    ///
+    /// ```
+    /// use lease_elector::testing::{Fault, TestApiServer};
+    ///
+    /// let server = TestApiServer::start()?;
+    /// server.inject(Fault::status(503).method("PUT").times(2));
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn inject(&self, mut fault: Fault) {
+        let mut st = self.shared.lock();
+        st.next_rule += 1;
+        fault.id = st.next_rule;
+        st.faults.push(fault);
     }
 
     /// Remove every queued fault rule, and release every request held by a

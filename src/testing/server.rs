@@ -28,7 +28,11 @@ pub(crate) struct State {
     pub(crate) faults: Vec<Fault>,
     pub(crate) recorder: Recorder,
     pub(crate) tokens: Vec<String>,
+    /// The tokens of the candidates `client_config` made: accepted too.
+    pub(crate) candidates: Vec<String>,
     pub(crate) forbidden: Vec<String>,
+    /// The id the next queued fault rule gets.
+    pub(crate) next_rule: u64,
     pub(crate) outage: bool,
     /// How many times the fault rules were cleared: a hung request waits
     /// for it to change.
@@ -436,7 +440,8 @@ fn authenticate(
             });
         }
     }
-    if st.tokens.is_empty() || token.is_some_and(|t| st.tokens.iter().any(|k| k == t)) {
+    let known = |t: &str| st.tokens.iter().chain(&st.candidates).any(|k| k == t);
+    if st.tokens.is_empty() || token.is_some_and(known) {
         None
     } else {
         Some(status::unauthorized())
@@ -488,7 +493,7 @@ fn handle(shared: &Arc<Shared>, conn: &mut BufReader<Stream>, req: Request) -> N
     let resp = match decision.action {
         Some(Action::Drop) => return dropped(shared),
         Some(Action::Hang) => {
-            hang::hold(shared, conn, cleared);
+            hang::hold(shared, conn, cleared, decision.forever_rule);
             return dropped(shared);
         }
         Some(Action::RetryAfter(code, value)) => {

@@ -42,8 +42,21 @@ pub struct Stats {
     pub tls_resumed_handshakes: u64,
 }
 
-/// One request as the server saw it.
+/// One request as the server saw it; see
+/// [`TestApiServer::requests`](super::TestApiServer::requests).
+///
+/// ```
+/// use lease_elector::testing::TestApiServer;
+///
+/// let server = TestApiServer::start()?;
+/// for r in server.requests() {
+///     println!("{} {} -> {}", r.method, r.path, r.status);
+/// }
+/// # server.shutdown();
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RequestLog {
     /// Request method (`GET`, `PUT`, ...).
     pub method: String,
