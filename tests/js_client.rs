@@ -1,5 +1,6 @@
 //! The official JavaScript client (`@kubernetes/client-node` on npm,
-//! unmodified) against the embedded API server, over TLS with a token:
+//! unmodified) against the embedded API server, over TLS with a token and
+//! over plain HTTP:
 //! every call of issue 26 that failed on the test server where it works on
 //! kube-apiserver (or the other way round), one scenario per test, each
 //! check a sentence (the scripts are in `tests/js/`).
@@ -86,11 +87,13 @@ fn installed() -> Option<Vec<Runtime>> {
     Some(all)
 }
 
-/// A TLS server with a token and the namespace the scenarios use.
-fn server() -> TestApiServer {
+/// A server with the namespace the scenarios use: over TLS with a token,
+/// or plain HTTP without.
+fn server(tls: bool) -> TestApiServer {
+    let tokens: &[&str] = if tls { &[TOKEN] } else { &[] };
     let server = TestApiServer::builder()
-        .tls(true)
-        .tokens(&[TOKEN])
+        .tls(tls)
+        .tokens(tokens)
         .build()
         .unwrap();
     server.add_namespace(NS);
@@ -102,7 +105,10 @@ fn server() -> TestApiServer {
 fn run(rt: &Runtime, server: &TestApiServer, scenario: &str) -> Vec<Value> {
     let dir = TempDir::new();
     let kubeconfig = dir.0.join("kubeconfig");
-    server.write_kubeconfig(&kubeconfig, Some(TOKEN)).unwrap();
+    let tls = server.url().starts_with("https:");
+    server
+        .write_kubeconfig(&kubeconfig, tls.then_some(TOKEN))
+        .unwrap();
     let script = format!("{}/tests/js/checks.mjs", env!("CARGO_MANIFEST_DIR"));
     let out = Command::new(&rt.node)
         .arg(script)
@@ -114,8 +120,9 @@ fn run(rt: &Runtime, server: &TestApiServer, scenario: &str) -> Vec<Value> {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "client-node {} ({scenario}) failed:\n{stderr}",
-        rt.line
+        "client-node {} ({scenario} on {}) failed:\n{stderr}",
+        rt.line,
+        server.url()
     );
     String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -123,9 +130,10 @@ fn run(rt: &Runtime, server: &TestApiServer, scenario: &str) -> Vec<Value> {
         .collect()
 }
 
-/// Every runtime runs `scenario` on a server of its own, prepared by
-/// `setup`; each must pass exactly the checks `expected`. The servers are
-/// returned for the test to look at.
+/// Every runtime runs `scenario` on a server of its own over TLS, and the
+/// 2.0.1 line once more over plain HTTP, each prepared by `setup`; each run
+/// must pass exactly the checks `expected`. The servers are returned for
+/// the test to look at.
 fn scenario(
     scenario: &str,
     expected: &[&str],
@@ -135,18 +143,19 @@ fn scenario(
     let Some(runtimes) = installed() else {
         return servers;
     };
-    for rt in runtimes {
-        let server = server();
+    let runs = runtimes
+        .iter()
+        .map(|rt| (rt, true))
+        .chain(runtimes.first().map(|rt| (rt, false)));
+    for (rt, tls) in runs {
+        let server = server(tls);
         setup(&server);
-        let checks = run(&rt, &server, scenario);
+        let checks = run(rt, &server, scenario);
         let names: Vec<&str> = checks.iter().filter_map(|c| c["check"].as_str()).collect();
-        assert_eq!(names, expected, "client-node {}: {checks:#?}", rt.line);
+        let how = format!("client-node {} (tls: {tls}, {scenario})", rt.line);
+        assert_eq!(names, expected, "{how}: {checks:#?}");
         let failed: Vec<&Value> = checks.iter().filter(|c| c["ok"] != true).collect();
-        assert!(
-            failed.is_empty(),
-            "client-node {} ({scenario}): {failed:#?}",
-            rt.line
-        );
+        assert!(failed.is_empty(), "{how}: {failed:#?}");
         servers.push(server);
     }
     servers

@@ -10,6 +10,14 @@ const k8s = await import(modulePath);
 
 const kc = new k8s.KubeConfig();
 kc.loadFromFile(kubeconfig);
+// client-node 2.x talks plain HTTP only to a cluster marked
+// skipTLSVerify, as its users set it for a local API server.
+kc.loadFromOptions({
+  clusters: kc.clusters.map((c) => ({ ...c, skipTLSVerify: c.server.startsWith('http:') })),
+  users: kc.users,
+  contexts: kc.contexts,
+  currentContext: kc.currentContext,
+});
 const coord = kc.makeApiClient(k8s.CoordinationV1Api);
 const core = kc.makeApiClient(k8s.CoreV1Api);
 const eventsV1 = kc.makeApiClient(k8s.EventsV1Api);
