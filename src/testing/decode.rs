@@ -184,22 +184,28 @@ pub(crate) fn decode_object(body: &[u8], kind: &str) -> Result<Value, Response> 
             "couldn't get version/kind; json parse error: expected an object",
         ));
     };
-    match map.get("kind") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(k)) if k.is_empty() || k == kind => {}
-        Some(other) => {
-            let other = other
-                .as_str()
-                .map_or_else(|| other.to_string(), str::to_string);
-            return Err(status::bad_request(&format!(
-                "the kind in the data ({other}) does not match the expected kind ({kind})"
-            )));
-        }
-    }
+    matches_expected(map.get("kind"), kind, "kind")?;
     if map.get("metadata").is_some_and(|m| !m.is_object()) {
         return Err(cannot_handle(kind, "metadata must be an object"));
     }
     Ok(obj)
+}
+
+/// A `kind` or `apiVersion` (`what`) that is absent, empty or `expected`;
+/// the 400 the decoder answers for another one.
+fn matches_expected(value: Option<&Value>, expected: &str, what: &str) -> Result<(), Response> {
+    match value {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(v)) if v.is_empty() || v == expected => Ok(()),
+        Some(other) => {
+            let other = other
+                .as_str()
+                .map_or_else(|| other.to_string(), str::to_string);
+            Err(status::bad_request(&format!(
+                "the {what} in the data ({other}) does not match the expected {what} ({expected})"
+            )))
+        }
+    }
 }
 
 /// Decode an object of `kind` in `api_version` to be stored: a missing or
@@ -208,18 +214,7 @@ pub(crate) fn decode_object(body: &[u8], kind: &str) -> Result<Value, Response> 
 /// sends neither); a different one is refused.
 fn decode_typed(body: &[u8], kind: &str, api_version: &str) -> Result<Value, Response> {
     let mut obj = decode_object(body, kind)?;
-    match obj.get("apiVersion") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(v)) if v.is_empty() || v == api_version => {}
-        Some(other) => {
-            let other = other
-                .as_str()
-                .map_or_else(|| other.to_string(), str::to_string);
-            return Err(status::bad_request(&format!(
-                "the API version in the data ({other}) does not match the expected API version ({api_version})"
-            )));
-        }
-    }
+    matches_expected(obj.get("apiVersion"), api_version, "API version")?;
     if let Some(m) = obj.as_object_mut() {
         m.insert("kind".into(), kind.into());
         m.insert("apiVersion".into(), api_version.into());
