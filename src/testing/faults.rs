@@ -74,6 +74,12 @@ impl Fault {
     /// matches the code (409 `Conflict`, 429 `TooManyRequests` plus
     /// `Retry-After: 1`, 500 `InternalError`, 503 `ServiceUnavailable`,
     /// 401 `Unauthorized`, 403 `Forbidden`, 404 `NotFound`).
+    ///
+    /// ```
+    /// use lease_elector::testing::Fault;
+    /// let conflict = Fault::status(409).method("PUT");
+    /// # let _ = conflict;
+    /// ```
     pub fn status(code: u16) -> Self {
         Self::new(Action::Status(code))
     }
@@ -105,6 +111,12 @@ impl Fault {
     }
 
     /// Close the connection without answering.
+    ///
+    /// ```
+    /// use lease_elector::testing::Fault;
+    /// let gone = Fault::drop_connection().times(3);
+    /// # let _ = gone;
+    /// ```
     pub fn drop_connection() -> Self {
         Self::new(Action::Drop)
     }
@@ -160,6 +172,12 @@ impl Fault {
 
     /// Answer with exactly `code` and `body` (`Content-Type:
     /// application/json`), e.g. for malformed, truncated or huge bodies.
+    ///
+    /// ```
+    /// use lease_elector::testing::Fault;
+    /// let truncated = Fault::raw(200, r#"{"kind": "Lease", "spec": {"#);
+    /// # let _ = truncated;
+    /// ```
     pub fn raw(code: u16, body: impl Into<Vec<u8>>) -> Self {
         Self::new(Action::Raw(code, body.into()))
     }
@@ -211,12 +229,24 @@ impl Fault {
     }
 
     /// Only match requests with this method (case-insensitive).
+    ///
+    /// ```
+    /// use lease_elector::testing::Fault;
+    /// let renewals_only = Fault::status(500).method("put");
+    /// # let _ = renewals_only;
+    /// ```
     pub fn method(mut self, method: &str) -> Self {
         self.method = Some(method.to_ascii_uppercase());
         self
     }
 
     /// Only match requests whose target (path and query) contains `fragment`.
+    ///
+    /// ```
+    /// use lease_elector::testing::Fault;
+    /// let one_lease = Fault::status(404).path_contains("/leases/my-lease");
+    /// # let _ = one_lease;
+    /// ```
     pub fn path_contains(mut self, fragment: &str) -> Self {
         self.path_contains = Some(fragment.to_string());
         self

@@ -253,17 +253,44 @@ use store::Collection;
 /// The client certificate (PEM) signed by the fixture client CA, for mTLS
 /// tests against a server built with
 /// [`client_ca(true)`](TestApiServerBuilder::client_ca).
+///
+/// ```
+/// use lease_elector::testing::client_cert_pem;
+/// assert!(client_cert_pem().starts_with(b"-----BEGIN CERTIFICATE-----"));
+/// ```
 pub fn client_cert_pem() -> &'static [u8] {
     tls::CLIENT_CERT_PEM
 }
 
 /// The PKCS#8 private key (PEM) of [`client_cert_pem`].
+///
+/// ```
+/// use lease_elector::testing::{client_cert_pem, client_key_pem, TestApiServer};
+/// use lease_elector::{Client, ClientConfig};
+///
+/// let server = TestApiServer::builder().tls(true).client_ca(true).build()?;
+/// let config = ClientConfig::new(server.url())
+///     .ca_pem(server.ca_pem())
+///     .client_identity(client_cert_pem(), client_key_pem());
+/// let _client = Client::new(config)?;
+/// # server.shutdown();
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn client_key_pem() -> &'static [u8] {
     tls::CLIENT_KEY_PEM
 }
 
 /// A running embedded API server; stopped by [`shutdown`](Self::shutdown)
 /// or when dropped.
+///
+/// ```
+/// use lease_elector::testing::TestApiServer;
+///
+/// let server = TestApiServer::start()?;
+/// println!("serving {}", server.url());
+/// server.shutdown();
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct TestApiServer {
     shared: Arc<Shared>,
     addr: SocketAddr,
@@ -281,6 +308,15 @@ impl std::fmt::Debug for TestApiServer {
 
 /// Options for a [`TestApiServer`]; see [`TestApiServer::builder`].
 #[derive(Debug, Clone, Default)]
+///
+/// ```
+/// use lease_elector::testing::TestApiServer;
+///
+/// let server = TestApiServer::builder().tls(true).tokens(&["s3cret"]).build()?;
+/// assert!(server.url().starts_with("https://127.0.0.1:"));
+/// # server.shutdown();
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct TestApiServerBuilder {
     tls: bool,
     tokens: Vec<String>,
@@ -292,6 +328,13 @@ impl TestApiServerBuilder {
     /// Serve HTTPS with the fixture server certificate (valid for
     /// `127.0.0.1`, `::1` and `localhost`, signed by
     /// [`TestApiServer::ca_pem`]). Default: plain HTTP.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// let server = TestApiServer::builder().tls(true).build()?;
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn tls(mut self, on: bool) -> Self {
         self.tls = on;
         self
@@ -299,6 +342,13 @@ impl TestApiServerBuilder {
 
     /// Require `Authorization: Bearer <token>` with one of `tokens`.
     /// Default (and empty): no authentication.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// let server = TestApiServer::builder().tls(true).tokens(&["pod-a-token", "pod-b-token"]).build()?;
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn tokens(mut self, tokens: &[&str]) -> Self {
         self.tokens = tokens.iter().map(|t| t.to_string()).collect();
         self
@@ -307,6 +357,13 @@ impl TestApiServerBuilder {
     /// Require and verify a client certificate signed by the fixture client
     /// CA ([`client_cert_pem`] is one); a request over such a connection is
     /// authenticated without a token. Needs [`tls(true)`](Self::tls).
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// let server = TestApiServer::builder().tls(true).client_ca(true).build()?;
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn client_ca(mut self, on: bool) -> Self {
         self.client_ca = on;
         self
@@ -345,6 +402,15 @@ impl TestApiServerBuilder {
     }
 
     /// Bind `127.0.0.1:0` and start serving.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// // client_ca needs TLS.
+    /// assert!(TestApiServer::builder().client_ca(true).build().is_err());
+    /// let server = TestApiServer::builder().build()?;
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn build(self) -> io::Result<TestApiServer> {
         if self.client_ca && !self.tls {
             return Err(io::Error::new(
@@ -377,22 +443,55 @@ impl TestApiServerBuilder {
 
 impl TestApiServer {
     /// Start a plain HTTP server without authentication.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// let server = TestApiServer::start()?;
+    /// assert!(server.url().starts_with("http://127.0.0.1:"));
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn start() -> io::Result<TestApiServer> {
         Self::builder().build()
     }
 
     /// Options: TLS, tokens, client certificates, idle timeout.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// let server = TestApiServer::builder().tls(true).build()?;
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn builder() -> TestApiServerBuilder {
         TestApiServerBuilder::default()
     }
 
     /// `http://127.0.0.1:PORT` or `https://127.0.0.1:PORT`.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// use lease_elector::{Client, ClientConfig};
+    /// let server = TestApiServer::start()?;
+    /// let _client = Client::new(ClientConfig::new(server.url()))?;
+    /// # server.shutdown();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn url(&self) -> String {
         let scheme = if self.tls { "https" } else { "http" };
         format!("{scheme}://{}", self.addr)
     }
 
     /// The CA bundle (PEM) clients must trust to talk TLS to this server.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// use lease_elector::ClientConfig;
+    /// let server = TestApiServer::builder().tls(true).build()?;
+    /// let _config = ClientConfig::new(server.url()).ca_pem(server.ca_pem());
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn ca_pem(&self) -> &'static [u8] {
         tls::CA_PEM
     }
@@ -776,6 +875,15 @@ impl TestApiServer {
     /// Remove every queued fault rule, and release every request held by a
     /// [`Fault::hang`] that fired before (its connection is closed without
     /// an answer).
+    ///
+    /// ```
+    /// use lease_elector::testing::{Fault, TestApiServer};
+    /// let server = TestApiServer::start()?;
+    /// server.inject(Fault::status(500).forever());
+    /// server.clear_faults();
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn clear_faults(&self) {
         let mut st = self.shared.lock();
         st.faults.clear();
@@ -787,6 +895,16 @@ impl TestApiServer {
     /// While `down`, every new connection is accepted and closed at once
     /// without an answer, open keep-alive connections are closed on their
     /// next request, and watch streams are cut.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// let server = TestApiServer::start()?;
+    /// server.set_outage(true);
+    /// // ... every candidate loses the API server ...
+    /// server.set_outage(false);
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn set_outage(&self, down: bool) {
         self.shared.lock().outage = down;
         self.shared.notify();
@@ -794,34 +912,83 @@ impl TestApiServer {
 
     /// Replace the accepted bearer tokens (rotation); an empty slice turns
     /// authentication off.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// let server = TestApiServer::builder().tls(true).tokens(&["old"]).build()?;
+    /// server.set_tokens(&["new"]); // "old" now gets 401
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn set_tokens(&self, tokens: &[&str]) {
         self.shared.lock().tokens = tokens.iter().map(|t| t.to_string()).collect();
     }
 
     /// Requests bearing `token` are authenticated but get 403 `Forbidden`
     /// on everything, with the message RBAC would give.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// let server = TestApiServer::builder().tls(true).tokens(&["pod-a"]).build()?;
+    /// server.forbid_token("pod-a"); // RBAC took pod-a's rights away
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn forbid_token(&self, token: &str) {
         self.shared.lock().forbidden.push(token.to_string());
     }
 
     /// Counters since start or the last [`reset_stats`](Self::reset_stats).
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// let server = TestApiServer::start()?;
+    /// assert_eq!(server.stats().requests, 0);
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn stats(&self) -> Stats {
         self.shared.lock().recorder.stats.clone()
     }
 
     /// Zero the counters and empty the request log.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// let server = TestApiServer::start()?;
+    /// server.reset_stats();
+    /// assert!(server.requests().is_empty());
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn reset_stats(&self) {
         self.shared.lock().recorder.reset();
     }
 
     /// The last (up to 10 000) finished requests, oldest first. A watch
     /// appears once its stream has ended.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// let server = TestApiServer::start()?;
+    /// let puts = server.requests().iter().filter(|r| r.method == "PUT").count();
+    /// assert_eq!(puts, 0);
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn requests(&self) -> Vec<RequestLog> {
         self.shared.lock().recorder.log()
     }
 
     /// Stop serving: close every connection (ending watches) and join
     /// every server thread, including ones sleeping in injected latency.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// let server = TestApiServer::start()?;
+    /// server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn shutdown(mut self) {
         self.stop();
     }
