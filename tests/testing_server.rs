@@ -764,6 +764,60 @@ fn watch_from_resource_version_and_timeout() {
     assert_eq!(server.requests().last().unwrap().status, 200);
 }
 
+/// client-go's streaming list (`sendInitialEvents=true`): the current
+/// objects as `ADDED`, then the bookmark that says they are all there; a
+/// Namespace watch is served like a Lease one.
+#[test]
+fn a_streaming_list_ends_its_initial_events_with_a_bookmark() {
+    let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
+    let a = agent();
+    for name in ["l1", "l2"] {
+        call(&a, "POST", &leases(&server), None, Some(&lease(name))).unwrap();
+    }
+    let url = format!(
+        "{}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan\
+         &allowWatchBookmarks=true&timeoutSeconds=1",
+        leases(&server)
+    );
+    let (rx, reader) = watch_lines(&a, &url);
+    let events: Vec<Value> = (0..3)
+        .map(|_| rx.recv_timeout(common::WAIT).unwrap())
+        .collect();
+    let got: Vec<(String, String)> = events
+        .iter()
+        .map(|e| {
+            let name = e["object"]["metadata"]["name"].as_str().unwrap_or("");
+            (e["type"].as_str().unwrap().to_string(), name.to_string())
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("ADDED".into(), "l1".into()),
+            ("ADDED".into(), "l2".into()),
+            ("BOOKMARK".into(), String::new())
+        ]
+    );
+    assert_eq!(
+        events[2]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    assert_eq!(reader.join().unwrap(), Ok(()));
+
+    let url = format!(
+        "{}/api/v1/namespaces?watch=true&fieldSelector=metadata.name={NS}&timeoutSeconds=1",
+        server.url()
+    );
+    let (rx, reader) = watch_lines(&a, &url);
+    let first = rx.recv_timeout(common::WAIT).unwrap();
+    assert_eq!(
+        (first["type"].as_str(), first["object"]["kind"].as_str()),
+        (Some("ADDED"), Some("Namespace"))
+    );
+    assert_eq!(reader.join().unwrap(), Ok(()));
+}
+
 #[test]
 fn watch_is_cut_by_an_outage() {
     let server = TestApiServer::start().unwrap();
