@@ -155,7 +155,9 @@ fn main() {
                 .server
                 .lease(common::overlap::NS, common::overlap::LEASE)
                 .map_or("(no Lease)".to_string(), |l| {
-                    l["spec"]["leaseTransitions"].to_string()
+                    l.spec
+                        .and_then(|s| s.lease_transitions)
+                        .map_or("-".to_string(), |t| t.to_string())
                 });
             println!(
                 "| {}{} | {t} | {} ms | {} | {stored} | {note} ({:.0} s) |",

@@ -177,10 +177,7 @@ fn handover(server: &TestApiServer, watch: bool, release: bool) -> Res<Vec<Durat
 
 fn last_renew_instant(server: &TestApiServer, name: &str) -> Res<Instant> {
     let lease = server.lease(NS, name).ok_or("lease exists")?;
-    let renewed: MicroTime = lease["spec"]["renewTime"]
-        .as_str()
-        .ok_or("lease has a renewTime")?
-        .parse()?;
+    let renewed: MicroTime = lease.record().renew_time.ok_or("lease has a renewTime")?;
     let (now, wall) = (Instant::now(), SystemTime::now());
     let ago = wall.duration_since(renewed.to_system_time())?;
     Ok(now
@@ -385,12 +382,12 @@ fn storm_table(server: &TestApiServer) -> Res<()> {
         ),
         (
             "500 storm",
-            |s| s.inject(Fault::status(500).times(usize::MAX)),
+            |s| s.inject(Fault::status(500).forever()),
             TestApiServer::clear_faults,
         ),
         (
             "connections dropped after the request",
-            |s| s.inject(Fault::drop_connection().times(usize::MAX)),
+            |s| s.inject(Fault::drop_connection().forever()),
             TestApiServer::clear_faults,
         ),
     ];
@@ -495,6 +492,7 @@ fn lateness_table() -> Res<()> {
     let server = TestApiServer::builder()
         .tokens(&["leader", "follower"])
         .build()?;
+    server.add_namespace(NS);
     let dir = TempDir::new("lateness")?;
     let token_file = dir.0.join("token");
     std::fs::write(&token_file, "leader")?;
@@ -553,7 +551,7 @@ fn lateness_table() -> Res<()> {
         // Into steady renewing before the fault.
         std::thread::sleep(cfg.retry_period * 3 / 2);
         for f in faults {
-            server.inject(f.bearer("leader").times(usize::MAX));
+            server.inject(f.bearer("leader").forever());
         }
         let stopped = wait_stopped(&lrx, deadline * 3);
         server.clear_faults();
@@ -648,11 +646,7 @@ fn held_request(server: &TestApiServer) -> Res<()> {
 
     let (leader, rx, _) = candidate(ClientConfig::new(server.url()), "hung", "leader", &cfg)?;
     wait_leading(&rx)?;
-    server.inject(
-        Fault::hang()
-            .path_contains("/leases/hung")
-            .times(usize::MAX),
-    );
+    server.inject(Fault::hang().path_contains("/leases/hung").forever());
     let stopped = wait_stopped(&rx, deadline * 2);
     server.clear_faults();
     match (stopped, leader.last_renew()) {
@@ -721,7 +715,7 @@ fn elect_footprint(server: &TestApiServer, path: &str) -> Res<()> {
     let status = child.wait()?;
     let released = server
         .lease(NS, "footprint")
-        .map(|l| l["spec"]["holderIdentity"] == "");
+        .map(|l| l.record().holder_identity.is_empty());
     println!("\n| elect binary while leading | peak RSS (VmHWM) {hwm} | threads {threads} (main, elector, stdin, signals, forwarder) | exit {status}, lease released: {released:?} |");
     Ok(())
 }
@@ -886,6 +880,7 @@ fn lease_elect_table(path: &str) -> Res<()> {
         .tls(true)
         .tokens(&["leader"])
         .build()?;
+    server.add_namespace(NS);
     let dir = TempDir::new("lease-elect")?;
     std::fs::write(dir.0.join("ca.pem"), server.ca_pem())?;
     std::fs::write(dir.0.join("token"), "leader")?;
@@ -927,7 +922,7 @@ fn lease_elect_table(path: &str) -> Res<()> {
     let status = le.child.wait()?;
     let released = server
         .lease(NS, "footprint")
-        .map(|l| l["spec"]["holderIdentity"] == "");
+        .map(|l| l.record().holder_identity.is_empty());
     println!("\n| lease-elect over TLS with a token, `--health-addr`, `-- sleep 1000`, while leading | peak RSS (VmHWM) | threads |");
     println!("|---|---|---|");
     println!("| lease-elect (GET /healthz: {healthz}) | {hwm} | {threads} ({names}) |");
@@ -961,7 +956,7 @@ fn lease_elect_table(path: &str) -> Res<()> {
         start.push(since(leading, started));
         // Lead for a few renewals, then fail every request.
         std::thread::sleep(RETRY * 4);
-        server.inject(Fault::status(500).times(usize::MAX));
+        server.inject(Fault::status(500).forever());
         let stopped = le.wait_line("STOPPED")?;
         let ended = wait_stamp(&stamp.with_extension("stop"), LEASE)?;
         stop.push(since(stopped, ended));
@@ -1202,6 +1197,7 @@ fn tls_case(case: &TlsCase) -> Res<TlsRow> {
         builder = builder.idle_timeout(idle);
     }
     let server = builder.build()?;
+    server.add_namespace(NS);
     let relay = Relay::start(server.url().trim_start_matches("https://").parse()?)?;
     let client = ClientConfig::new(relay.url())
         .ca_pem(server.ca_pem())
@@ -1369,6 +1365,7 @@ fn candidates_row(n: usize, watch: bool) -> Res<CandidatesRow> {
         .tls(true)
         .tokens(&token_refs)
         .build()?;
+    server.add_namespace(NS);
     let port = port_of(&server.url())?;
     let cfg = ElectorConfig {
         watch,
@@ -1517,6 +1514,7 @@ fn serve(dir: &Path) -> Res<()> {
         .tls(true)
         .tokens(&["shards"])
         .build()?;
+    server.add_namespace(NS);
     let kubeconfig = dir.join("kubeconfig");
     server.write_kubeconfig(&kubeconfig, Some("shards"))?;
     let mut out = std::io::stdout().lock();
@@ -1764,6 +1762,7 @@ fn main() -> Res<()> {
         value("--only").map(|s| s.split(',').map(str::to_string).collect());
     let run = |section: &str| only.as_ref().is_none_or(|o| o.iter().any(|s| s == section));
     let server = TestApiServer::start()?;
+    server.add_namespace(NS);
     println!(
         "lease {LEASE:?}, renew deadline {DEADLINE:?}, retry period {RETRY:?}, per-request cap {:?}; embedded API server on loopback",
         timings(LEASE, DEADLINE, RETRY).request_cap()

@@ -25,6 +25,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .tls(true)
         .tokens(&["demo-token"])
         .build()?;
+    server.add_namespace("demo");
     println!(
         "embedded API server at {} (TLS, bearer token)",
         server.url()
@@ -95,9 +96,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let lease = server
             .lease("demo", "demo-operator")
             .ok_or("the lease should exist")?;
+        let record = lease.record();
         println!(
-            "          lease holder={} leaseTransitions={}",
-            lease["spec"]["holderIdentity"], lease["spec"]["leaseTransitions"]
+            "          lease holder={:?} leaseTransitions={}",
+            record.holder_identity, record.leader_transitions
         );
         if round == 3 {
             break;

@@ -91,7 +91,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // a stalls: its worker is frozen (it already checked its term), and
     // every request of its elector hangs.
     assert!(a_term.is_current());
-    server.inject(Fault::hang().bearer("a-token").times(usize::MAX));
+    server.inject(Fault::hang().bearer("a-token").forever());
     println!("a stalls: its worker is frozen mid-operation, its elector cannot renew");
 
     let b_term = term_of(&b_events)?;

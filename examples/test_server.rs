@@ -6,11 +6,13 @@
 //! KUBECONFIG=PATH kubectl get leases -A
 //! ```
 //!
-//! Serves Leases (get, list, watch, create, replace, delete) and Events
-//! (create, list) until SIGTERM/SIGINT arrives, or stdin closes when it is
-//! a pipe or a socket: a terminal or `/dev/null` is never read, so it
-//! serves as a background job of an interactive shell (`&`) or from a
-//! script until signalled. With `--token`, requests must carry it (kubectl
+//! Serves Leases, Events (core/v1 and events.k8s.io/v1) and Namespaces
+//! (get, list, watch, create, replace, patch, apply, delete; it starts
+//! with `default`, `kube-system`, `kube-public` and `kube-node-lease`, and
+//! `kubectl create namespace` adds one) until SIGTERM/SIGINT arrives, or
+//! stdin closes when it is a pipe or a socket: a terminal or `/dev/null`
+//! is never read, so it serves as a background job of an interactive
+//! shell (`&`) or from a script until signalled. With `--token`, requests must carry it (kubectl
 //! sends it only over TLS, so pair it with `--tls`).
 
 use std::io::{Read, Write};

@@ -64,6 +64,7 @@ fn a_logger_that_blocks_does_not_hold_up_the_end_of_a_term() {
     log::set_logger(&LOGGER).unwrap();
     log::set_max_level(log::LevelFilter::Info);
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let lock = LeaseLock::new(client(&server), NS, LEASE, "a");
     let (handle, events) = LeaderElector::builder(lock)
         .lease_duration(Duration::from_secs(4))
@@ -74,7 +75,7 @@ fn a_logger_that_blocks_does_not_hold_up_the_end_of_a_term() {
         .spawn()
         .unwrap();
     let term = loop {
-        if let LeaderEvent::StartedLeading { term, .. } = events.recv().unwrap() {
+        if let LeaderEvent::StartedLeading { term, .. } = events.recv_timeout(WAIT).unwrap() {
             break term;
         }
     };

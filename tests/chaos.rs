@@ -21,6 +21,7 @@
 
 mod common;
 
+use common::RawLeases;
 use lease_elector::LeaderEvents;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -338,24 +339,19 @@ enum LeaderFault {
 impl LeaderFault {
     /// The rules that fault the requests bearing `token`, and only them.
     fn rules(self, token: &str) -> Vec<Fault> {
-        let forever = usize::MAX;
-        let slow = || {
-            Fault::latency(slow_error_delay())
-                .bearer(token)
-                .times(forever)
-        };
+        let slow = || Fault::latency(slow_error_delay()).bearer(token).forever();
         match self {
-            LeaderFault::Slow401 => vec![slow(), Fault::status(401).bearer(token).times(forever)],
-            LeaderFault::Hang => vec![Fault::hang().bearer(token).times(forever)],
-            LeaderFault::Slow500 => vec![slow(), Fault::status(500).bearer(token).times(forever)],
+            LeaderFault::Slow401 => vec![slow(), Fault::status(401).bearer(token).forever()],
+            LeaderFault::Hang => vec![Fault::hang().bearer(token).forever()],
+            LeaderFault::Slow500 => vec![slow(), Fault::status(500).bearer(token).forever()],
             LeaderFault::HugeRetryAfter => vec![
                 Fault::retry_after(429, "18446744073709551615")
                     .method("PUT")
                     .bearer(token)
-                    .times(forever),
+                    .forever(),
                 Fault::retry_after(429, "99999999999999999999")
                     .bearer(token)
-                    .times(forever),
+                    .forever(),
             ],
         }
     }
@@ -475,6 +471,7 @@ impl Chaos {
             .tokens(&ids)
             .build()
             .expect("server starts");
+        server.add_namespace(NS);
         let mut chaos = Chaos {
             server,
             slots,
@@ -574,7 +571,7 @@ impl Chaos {
 
     fn holder(&self) -> String {
         self.server
-            .lease(NS, LEASE)
+            .lease_value(NS, LEASE)
             .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_string))
             .unwrap_or_default()
     }
@@ -740,18 +737,17 @@ impl Chaos {
     /// leader and let lingering requests finish.
     fn fault(&mut self, phase: Phase) -> Duration {
         let server = &self.server;
-        let forever = usize::MAX;
         let span = match phase {
             Phase::Latency { delay, span } => {
-                server.inject(Fault::latency(delay).times(forever));
+                server.inject(Fault::latency(delay).forever());
                 span
             }
             Phase::DroppedConnections { span } => {
-                server.inject(Fault::drop_connection().times(forever));
+                server.inject(Fault::drop_connection().forever());
                 span
             }
             Phase::ConflictStorm { span } => {
-                server.inject(Fault::status(409).method("PUT").times(forever));
+                server.inject(Fault::status(409).method("PUT").forever());
                 span
             }
             Phase::Outage { span } => {
@@ -762,16 +758,16 @@ impl Chaos {
             // retry given a fresh cap (not what is left of the round) ends
             // the term up to a cap late.
             Phase::SlowErrors { span } => {
-                server.inject(Fault::latency(slow_error_delay()).times(forever));
-                server.inject(Fault::status(500).times(forever));
+                server.inject(Fault::latency(slow_error_delay()).forever());
+                server.inject(Fault::status(500).forever());
                 span
             }
             // A read that never comes back after a failed write: only the
             // round's deadline ends it in time.
             Phase::PutFailsGetHangs { put_delay, span } => {
-                server.inject(Fault::latency(put_delay).method("PUT").times(forever));
-                server.inject(Fault::status(500).method("PUT").times(forever));
-                server.inject(Fault::hang().method("GET").times(forever));
+                server.inject(Fault::latency(put_delay).method("PUT").forever());
+                server.inject(Fault::status(500).method("PUT").forever());
+                server.inject(Fault::hang().method("GET").forever());
                 span
             }
             Phase::ErrorStorm { span } | Phase::Malformed { span } => span,
@@ -1162,7 +1158,11 @@ fn chaos_never_two_leaders() {
     // 3. leaseTransitions.
     let takeovers = chaos.takeovers();
     let expected = takeovers.transitions;
-    let spec = chaos.server.lease(NS, LEASE).expect("the lease exists")["spec"].clone();
+    let spec = chaos
+        .server
+        .lease_value(NS, LEASE)
+        .expect("the lease exists")["spec"]
+        .clone();
     assert_eq!(
         spec["leaseTransitions"].as_u64().unwrap_or(0),
         expected,
@@ -1208,6 +1208,7 @@ fn stopped_at(event: LeaderEvent) -> Instant {
 #[test]
 fn started_leading_is_not_stamped_before_the_lease_was_free() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let (a, a_events) = elector(&server, "a", true, false);
     started_at(next_transition(&a_events));
     let (b, b_events) = elector(&server, "b", false, false);
@@ -1253,6 +1254,7 @@ fn started_leading_is_not_stamped_before_the_lease_was_free() {
 #[test]
 fn stopped_leading_comes_by_the_renew_deadline_after_a_slow_acquisition() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     // The creating POST uses 1s of the 1.2s deadline (within its time-out:
     // the default cap, 1 s, times out at 7/8 of it, so the cap is raised
     // to the whole deadline here).
@@ -1531,7 +1533,7 @@ impl Storm {
     fn begin(self, server: &TestApiServer) {
         match self {
             Storm::Outage => server.set_outage(true),
-            Storm::ServerErrors => server.inject(Fault::status(500).times(usize::MAX)),
+            Storm::ServerErrors => server.inject(Fault::status(500).forever()),
         }
     }
 
@@ -1561,6 +1563,8 @@ fn a_failing_api_server_gets_at_most_one_attempt_per_retry_period_per_candidate(
     let least = 2;
 
     let server = TestApiServer::start().expect("server starts");
+
+    server.add_namespace(NS);
     let calls = Arc::new(Mutex::new(Vec::new()));
     let mut fleet = Fleet::new();
     for slot in 0..CANDIDATES {
@@ -1714,6 +1718,7 @@ fn one_hung_renewal_is_abandoned_at_the_cap_and_the_leader_keeps_leading() {
         .tokens(&["a", "b"])
         .build()
         .expect("server starts");
+    server.add_namespace(NS);
     let lock = |id: &str| LeaseLock::new(token_client(&server, id), NS, LEASE, id);
     let mut fleet = Fleet::new();
     let a = fleet.add(spawn(lock("a"), config.clone()));
@@ -1820,6 +1825,7 @@ fn an_absurd_retry_after_header_is_waited_out_as_max_retry_after() {
 fn two_processes_sharing_an_identity_never_both_lead() {
     count_panics();
     let server = TestApiServer::start().expect("server starts");
+    server.add_namespace(NS);
     let mut fleet = Fleet::new();
     let first = fleet.add(elector(&server, "twin", false, false));
     fleet.wait(SLACK, "the first twin leads", |f| f.leads(first));

@@ -19,8 +19,10 @@ use std::time::{Duration, Instant};
 use lease_elector::testing::TestApiServer;
 
 mod common;
+
 use common::procs::state;
 use common::tempdir::TempDir;
+use common::RawLeases;
 use common::{example, WAIT};
 
 /// How long a program must keep running on its own.
@@ -88,7 +90,7 @@ impl Program {
 fn works(program: Program, server: &TestApiServer, lease: &str, up: &str) -> bool {
     match program {
         Program::LeaseElect | Program::Elect => {
-            let renew = server.lease("stdin", lease).and_then(|l| {
+            let renew = server.lease_value("stdin", lease).and_then(|l| {
                 l["spec"]["renewTime"]
                     .as_str()
                     .and_then(|t| t.parse::<lease_elector::MicroTime>().ok())
@@ -206,6 +208,7 @@ fn exit_code(child: &mut Child) -> Option<i32> {
 #[test]
 fn with_stdin_dev_null_each_program_keeps_running_until_signalled() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("stdin");
     let dir = TempDir::new();
     for program in PROGRAMS {
         let lease = format!("null-{program:?}").to_lowercase();
@@ -225,6 +228,7 @@ fn with_stdin_dev_null_each_program_keeps_running_until_signalled() {
 #[test]
 fn with_a_pipe_on_stdin_each_program_stops_when_it_closes() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("stdin");
     let dir = TempDir::new();
     for program in PROGRAMS {
         let lease = format!("pipe-{program:?}").to_lowercase();
@@ -293,6 +297,7 @@ fn as_a_background_job_of_an_interactive_shell_each_program_keeps_running() {
         return;
     }
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("stdin");
     for program in PROGRAMS {
         let dir = TempDir::new();
         let lease = format!("tty-{program:?}").to_lowercase();

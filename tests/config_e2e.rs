@@ -2,6 +2,10 @@
 //! `from_config`, an elector acquiring and releasing the Lease on the
 //! embedded API server, and the LeaderElection Events it records there.
 
+mod common;
+
+use common::RawLeases;
+
 use std::time::Duration;
 
 use lease_elector::openshift::{self, Election, LeaderElection};
@@ -11,6 +15,7 @@ use lease_elector::{Client, ClientConfig, LeaderEvent};
 #[test]
 fn config_to_leadership_and_events() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("team-a");
     let file = LeaderElection::from_json(
         r#"{"namespace": "team-a", "name": "e2e-lock",
             "leaseDuration": "15s", "renewDeadline": "10s", "retryPeriod": "2s"}"#,
@@ -40,10 +45,10 @@ fn config_to_leadership_and_events() {
         .any(|e| matches!(e, LeaderEvent::StoppedLeading { .. })));
 
     let lease = server
-        .lease("team-a", "e2e-lock")
+        .lease_value("team-a", "e2e-lock")
         .expect("the lease was created");
     assert_eq!(lease["spec"]["holderIdentity"].as_str().unwrap_or(""), "");
-    let recorded = server.events();
+    let recorded = server.event_values();
     let messages: Vec<&str> = recorded
         .iter()
         .map(|e| e["message"].as_str().unwrap())
@@ -64,6 +69,7 @@ fn config_to_leadership_and_events() {
 #[test]
 fn disabled_config_talks_to_nobody() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("team-a");
     let cfg = LeaderElection::from_json(r#"{"disable": true}"#).unwrap();
     let client = Client::new(ClientConfig::new(server.url())).unwrap();
     let election = openshift::from_config(client, &cfg, "c", "").unwrap();

@@ -50,6 +50,7 @@ fn wait_for_updates(server: &TestApiServer, n: u64) {
 #[test]
 fn renews_ride_one_connection() {
     let server = TestApiServer::builder().tls(true).build().unwrap();
+    server.add_namespace(NS);
     let (handle, _events) = lead(&server);
     server.reset_stats();
     wait_for_updates(&server, 4);
@@ -70,6 +71,7 @@ fn a_connection_closed_while_idle_costs_a_resumed_handshake_and_nothing_else() {
         .idle_timeout(Duration::from_millis(200))
         .build()
         .unwrap();
+    server.add_namespace(NS);
     let (handle, events) = lead(&server);
     server.reset_stats();
     wait_for_updates(&server, 5);

@@ -14,7 +14,9 @@ use std::time::Duration;
 use lease_elector::testing::TestApiServer;
 
 mod common;
+
 use common::tempdir::TempDir;
+use common::RawLeases;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -116,6 +118,7 @@ impl Drop for Elect {
 #[test]
 fn sigterm_releases_and_exits_zero() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let a = Elect::start(&server, "cli-a", &["--release-on-cancel"]);
     a.expect("NEW_LEADER cli-a");
     a.expect("LEADING cli-a");
@@ -128,13 +131,13 @@ fn sigterm_releases_and_exits_zero() {
     b.expect("NEW_LEADER cli-b");
     b.expect("LEADING cli-b");
     assert_eq!(
-        server.lease("cli", "lock").unwrap()["spec"]["leaseTransitions"],
+        server.lease_value("cli", "lock").unwrap()["spec"]["leaseTransitions"],
         1
     );
     b.signal("-INT");
     b.expect("STOPPED cli-b");
     assert_eq!(b.exit_code(), Some(0));
-    let spec = &server.lease("cli", "lock").unwrap()["spec"];
+    let spec = &server.lease_value("cli", "lock").unwrap()["spec"];
     assert_eq!(
         spec["holderIdentity"], "cli-b",
         "no --release-on-cancel: kept"
@@ -144,6 +147,7 @@ fn sigterm_releases_and_exits_zero() {
 #[test]
 fn closing_stdin_stops_it() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let mut a = Elect::start(&server, "cli-c", &["--release-on-cancel"]);
     a.expect("NEW_LEADER cli-c");
     a.expect("LEADING cli-c");
@@ -151,7 +155,7 @@ fn closing_stdin_stops_it() {
     a.expect("STOPPED cli-c");
     assert_eq!(a.exit_code(), Some(0));
     assert_eq!(
-        server.lease("cli", "lock").unwrap()["spec"]["holderIdentity"],
+        server.lease_value("cli", "lock").unwrap()["spec"]["holderIdentity"],
         ""
     );
 }
@@ -163,6 +167,7 @@ fn kubeconfig_yaml_over_tls_by_path_and_by_environment() {
         .tokens(&["cli-token"])
         .build()
         .unwrap();
+    server.add_namespace("cli");
     let dir = TempDir::new();
     dir.write("ca.crt", server.ca_pem());
     // The current context points nowhere: only --context reaches the server.
@@ -212,7 +217,7 @@ users:
         a.expect(&format!("LEADING {id}"));
         // The namespace came from the kubeconfig context.
         assert_eq!(
-            server.lease("cli", "lock").unwrap()["spec"]["holderIdentity"],
+            server.lease_value("cli", "lock").unwrap()["spec"]["holderIdentity"],
             id.as_str()
         );
         drop(a.child.stdin.take());
@@ -253,8 +258,9 @@ fn bad_arguments_exit_two_with_usage() {
 fn a_forged_holder_identity_yields_one_escaped_event_line_and_no_escape() {
     const FORGED: &str = "x\nLEADING me\n\u{1b}[2J";
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let now = lease_elector::lease::MicroTime::from_system_time(std::time::SystemTime::now());
-    server.put_lease(
+    server.put_value(
         "cli",
         serde_json::json!({
             "apiVersion": "coordination.k8s.io/v1",
@@ -354,6 +360,7 @@ fn every_usage_error_exits_two() {
 #[test]
 fn a_token_file_that_cannot_be_read_at_start_is_an_error_naming_it() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let mut child = Command::new(elect_binary())
         .args([
             "--server",
@@ -386,20 +393,23 @@ fn a_token_file_that_cannot_be_read_at_start_is_an_error_naming_it() {
 #[test]
 fn transitions_are_recorded_as_events_unless_no_events() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let a = Elect::start(&server, "cli-ev", &["--ignore-stdin"]);
     a.expect("NEW_LEADER cli-ev");
     a.expect("LEADING cli-ev");
     let deadline = std::time::Instant::now() + WAIT;
-    while server.events().is_empty() {
+    while server.event_values().is_empty() {
         assert!(std::time::Instant::now() < deadline, "no event recorded");
         thread::sleep(Duration::from_millis(10));
     }
-    assert_eq!(server.events()[0]["reason"], "LeaderElection");
+    assert_eq!(server.event_values()[0]["reason"], "LeaderElection");
     a.signal("-TERM");
     a.expect("STOPPED cli-ev");
     assert_eq!(a.exit_code(), Some(0));
 
     let server = TestApiServer::start().unwrap();
+
+    server.add_namespace("cli");
     let b = Elect::start(&server, "cli-ne", &["--ignore-stdin", "--no-events"]);
     b.expect("NEW_LEADER cli-ne");
     b.expect("LEADING cli-ne");
@@ -407,7 +417,7 @@ fn transitions_are_recorded_as_events_unless_no_events() {
     b.signal("-TERM");
     b.expect("STOPPED cli-ne");
     assert_eq!(b.exit_code(), Some(0));
-    assert!(server.events().is_empty());
+    assert!(server.event_values().is_empty());
 }
 
 /// `elect` (the README's walk-through runs it) tells on stderr, at its
@@ -469,6 +479,7 @@ fn warnings_reach_stderr_naming_the_server_and_the_reason_for_a_lost_lease() {
 
     // Plain HTTP to a TLS port: the warning names the URL to use.
     let tls = TestApiServer::builder().tls(true).build().unwrap();
+    tls.add_namespace("cli");
     let https = tls.url();
     let http = https.replacen("https://", "http://", 1);
     let mut child = run(&http);
@@ -479,10 +490,11 @@ fn warnings_reach_stderr_naming_the_server_and_the_reason_for_a_lost_lease() {
 
     // An outage while leading: the lost lease with its reason, then recovery.
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let mut child = run(&server.url());
     let lines = stderr_lines(&mut child.0);
     common::eventually("elect leads", || {
-        server.lease("cli", "lock").is_some_and(|l| {
+        server.lease_value("cli", "lock").is_some_and(|l| {
             l["spec"]["holderIdentity"]
                 .as_str()
                 .is_some_and(|h| !h.is_empty())

@@ -11,7 +11,9 @@ use lease_elector::{Client, ClientConfig, Clock, Deadline, Error, ManualClock};
 use serde_json::json;
 
 mod common;
+
 use common::tempdir::TempDir;
+use common::RawLeases;
 
 const API_VERSION: &str = "client.authentication.k8s.io/v1";
 
@@ -66,11 +68,13 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
 
 /// Credentials are used only over TLS, as kubectl uses them.
 fn tls_server(token: &str) -> TestApiServer {
-    TestApiServer::builder()
+    let server = TestApiServer::builder()
         .tls(true)
         .tokens(&[token])
         .build()
-        .unwrap()
+        .unwrap();
+    server.add_namespace("ns");
+    server
 }
 
 /// A client whose kubeconfig runs `dir/plugin.sh`, with this time-out.
@@ -91,7 +95,7 @@ fn get(client: &Client) -> lease_elector::Result<()> {
 #[test]
 fn token_is_cached_and_renewed_after_a_401_and_at_expiry() {
     let server = tls_server("t1");
-    server.put_lease(
+    server.put_value(
         "ns",
         json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "probe"}}),
     );
@@ -294,7 +298,7 @@ fn a_plugin_child_in_its_own_session_holding_the_output_goes_with_the_run() {
 /// twenty times; check that no thread or child outlives the runs.
 fn run_a_forking_plugin_twenty_times(child: &str) {
     let server = tls_server("t1");
-    server.put_lease(
+    server.put_value(
         "ns",
         json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "probe"}}),
     );

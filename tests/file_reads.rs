@@ -15,8 +15,10 @@ use lease_elector::testing::TestApiServer;
 use lease_elector::{Client, ClientConfig, Deadline, ManualClock};
 
 mod common;
+
 use common::logs::logs;
 use common::tempdir::TempDir;
+use common::RawLeases;
 
 /// What a request is given; a read that blocks is caught well within it.
 const BUDGET: Duration = Duration::from_secs(5);
@@ -197,6 +199,7 @@ fn a_missing_token_file_is_an_error_naming_it_when_the_client_is_built() {
 #[test]
 fn both_command_line_tools_exit_naming_a_missing_token_file() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("ns");
     let dir = TempDir::new();
     let missing = dir.0.join("no-such-token");
     for bin in [
@@ -236,7 +239,8 @@ fn both_command_line_tools_exit_naming_a_missing_token_file() {
 fn a_token_file_that_later_fails_to_read_keeps_the_last_token_and_warns_once_per_kind() {
     logs();
     let server = TestApiServer::builder().tokens(&["first"]).build().unwrap();
-    server.put_lease(
+    server.add_namespace("ns");
+    server.put_value(
         "ns",
         serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                            "metadata": {"name": "probe"}}),

@@ -58,6 +58,7 @@ struct Pair {
 
 fn pair(name: &str) -> Pair {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let clock = ManualClock::new();
     let (a, a_events) = spawn(&server, name, "a", &clock);
     wait_started(&a_events);
@@ -177,7 +178,7 @@ fn healthz_is_ok_for_leader_and_follower_and_500_once_a_lost_term_outlives_the_t
     }
 
     // Every renew fails with 500 until a's renew deadline passes.
-    p.server.inject(Fault::status(500).times(usize::MAX));
+    p.server.inject(Fault::status(500).forever());
     loop {
         eventually("both electors asleep, or a ended", || {
             p.clock.sleepers() >= 2 || p.a.is_finished()
@@ -233,8 +234,9 @@ fn step(clock: &ManualClock, electors: &[&ElectorHandle], d: Duration) {
 #[test]
 fn readyz_is_503_for_a_follower_whose_every_request_is_forbidden_while_healthz_stays_200() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let clock = ManualClock::new();
-    server.inject(Fault::status(403).times(usize::MAX));
+    server.inject(Fault::status(403).forever());
     let (b, _events) = spawn(&server, "forbidden", "b", &clock);
     let h = health(&[&b]);
     let addr = h.local_addr();

@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::RawLeases;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
@@ -220,7 +222,7 @@ fn never_leads(c: &mut Cluster, proxy: &HostileProxy) -> lease_elector::status::
 fn a_write_answered_with_a_redirect_is_an_error_naming_it_and_never_leads() {
     for code in [301, 302, 303, 307, 308] {
         let mut c = Cluster::new();
-        c.server.put_lease(NS, released_lease());
+        c.server.put_value(NS, released_lease());
         let proxy = HostileProxy::start(&c.server.url(), OnWrite::Redirect(code));
         let err = never_leads(&mut c, &proxy);
         let at = proxy.url.trim_start_matches("http://");
@@ -249,7 +251,7 @@ fn a_created_lease_answered_with_a_redirect_never_leads() {
         "{}",
         err.message
     );
-    assert!(c.server.lease(NS, LEASE).is_none());
+    assert!(c.server.lease_value(NS, LEASE).is_none());
 }
 
 #[test]
@@ -362,7 +364,7 @@ fn a_write_whose_answer_is_not_the_lease_written_never_counts() {
         (another_duration, "leaseDurationSeconds 3600, not 15"),
     ] {
         let mut c = Cluster::new();
-        c.server.put_lease(NS, released_lease());
+        c.server.put_value(NS, released_lease());
         let proxy = HostileProxy::start(&c.server.url(), OnWrite::Forge(forge));
         let err = never_leads(&mut c, &proxy);
         assert!(
@@ -423,7 +425,8 @@ const FORGED: &str = "oops\nW0101 lease-elect: LEADING me\n\u{1b}[2J";
 fn an_error_body_that_forges_a_log_line_is_logged_as_one_escaped_line() {
     logs();
     let server = TestApiServer::start().unwrap();
-    server.inject(Fault::raw(500, FORGED.as_bytes().to_vec()).times(usize::MAX));
+    server.add_namespace(NS);
+    server.inject(Fault::raw(500, FORGED.as_bytes().to_vec()).forever());
 
     // The error itself: one line, no control character.
     let client = Client::new(ClientConfig::new(server.url())).unwrap();
@@ -471,6 +474,7 @@ fn an_error_body_that_forges_a_log_line_is_logged_as_one_escaped_line() {
 #[test]
 fn a_forged_status_message_and_reason_are_escaped() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let body = json!({
         "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 409,
         "reason": "Conflict\r\nX", "message": "the object\u{85} has been \u{202e}modified\n\u{1b}]0;pwned\u{7}"

@@ -9,8 +9,10 @@ use lease_elector::{Client, ClientConfig, Deadline, Error};
 use serde_json::json;
 
 mod common;
+
 use common::logs::logs;
 use common::tempdir::TempDir;
+use common::RawLeases;
 
 fn base64(data: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -87,6 +89,7 @@ fn token_server(token: &str) -> (TestApiServer, TempDir) {
         .tokens(&[token])
         .build()
         .unwrap();
+    server.add_namespace("ns");
     (server, TempDir::new())
 }
 
@@ -99,6 +102,7 @@ fn mtls_server_and_files() -> (TestApiServer, TempDir) {
         .client_ca(true)
         .build()
         .unwrap();
+    server.add_namespace("ns");
     let dir = TempDir::new();
     dir.write("ca.pem", server.ca_pem());
     dir.write("client.pem", testing::client_cert_pem());
@@ -107,7 +111,7 @@ fn mtls_server_and_files() -> (TestApiServer, TempDir) {
 }
 
 fn reaches(cfg: ClientConfig, server: &TestApiServer) {
-    server.put_lease(
+    server.put_value(
         "ns",
         json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "probe"}}),
     );

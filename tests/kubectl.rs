@@ -8,6 +8,8 @@
 
 mod common;
 
+use common::RawLeases;
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -226,7 +228,7 @@ fn lease_yaml(name: &str, holder: &str, extra_spec: &str) -> String {
 }
 
 fn holder(server: &TestApiServer, ns: &str, name: &str) -> Option<String> {
-    server.lease(ns, name).map(|l| {
+    server.lease_value(ns, name).map(|l| {
         l["spec"]["holderIdentity"]
             .as_str()
             .unwrap_or("")
@@ -246,8 +248,8 @@ fn rows(table: &str) -> Vec<Vec<&str>> {
 fn get_leases_all_namespaces_prints_each_lease_with_its_holder() {
     let server = TestApiServer::start().unwrap();
     let k = kubectl_or_skip!(&server, None);
-    server.put_lease("default", lease("web", "pod-a"));
-    server.put_lease("kube-system", lease("kube-scheduler", "node-1_abc"));
+    server.put_value("default", lease("web", "pod-a"));
+    server.put_value("kube-system", lease("kube-scheduler", "node-1_abc"));
 
     let all = k.ok(&["get", "leases", "-A"]);
     let all = rows(&all);
@@ -274,7 +276,7 @@ fn get_leases_all_namespaces_prints_each_lease_with_its_holder() {
 fn get_lease_jsonpath_prints_the_holder_and_a_missing_lease_is_not_found() {
     let server = TestApiServer::start().unwrap();
     let k = kubectl_or_skip!(&server, None);
-    server.put_lease("default", lease("web", "pod-a"));
+    server.put_value("default", lease("web", "pod-a"));
 
     let out = k.ok(&[
         "get",
@@ -285,7 +287,7 @@ fn get_lease_jsonpath_prints_the_holder_and_a_missing_lease_is_not_found() {
     ]);
     assert_eq!(out, "pod-a");
     let json: Value = serde_json::from_str(&k.ok(&["get", "lease", "web", "-o", "json"])).unwrap();
-    assert_eq!(json, server.lease("default", "web").unwrap());
+    assert_eq!(json, server.lease_value("default", "web").unwrap());
 
     let err = k.fails(&["get", "lease", "nope"]);
     assert_eq!(
@@ -351,8 +353,8 @@ fn create_replace_and_delete_from_files() {
         k.ok(&["delete", "lease", "a"]).trim(),
         r#"lease.coordination.k8s.io "a" deleted"#
     );
-    assert!(server.lease("default", "a").is_none());
-    assert!(server.lease("default", "b").is_some());
+    assert!(server.lease_value("default", "a").is_none());
+    assert!(server.lease_value("default", "b").is_some());
     let err = k.fails(&["delete", "lease", "a"]);
     assert_eq!(
         err.trim(),
@@ -364,7 +366,7 @@ fn create_replace_and_delete_from_files() {
 fn patch_edit_label_and_annotate_change_the_stored_lease() {
     let server = TestApiServer::start().unwrap();
     let k = kubectl_or_skip!(&server, None);
-    server.put_lease("default", lease("web", "pod-a"));
+    server.put_value("default", lease("web", "pod-a"));
 
     k.ok(&[
         "patch",
@@ -394,7 +396,7 @@ fn patch_edit_label_and_annotate_change_the_stored_lease() {
 
     k.ok(&["label", "lease", "web", "app=web"]);
     k.ok(&["annotate", "lease", "web", "owner=team-a"]);
-    let stored = server.lease("default", "web").unwrap();
+    let stored = server.lease_value("default", "web").unwrap();
     assert_eq!(stored["metadata"]["labels"], json!({"app": "web"}));
     assert_eq!(
         stored["metadata"]["annotations"],
@@ -424,7 +426,7 @@ fn get_with_a_label_selector_lists_only_the_matching_leases() {
         if let Some(app) = app {
             l["metadata"]["labels"] = json!({ "app": app });
         }
-        server.put_lease("default", l);
+        server.put_value("default", l);
     }
     let names = |selector: &str| {
         k.ok(&["get", "leases", "-l", selector, "-o", "name"])
@@ -449,7 +451,7 @@ fn get_with_a_label_selector_lists_only_the_matching_leases() {
 fn get_lease_watch_prints_each_change() {
     let server = TestApiServer::start().unwrap();
     let k = kubectl_or_skip!(&server, None);
-    server.put_lease("default", lease("web", "pod-a"));
+    server.put_value("default", lease("web", "pod-a"));
 
     let watch = Streaming::start(&k, &["get", "lease", "web", "-w"]);
     let first = watch.line_with("web", WAIT).expect("the current state");
@@ -464,9 +466,9 @@ fn get_lease_watch_prints_each_change() {
     }
     let mut seen = None;
     for attempt in 0..10 {
-        let mut changed = server.lease("default", "web").unwrap();
+        let mut changed = server.lease_value("default", "web").unwrap();
         changed["spec"]["holderIdentity"] = format!("pod-b{attempt}").into();
-        server.put_lease("default", changed);
+        server.put_value("default", changed);
         seen = watch.line_with("pod-b", Duration::from_secs(2));
         if seen.is_some() {
             break;
@@ -485,8 +487,8 @@ fn get_lease_watch_prints_each_change() {
 fn get_events_and_describe_show_posted_events() {
     let server = TestApiServer::start().unwrap();
     let k = kubectl_or_skip!(&server, None);
-    server.put_lease("default", lease("web", "pod-a"));
-    let uid = server.lease("default", "web").unwrap()["metadata"]["uid"].clone();
+    server.put_value("default", lease("web", "pod-a"));
+    let uid = server.lease_value("default", "web").unwrap()["metadata"]["uid"].clone();
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let event = json!({
         "apiVersion": "v1",
@@ -593,7 +595,7 @@ fn kubectl_over_tls_sees_an_elector_and_hands_its_lease_to_another() {
     );
     // The recorder sends from its own thread: wait for the Event to land.
     let deadline = Instant::now() + WAIT;
-    while server.events().is_empty() {
+    while server.event_values().is_empty() {
         assert!(Instant::now() < deadline, "the elector recorded no Event");
         thread::sleep(Duration::from_millis(10));
     }
@@ -630,7 +632,7 @@ fn kubectl_over_tls_sees_an_elector_and_hands_its_lease_to_another() {
     }
     assert!(replaced, "kubectl replace kept conflicting");
     let replaced_at = Instant::now();
-    let taken = server.lease("default", "my-operator").unwrap();
+    let taken = server.lease_value("default", "my-operator").unwrap();
     let stopped_at = loop {
         let left = WAIT
             .checked_sub(replaced_at.elapsed())
@@ -654,7 +656,7 @@ fn kubectl_over_tls_sees_an_elector_and_hands_its_lease_to_another() {
         assert!(Instant::now() < deadline, "the elector did not end");
         thread::sleep(Duration::from_millis(10));
     }
-    assert_eq!(server.lease("default", "my-operator").unwrap(), taken);
+    assert_eq!(server.lease_value("default", "my-operator").unwrap(), taken);
     assert_eq!(
         holder(&server, "default", "my-operator").as_deref(),
         Some("pod-b")
@@ -695,8 +697,8 @@ fn version_reports_the_server() {
 #[test]
 fn list_and_delete_answer_with_the_api_servers_bodies() {
     let server = TestApiServer::start().unwrap();
-    server.put_lease("ns1", lease("a", "pod-a"));
-    server.put_lease("ns2", lease("b", "pod-b"));
+    server.put_value("ns1", lease("a", "pod-a"));
+    server.put_value("ns2", lease("b", "pod-b"));
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
@@ -712,7 +714,9 @@ fn list_and_delete_answer_with_the_api_servers_bodies() {
     assert_eq!(code, 200);
     assert_eq!(list["kind"], "LeaseList");
     assert_eq!(list["apiVersion"], "coordination.k8s.io/v1");
-    assert_eq!(list["metadata"], json!({"resourceVersion": "2"}));
+    // The version of the last write, b's.
+    let last = server.lease_value("ns2", "b").unwrap()["metadata"]["resourceVersion"].clone();
+    assert_eq!(list["metadata"], json!({ "resourceVersion": last }));
     let names: Vec<&str> = list["items"]
         .as_array()
         .unwrap()
@@ -727,7 +731,7 @@ fn list_and_delete_answer_with_the_api_servers_bodies() {
     ));
     assert_eq!(ns2["items"].as_array().unwrap().len(), 1);
 
-    let uid = server.lease("ns1", "a").unwrap()["metadata"]["uid"].clone();
+    let uid = server.lease_value("ns1", "a").unwrap()["metadata"]["uid"].clone();
     let url = format!("{base}/namespaces/ns1/leases/a");
     let delete = |options: Value| -> (u16, Value) {
         let mut resp = agent
@@ -739,17 +743,18 @@ fn list_and_delete_answer_with_the_api_servers_bodies() {
         let body = resp.body_mut().read_to_string().unwrap();
         (resp.status().as_u16(), serde_json::from_str(&body).unwrap())
     };
+    let rv = server.lease_value("ns1", "a").unwrap()["metadata"]["resourceVersion"].clone();
     let (code, stale) = delete(json!({"preconditions": {"resourceVersion": "1000"}}));
     assert_eq!(code, 409);
     assert_eq!(stale["reason"], "Conflict");
     assert!(
-        stale["message"]
-            .as_str()
-            .unwrap()
-            .ends_with("Precondition failed: ResourceVersion in precondition: 1000, ResourceVersion in object meta: 1"),
+        stale["message"].as_str().unwrap().ends_with(&format!(
+            "Precondition failed: ResourceVersion in precondition: 1000, ResourceVersion in object meta: {}",
+            rv.as_str().unwrap()
+        )),
         "{stale}"
     );
-    assert!(server.lease("ns1", "a").is_some());
+    assert!(server.lease_value("ns1", "a").is_some());
     let (code, done) = delete(json!({"preconditions": {"uid": uid}}));
     assert_eq!(code, 200);
     assert_eq!(
@@ -759,11 +764,60 @@ fn list_and_delete_answer_with_the_api_servers_bodies() {
             "details": {"name": "a", "group": "coordination.k8s.io", "kind": "leases", "uid": uid},
         })
     );
-    assert!(server.lease("ns1", "a").is_none());
+    assert!(server.lease_value("ns1", "a").is_none());
     let (code, gone) = delete(json!({}));
     assert_eq!(code, 404);
     assert_eq!(
         gone["details"],
         json!({"name": "a", "group": "coordination.k8s.io", "kind": "leases"})
+    );
+}
+
+/// Namespaces are objects, as on a cluster: `kubectl create namespace`,
+/// `get namespaces`, `delete namespace`; a Lease in a namespace that does
+/// not exist is refused with the API server's NotFound.
+#[test]
+fn create_namespace_then_create_a_lease_in_it_and_delete_it() {
+    let server = TestApiServer::start().unwrap();
+    let k = kubectl_or_skip!(&server, None);
+    let file = k.file("lease.yaml", &lease_yaml("l", "pod-a", ""));
+
+    let err = k.fails(&["create", "-f", &file, "-n", "team-a"]);
+    assert_eq!(
+        err.trim(),
+        r#"Error from server (NotFound): error when creating "FILE": namespaces "team-a" not found"#
+            .replace("FILE", &file)
+    );
+    assert_eq!(
+        k.ok(&["create", "namespace", "team-a"]).trim(),
+        "namespace/team-a created"
+    );
+    let all = k.ok(&["get", "namespaces"]);
+    let all = rows(&all);
+    assert_eq!(all[0], ["NAME", "STATUS", "AGE"]);
+    let names: Vec<&str> = all[1..].iter().map(|r| r[0]).collect();
+    assert_eq!(
+        names,
+        [
+            "default",
+            "kube-node-lease",
+            "kube-public",
+            "kube-system",
+            "team-a"
+        ]
+    );
+    assert!(all[1..].iter().all(|r| r[1] == "Active"), "{all:?}");
+    k.ok(&["create", "-f", &file, "-n", "team-a"]);
+    assert_eq!(holder(&server, "team-a", "l").as_deref(), Some("pod-a"));
+
+    assert_eq!(
+        k.ok(&["delete", "namespace", "team-a"]).trim(),
+        r#"namespace "team-a" deleted"#
+    );
+    assert!(server.lease_value("team-a", "l").is_none());
+    let err = k.fails(&["delete", "namespace", "default"]);
+    assert_eq!(
+        err.trim(),
+        r#"Error from server (Forbidden): namespaces "default" is forbidden: this namespace may not be deleted"#
     );
 }

@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::RawLeases;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -650,7 +652,8 @@ fn a_context_without_a_namespace_means_default_for_kubectl_and_both_tools() {
             .spawn()
             .unwrap();
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while server.lease("default", lock).is_none() && std::time::Instant::now() < deadline {
+        while server.lease_value("default", lock).is_none() && std::time::Instant::now() < deadline
+        {
             if let Some(status) = child.try_wait().unwrap() {
                 let mut err = String::new();
                 std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
@@ -661,7 +664,7 @@ fn a_context_without_a_namespace_means_default_for_kubectl_and_both_tools() {
         let _ = child.kill();
         let _ = child.wait();
         assert!(
-            server.lease("default", lock).is_some(),
+            server.lease_value("default", lock).is_some(),
             "{}: no lease in namespace default",
             bin.display()
         );

@@ -23,8 +23,10 @@ use std::time::{Duration, Instant};
 use lease_elector::testing::{Fault, TestApiServer};
 
 mod common;
+
 use common::procs::{alive, args, holder};
 use common::tempdir::TempDir;
+use common::RawLeases;
 
 const WAIT: Duration = Duration::from_secs(20);
 /// Stands for `--server=http://127.0.0.1:1 --namespace=n --name=x` in
@@ -421,6 +423,7 @@ fn help_documents_the_exit_statuses_and_mistakes_exit_two() {
 #[test]
 fn a_command_that_does_not_exist_exits_127_before_competing() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let out = Command::new(BIN)
         .args([
             "--server",
@@ -435,7 +438,10 @@ fn a_command_that_does_not_exist_exits_127_before_competing() {
         .unwrap();
     assert_eq!(out.status.code(), Some(127));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/command not found"));
-    assert!(server.lease("cli", "lock").is_none(), "it never competed");
+    assert!(
+        server.lease_value("cli", "lock").is_none(),
+        "it never competed"
+    );
 }
 
 #[test]
@@ -471,6 +477,8 @@ fn errors_are_on_stderr_by_default_and_v_adds_the_transitions() {
     assert!(!err.contains("INFO"), "{err}");
 
     let server = TestApiServer::start().unwrap();
+
+    server.add_namespace("cli");
     for (lease, env) in [("v0", None), ("v1", Some("info"))] {
         let mut cmd = Command::new(BIN);
         cmd.args([
@@ -507,6 +515,7 @@ fn errors_are_on_stderr_by_default_and_v_adds_the_transitions() {
 #[test]
 fn stopped_is_printed_before_the_release_completes() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let a = Elect::start(&server, "a", &["--release-on-cancel", "--ignore-stdin"]);
     a.expect("NEW_LEADER a");
     a.expect("LEADING a");
@@ -515,7 +524,7 @@ fn stopped_is_printed_before_the_release_completes() {
     server.inject(
         Fault::latency(Duration::from_millis(800))
             .method("PUT")
-            .times(usize::MAX),
+            .forever(),
     );
     thread::sleep(Duration::from_millis(300));
     a.signal("-TERM");
@@ -534,6 +543,7 @@ fn stopped_is_printed_before_the_release_completes() {
 #[test]
 fn the_command_runs_while_leading_and_sigterm_stops_it_before_the_release() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let runs = Runs::new();
     let a_cmd = runs.command("a", "");
     let a = Elect::start(&server, "a", &args(&a_cmd, &["--watch"]));
@@ -582,6 +592,7 @@ fn the_command_runs_while_leading_and_sigterm_stops_it_before_the_release() {
 #[test]
 fn no_two_commands_ever_run_at_once_even_when_the_leader_is_killed() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let runs = Runs::new();
     let cmds: Vec<Vec<String>> = ["a", "b", "c"]
         .iter()
@@ -645,6 +656,7 @@ fn no_two_commands_ever_run_at_once_even_when_the_leader_is_killed() {
 #[test]
 fn a_lost_lease_kills_the_command_before_anyone_else_can_lead_and_exits_one() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let runs = Runs::new();
     let tokens = TempDir::new();
     let a_token = tokens.write("a", "token-a");
@@ -669,7 +681,7 @@ fn a_lost_lease_kills_the_command_before_anyone_else_can_lead_and_exits_one() {
     b.expect("NEW_LEADER a");
 
     // a's renews fail from now on; b is served.
-    server.inject(Fault::status(500).bearer("token-a").times(usize::MAX));
+    server.inject(Fault::status(500).bearer("token-a").forever());
     a.expect("STOPPED a");
     assert_eq!(a.exit_code(), Some(1));
     b.expect("NEW_LEADER b");
@@ -687,6 +699,7 @@ fn a_lost_lease_kills_the_command_before_anyone_else_can_lead_and_exits_one() {
 #[test]
 fn a_command_that_exits_releases_the_lease_and_passes_its_status_on() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let runs = Runs::new();
     let cmd = runs.command("a", "exit:7");
     let a = Elect::start(&server, "a", &args(&cmd, &[]));
@@ -701,6 +714,7 @@ fn a_command_that_exits_releases_the_lease_and_passes_its_status_on() {
 #[test]
 fn restart_runs_the_command_again_while_leading() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let runs = Runs::new();
     let cmd = runs.command("a", "exit:3");
     let a = Elect::start(&server, "a", &args(&cmd, &["--restart"]));
@@ -717,6 +731,7 @@ fn restart_runs_the_command_again_while_leading() {
 #[test]
 fn a_command_that_ignores_sigterm_is_killed_after_the_grace_period() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let runs = Runs::new();
     let cmd = runs.command("a", "ignore");
     let a = Elect::start(&server, "a", &args(&cmd, &["--grace", "1"]));
@@ -742,6 +757,7 @@ fn a_command_that_ignores_sigterm_is_killed_after_the_grace_period() {
 #[test]
 fn without_kill_on_path_sigterm_is_passed_on_and_the_command_ends_gracefully() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let runs = Runs::new();
     // What the worker needs, and no kill(1).
     let bin = TempDir::new();
@@ -783,6 +799,7 @@ fn without_kill_on_path_sigterm_is_passed_on_and_the_command_ends_gracefully() {
 #[test]
 fn the_health_endpoint_serves_while_electing() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -829,8 +846,9 @@ const FORGED: &str = "x\nLEADING me\n\u{1b}[2J\u{2028}LEADING me";
 #[test]
 fn a_forged_holder_identity_yields_one_escaped_event_line_and_no_escape() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let now = lease_elector::lease::MicroTime::from_system_time(std::time::SystemTime::now());
-    server.put_lease(
+    server.put_value(
         "cli",
         serde_json::json!({
             "apiVersion": "coordination.k8s.io/v1",
@@ -869,6 +887,7 @@ fn no_credential_reaches_stderr_even_at_trace_level() {
     // A token whose every 5 characters are unlikely anywhere else.
     let token = "Zq8Xk3Vt9Pw2Lm7Rj4Hs6Nb1Fc5";
     let server = TestApiServer::builder().tokens(&[token]).build().unwrap();
+    server.add_namespace("cli");
     let dir = TempDir::new();
     let file = dir.write("token", token);
     let mut child = Command::new(BIN)
@@ -904,9 +923,9 @@ fn no_credential_reaches_stderr_even_at_trace_level() {
 #[test]
 fn a_server_error_body_is_logged_on_escaped_lines() {
     let server = TestApiServer::start().unwrap();
-    server.inject(
-        Fault::raw(500, "oops\nFORGED WARN  lease-elect: all is well\u{1b}[2J").times(usize::MAX),
-    );
+    server.add_namespace("cli");
+    server
+        .inject(Fault::raw(500, "oops\nFORGED WARN  lease-elect: all is well\u{1b}[2J").forever());
     let a = Elect::start(&server, "a", &["--ignore-stdin"]);
     let deadline = Instant::now() + WAIT;
     let mut log = String::new();
@@ -930,6 +949,7 @@ fn a_kubeconfig_context_gives_the_server_the_token_and_the_namespace() {
         .tokens(&["kube-token"])
         .build()
         .unwrap();
+    server.add_namespace("from-context");
     let dir = TempDir::new();
     dir.write("ca.crt", server.ca_pem());
     let config = dir.write(
@@ -964,7 +984,7 @@ users:
     assert_eq!(out.next().unwrap().unwrap(), "NEW_LEADER k");
     assert_eq!(out.next().unwrap().unwrap(), "LEADING k");
     assert_eq!(
-        server.lease("from-context", "lock").unwrap()["spec"]["holderIdentity"],
+        server.lease_value("from-context", "lock").unwrap()["spec"]["holderIdentity"],
         "k"
     );
     drop(child.stdin.take());
@@ -1012,6 +1032,7 @@ fn a_bad_duration_shows_seconds_and_go_durations_as_examples() {
 #[test]
 fn the_health_address_may_be_a_port_alone_as_in_go() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -1034,6 +1055,7 @@ fn the_health_address_may_be_a_port_alone_as_in_go() {
 #[test]
 fn a_command_that_exits_by_itself_is_told_on_stderr_once_with_its_status() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     // COMMAND run to its end at the default log level: exit code, stderr.
     let run = |command: &[&str]| {
         let out = Command::new(BIN)
@@ -1070,6 +1092,7 @@ fn a_command_that_exits_by_itself_is_told_on_stderr_once_with_its_status() {
 #[test]
 fn a_lost_lease_is_warned_with_its_reason_on_the_same_line() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let runs = Runs::new();
     let cmd = runs.command("a", "");
     let a = Elect::start(&server, "a", &args(&cmd, &[]));
@@ -1094,17 +1117,18 @@ fn a_lost_lease_is_warned_with_its_reason_on_the_same_line() {
 #[test]
 fn transitions_are_recorded_as_events_unless_no_events() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let a = Elect::start(&server, "a", &["--release-on-cancel"]);
     a.expect("NEW_LEADER a");
     a.expect("LEADING a");
     wait_for(|| {
         server
-            .events()
+            .event_values()
             .iter()
             .any(|e| e["message"].as_str().is_some_and(|m| m.contains('a')))
             .then_some(())
     });
-    let event = server.events().pop().unwrap();
+    let event = server.event_values().pop().unwrap();
     assert_eq!(event["reason"], "LeaderElection");
     assert_eq!(event["involvedObject"]["name"], "lock");
     a.signal("-TERM");
@@ -1112,6 +1136,8 @@ fn transitions_are_recorded_as_events_unless_no_events() {
     assert_eq!(a.exit_code(), Some(0));
 
     let server = TestApiServer::start().unwrap();
+
+    server.add_namespace("cli");
     let b = Elect::start(&server, "b", &["--no-events", "--ignore-stdin"]);
     b.expect("NEW_LEADER b");
     b.expect("LEADING b");
@@ -1119,23 +1145,29 @@ fn transitions_are_recorded_as_events_unless_no_events() {
     b.signal("-TERM");
     b.expect("STOPPED b");
     assert_eq!(b.exit_code(), Some(0));
-    assert!(server.events().is_empty(), "{:?}", server.events());
+    assert!(
+        server.event_values().is_empty(),
+        "{:?}",
+        server.event_values()
+    );
 }
 
 #[test]
 fn events_that_are_forbidden_never_affect_the_election() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     server.inject(
         Fault::status(403)
             .method("POST")
             .path_contains("/events")
-            .times(usize::MAX),
+            .forever(),
     );
     let a = Elect::start(&server, "a", &["--ignore-stdin"]);
     a.expect("NEW_LEADER a");
     a.expect("LEADING a");
     // Several renews later it still leads.
-    let renewed = |s: &TestApiServer| s.lease("cli", "lock").unwrap()["spec"]["renewTime"].clone();
+    let renewed =
+        |s: &TestApiServer| s.lease_value("cli", "lock").unwrap()["spec"]["renewTime"].clone();
     let first = renewed(&server);
     wait_for(|| (renewed(&server) != first).then_some(()));
     assert_eq!(holder(&server, "cli", "lock"), "a");
@@ -1149,6 +1181,7 @@ fn events_that_are_forbidden_never_affect_the_election() {
 #[test]
 fn a_token_file_that_cannot_be_read_at_start_is_an_error_naming_it() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
     let child = Command::new(BIN)
         .args([
             "--server",

@@ -19,6 +19,7 @@ use common::eventually;
 use common::procs::{alive, args, holder, kill, stat_field, state};
 use common::spawned::Spawned;
 use common::tempdir::TempDir;
+use common::RawLeases;
 
 const BIN: &str = env!("CARGO_BIN_EXE_lease-elect");
 
@@ -217,6 +218,7 @@ fn assert_logged_the_unanswering_supervisor(log: &str) {
 #[test]
 fn sigterm_ends_every_process_the_command_started_before_the_release_without_kill_on_path() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("procs");
     let work = Work::new();
     let cmd = work.command("wait");
     let mut a = start(&server, "a", &args(&cmd, &SLOW_RENEWS));
@@ -237,6 +239,7 @@ fn sigterm_ends_every_process_the_command_started_before_the_release_without_kil
 #[test]
 fn a_command_that_exits_leaves_nothing_running_when_the_lease_is_released() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("procs");
     let work = Work::new();
     let cmd = work.command("exit");
     let mut a = start(&server, "a", &args(&cmd, &SLOW_RENEWS));
@@ -254,6 +257,7 @@ fn a_command_that_exits_leaves_nothing_running_when_the_lease_is_released() {
 #[test]
 fn a_lost_lease_ends_every_process_the_command_started_before_lease_elect_exits() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("procs");
     let work = Work::new();
     let cmd = work.command("wait");
     let mut a = start(
@@ -275,9 +279,9 @@ fn a_lost_lease_ends_every_process_the_command_started_before_lease_elect_exits(
     a.expect("LEADING a");
     let (command, pids) = work.ready();
     // Another holder writes the Lease: a's next renew sees it and steps down.
-    let mut lease = server.lease("procs", "lock").unwrap();
+    let mut lease = server.lease_value("procs", "lock").unwrap();
     lease["spec"]["holderIdentity"] = json!("other");
-    server.put_lease("procs", lease);
+    server.put_value("procs", lease);
     a.expect("STOPPED a");
     let code = a.exit_code();
     let mut all = pids.clone();
@@ -299,6 +303,7 @@ fn a_lost_lease_ends_every_process_the_command_started_before_lease_elect_exits(
 #[test]
 fn a_killed_lease_elect_takes_everything_the_command_started_with_it() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("procs");
     let work = Work::new();
     let cmd = work.command("wait");
     let mut a = start(&server, "a", &args(&cmd, &SLOW_RENEWS));
@@ -319,6 +324,7 @@ fn a_killed_lease_elect_takes_everything_the_command_started_with_it() {
 #[test]
 fn a_killed_supervisor_leaves_its_processes_to_lease_elect_which_ends_them_then_releases() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("procs");
     let work = Work::new();
     let cmd = work.command("wait");
     let mut a = start(&server, "a", &args(&cmd, &SLOW_RENEWS));
@@ -341,6 +347,7 @@ fn a_killed_supervisor_leaves_its_processes_to_lease_elect_which_ends_them_then_
 #[test]
 fn a_stopped_supervisor_does_not_keep_the_command_alive_past_a_lost_term() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("procs");
     let work = Work::new();
     let cmd = work.command("stop");
     // SIGKILL 0.5 s before the lease could expire for others, whatever
@@ -359,9 +366,9 @@ fn a_stopped_supervisor_does_not_keep_the_command_alive_past_a_lost_term() {
     let (command, pids) = work.ready();
     let supervisor = work.stopped_supervisor(&a);
     // Another candidate takes the lease: this term is over.
-    let mut lease = server.lease("procs", "lock").unwrap();
+    let mut lease = server.lease_value("procs", "lock").unwrap();
     lease["spec"]["holderIdentity"] = json!("other");
-    server.put_lease("procs", lease);
+    server.put_value("procs", lease);
     let lost = Instant::now();
     let mut all = pids.clone();
     all.extend([command, supervisor]);
@@ -380,6 +387,7 @@ fn a_stopped_supervisor_does_not_keep_the_command_alive_past_a_lost_term() {
 #[test]
 fn a_stopped_supervisor_is_killed_with_everything_below_it_before_the_release() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("procs");
     let work = Work::new();
     let cmd = work.command("stop");
     let mut a = start(

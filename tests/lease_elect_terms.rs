@@ -22,9 +22,11 @@ use lease_elector::testing::{Fault, TestApiServer};
 use serde_json::json;
 
 mod common;
+
 use common::procs::{alive, kill, stat_field};
 use common::spawned::Spawned;
 use common::tempdir::TempDir;
+use common::RawLeases;
 use common::{eventually, WAIT};
 
 const BIN: &str = env!("CARGO_BIN_EXE_lease-elect");
@@ -160,6 +162,7 @@ fn start(server: &TestApiServer, identity: &str, extra: &[&str]) -> Spawned {
 #[test]
 fn a_frozen_leader_is_stopped_on_thawing_and_its_stale_writes_are_refused() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("terms");
     let dir = TempDir::new();
     let writer = dir.script("writer.sh", WRITER).display().to_string();
     let spool = dir.0.join("spool");
@@ -255,7 +258,7 @@ fn a_frozen_leader_is_stopped_on_thawing_and_its_stale_writes_are_refused() {
     let (token_a, token_b): (u64, u64) = (env_a[0].parse().unwrap(), env_b[0].parse().unwrap());
     assert!(token_b > token_a, "{token_b} > {token_a}");
     assert_eq!(
-        server.lease("terms", "lock").unwrap()["spec"]["leaseTransitions"],
+        server.lease_value("terms", "lock").unwrap()["spec"]["leaseTransitions"],
         json!(token_b)
     );
 
@@ -293,7 +296,7 @@ fn held_by_other(server: &TestApiServer) {
 /// The Lease held by `other`, renewed now, for `seconds`.
 fn held_by_other_for(server: &TestApiServer, seconds: u64) {
     let now = lease_elector::MicroTime::from_system_time(std::time::SystemTime::now());
-    server.put_lease(
+    server.put_value(
         "terms",
         json!({
             "apiVersion": "coordination.k8s.io/v1",
@@ -323,6 +326,7 @@ fn lease_writes(server: &TestApiServer) -> Vec<String> {
 #[test]
 fn acquire_timeout_zero_gives_up_at_once_with_75_when_another_holds_the_lease() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("terms");
     held_by_other(&server);
     let began = Instant::now();
     let mut a = start(
@@ -341,7 +345,7 @@ fn acquire_timeout_zero_gives_up_at_once_with_75_when_another_holds_the_lease() 
     );
     assert_eq!(lease_writes(&server), Vec::<String>::new());
     assert_eq!(
-        server.lease("terms", "lock").unwrap()["spec"]["holderIdentity"],
+        server.lease_value("terms", "lock").unwrap()["spec"]["holderIdentity"],
         "other"
     );
 }
@@ -352,7 +356,8 @@ fn acquire_timeout_zero_gives_up_at_once_with_75_when_another_holds_the_lease() 
 #[test]
 fn acquire_timeout_reports_an_api_server_it_cannot_ask_as_an_error_not_as_75() {
     let server = TestApiServer::start().unwrap();
-    server.inject(Fault::status(403).times(usize::MAX));
+    server.add_namespace("terms");
+    server.inject(Fault::status(403).forever());
     let mut forbidden = start(&server, "a", &["--acquire-timeout", "0", "--", "true"]);
     assert_eq!(forbidden.exit_code(), Some(1), "{}", forbidden.log());
     assert!(
@@ -382,6 +387,7 @@ fn acquire_timeout_reports_an_api_server_it_cannot_ask_as_an_error_not_as_75() {
 #[test]
 fn acquire_timeout_waits_that_long_for_a_held_lease_then_gives_up_with_75() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("terms");
     held_by_other(&server);
     let began = Instant::now();
     let mut a = start(
@@ -408,6 +414,7 @@ fn acquire_timeout_waits_that_long_for_a_held_lease_then_gives_up_with_75() {
 #[test]
 fn acquire_timeout_on_a_free_lease_runs_the_command_with_its_term_and_passes_its_status_on() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("terms");
     let mut a = start(
         &server,
         "a",
@@ -425,7 +432,7 @@ fn acquire_timeout_on_a_free_lease_runs_the_command_with_its_term_and_passes_its
     let out: Vec<String> = a.printed();
     assert!(out.iter().any(|l| l == "term 0"), "{out:?}");
     assert_eq!(
-        server.lease("terms", "lock").unwrap()["spec"]["holderIdentity"],
+        server.lease_value("terms", "lock").unwrap()["spec"]["holderIdentity"],
         "",
         "released"
     );
@@ -439,6 +446,7 @@ fn an_attempt_in_flight_when_the_acquire_timeout_passes_decides_and_leaves_no_wr
     // write it sent in place, unreleased, behind an exit 75 that says
     // nothing was written: the attempt decides instead.
     let server = TestApiServer::start().unwrap();
+    server.add_namespace("terms");
     held_by_other_for(&server, 1);
     server.inject(Fault::latency(Duration::from_secs(1)).method("PUT"));
     let mut a = start(
@@ -457,7 +465,7 @@ fn an_attempt_in_flight_when_the_acquire_timeout_passes_decides_and_leaves_no_wr
     let out: Vec<String> = a.printed();
     // The PUT sent at 1 s lands whatever lease-elect did meanwhile.
     eventually("a's PUT answered", || !lease_writes(&server).is_empty());
-    let spec = server.lease("terms", "lock").unwrap()["spec"].clone();
+    let spec = server.lease_value("terms", "lock").unwrap()["spec"].clone();
     assert_eq!(
         (code, spec["holderIdentity"].as_str()),
         (Some(3), Some("")),

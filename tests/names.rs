@@ -12,6 +12,7 @@ use lease_elector::{ClientConfig, Error, EventRecorder, LeaderElector, LeaseLock
 
 fn build(namespace: &str, name: &str, identity: &str) -> lease_elector::Result<()> {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let lock = LeaseLock::new(client(&server), namespace, name, identity);
     let (handle, _events) = LeaderElector::builder(lock).build()?.spawn()?;
     handle.stop()
@@ -44,6 +45,7 @@ fn bad_namespaces_names_and_identities_are_errors_at_build() {
 #[test]
 fn the_openshift_config_refuses_them_too() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     for (namespace, name) in [("a\0b", "lock"), ("ns", "lo\0ck"), ("ns", "UPPER")] {
         let cfg = openshift::defaulted(&LeaderElection::default(), namespace, name);
         let result = openshift::from_config(client(&server), &cfg, "component", "me").map(|_| ());
@@ -57,6 +59,7 @@ fn the_openshift_config_refuses_them_too() {
 #[test]
 fn a_kubeconfig_namespace_with_a_nul_is_an_error_not_a_panic() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let dir = common::tempdir::TempDir::new();
     let json = serde_json::json!({
         "apiVersion": "v1", "kind": "Config", "current-context": "c",
@@ -78,6 +81,7 @@ fn a_kubeconfig_namespace_with_a_nul_is_an_error_not_a_panic() {
 #[test]
 fn thread_names_never_panic_whatever_they_are_given() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     // An event recorder names its thread after the component.
     let recorder = EventRecorder::new(client(&server), "comp\0onent");
     let lock = LeaseLock::new(client(&server), NS, LEASE, "me")

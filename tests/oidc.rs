@@ -16,7 +16,9 @@ use lease_elector::{Client, ClientConfig, Deadline};
 use serde_json::json;
 
 mod common;
+
 use common::tempdir::TempDir;
+use common::RawLeases;
 
 fn base64(data: &[u8], url: bool) -> String {
     let alphabet: &[u8; 64] = if url {
@@ -180,7 +182,8 @@ fn setup(token: &str, config: serde_json::Value) -> (TestApiServer, TempDir, std
         .tokens(&[token])
         .build()
         .unwrap();
-    server.put_lease(
+    server.add_namespace("ns");
+    server.put_value(
         "ns",
         json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "probe"}}),
     );

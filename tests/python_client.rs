@@ -11,6 +11,8 @@
 
 mod common;
 
+use common::RawLeases;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -384,7 +386,7 @@ impl Fleet {
 fn renews(server: &TestApiServer, n: usize) {
     let renew_time = || {
         server
-            .lease(NS, "fleet")
+            .lease_value(NS, "fleet")
             .map(|l| l["spec"]["renewTime"].clone())
     };
     let deadline = Instant::now() + WAIT;
@@ -402,7 +404,7 @@ fn renews(server: &TestApiServer, n: usize) {
 }
 
 fn transitions(server: &TestApiServer) -> i64 {
-    server.lease(NS, "fleet").expect("the lease")["spec"]["leaseTransitions"]
+    server.lease_value(NS, "fleet").expect("the lease")["spec"]["leaseTransitions"]
         .as_i64()
         .unwrap_or(0)
 }

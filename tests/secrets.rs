@@ -156,6 +156,7 @@ fn logs() -> &'static Logs {
 fn a_trace_logger_that_keeps_ureq_below_trace_sees_no_token_and_no_proxy_password() {
     let logs = logs();
     let server = TestApiServer::builder().tokens(&[TOKEN]).build().unwrap();
+    server.add_namespace(NS);
     let proxy = LoggingProxy::start();
     let through = proxy
         .url

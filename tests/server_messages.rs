@@ -22,6 +22,7 @@ fn get(client: &Client) -> Error {
 #[test]
 fn a_hung_server_is_no_answer_from_its_url_within_the_budget() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     server.inject(Fault::hang());
     let client =
         Client::new(ClientConfig::new(server.url()).timeout(Duration::from_secs(1))).unwrap();
@@ -49,6 +50,7 @@ fn a_hung_server_is_no_answer_from_its_url_within_the_budget() {
 #[test]
 fn plain_http_to_a_tls_server_says_to_use_https() {
     let server = TestApiServer::builder().tls(true).build().unwrap();
+    server.add_namespace(NS);
     let https = server.url();
     let http = https.replace("https://", "http://");
     let client = Client::new(ClientConfig::new(&http)).unwrap();
@@ -150,6 +152,7 @@ fn a_refused_connection_names_the_server() {
 #[test]
 fn a_tls_failure_names_the_server_and_keeps_the_ca_hint() {
     let server = TestApiServer::builder().tls(true).build().unwrap();
+    server.add_namespace(NS);
     // A CA that did not sign the server's certificate.
     let other_ca = include_bytes!("../fixtures/tls/client-ca.pem");
     let client = Client::new(ClientConfig::new(server.url()).ca_pem(other_ca.to_vec())).unwrap();
@@ -173,6 +176,7 @@ fn a_tls_failure_names_the_server_and_keeps_the_ca_hint() {
 #[test]
 fn an_unreadable_token_file_hint_names_the_file() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let missing = std::env::temp_dir().join(format!("no-such-token-{}", std::process::id()));
     // Client::new reads the token file first: the error comes from there.
     let err = Client::new(ClientConfig::new(server.url()).token_file(&missing)).unwrap_err();
@@ -200,6 +204,7 @@ fn a_server_url_with_credentials_is_shown_without_them() {
 #[test]
 fn https_to_a_plain_http_server_says_so() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let url = server.url().replace("http://", "https://");
     let client = Client::new(ClientConfig::new(&url).ca_pem(server.ca_pem().to_vec())).unwrap();
     let err = get(&client);

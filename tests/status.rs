@@ -48,7 +48,8 @@ fn spawn(
 fn a_forbidden_setup_is_visible_in_status_and_logged_once_with_what_to_check() {
     logs();
     let server = TestApiServer::start().unwrap();
-    server.inject(Fault::status(403).times(usize::MAX));
+    server.add_namespace(NS);
+    server.inject(Fault::status(403).forever());
     let clock = ManualClock::auto_advancing();
     let (handle, _events) = spawn(&server, "rbac", "a", &clock, |l| l);
     eventually("three failed attempts", || {
@@ -88,6 +89,7 @@ fn a_forbidden_setup_is_visible_in_status_and_logged_once_with_what_to_check() {
 #[test]
 fn labels_are_kept_on_every_write_and_the_slow_path_is_counted() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let clock = ManualClock::new();
     let (handle, events) = spawn(&server, "labelled", "a", &clock, |l| {
         l.with_labels([("app.kubernetes.io/name", "op")])
@@ -96,14 +98,15 @@ fn labels_are_kept_on_every_write_and_the_slow_path_is_counted() {
         events.recv_timeout(WAIT).unwrap(),
         LeaderEvent::StartedLeading { .. }
     ) {}
-    let label = |s: &TestApiServer| s.lease(NS, "labelled").unwrap()["metadata"]["labels"].clone();
+    let label =
+        |s: &TestApiServer| s.lease_value(NS, "labelled").unwrap()["metadata"]["labels"].clone();
     assert_eq!(label(&server)["app.kubernetes.io/name"], "op");
     // Another writer strips the labels (and so changes the version): the
     // leader's optimistic renew conflicts, the slow path writes again,
     // labels restored.
-    let mut lease = server.lease(NS, "labelled").unwrap();
+    let mut lease = server.lease_value(NS, "labelled").unwrap();
     lease["metadata"]["labels"] = serde_json::json!({"other": "kept"});
-    server.put_lease(NS, lease);
+    server.put_value(NS, lease);
     assert!(clock.wait_for_sleepers(1, WAIT));
     clock.advance(Duration::from_secs(2));
     eventually("the slow-path renew", || {
@@ -146,6 +149,7 @@ fn parse(text: &str) -> Vec<(String, String, f64)> {
 #[test]
 fn prometheus_text_carries_client_go_names_and_ours() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let clock = ManualClock::new();
     let (a, a_events) = spawn(&server, "metrics", "a", &clock, |l| l);
     while !matches!(
@@ -343,7 +347,7 @@ fn creating_the_lease_or_losing_the_create_race_is_not_a_failure() {
 fn a_server_answering_not_found_then_already_exists_is_paced_by_the_retry_period() {
     let mut c = Cluster::new();
     let now = lease_elector::MicroTime::from_system_time(std::time::SystemTime::now()).to_string();
-    c.server.put_lease(
+    c.server.put_value(
         NS,
         serde_json::json!({
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -359,12 +363,11 @@ fn a_server_answering_not_found_then_already_exists_is_paced_by_the_retry_period
     let already = serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
         "status": "Failure", "reason": "AlreadyExists", "code": 409,
         "message": format!("leases.coordination.k8s.io \"{LEASE}\" already exists")});
-    c.server
-        .inject(Fault::status(404).method("GET").times(usize::MAX));
+    c.server.inject(Fault::status(404).method("GET").forever());
     c.server.inject(
         Fault::raw(409, already.to_string())
             .method("POST")
-            .times(usize::MAX),
+            .forever(),
     );
     let before = c.server.requests().len();
     // 4 s of clock time, the retry period 2 s: at most 3 attempts of 2
@@ -421,7 +424,7 @@ fn readiness_fails_for_a_forbidden_or_cut_off_candidate_where_health_does_not() 
         .expect("a healthy follower is ready");
     // Forbidden (RBAC broken): not ready at once, though healthy by
     // client-go's rule.
-    c.server.inject(Fault::status(403).times(usize::MAX));
+    c.server.inject(Fault::status(403).forever());
     c.step_until(Duration::from_millis(500), Duration::from_secs(10), |c| {
         c.candidates[follower]
             .handle()

@@ -53,6 +53,7 @@ fn leader_faulted_while_follower_is_healthy(faults: &[Fault]) -> Duration {
         .tokens(&["a", "b"])
         .build()
         .unwrap();
+    server.add_namespace(NS);
     let dir = TempDir::new();
     dir.write("token", "a");
     let (a, a_rx) = spawn(
@@ -87,8 +88,8 @@ fn slow_401s_with_a_token_retry_end_the_term_in_time() {
     // got the whole budget again and the leader stepped down seconds after
     // the follower took over.
     let late = leader_faulted_while_follower_is_healthy(&[
-        Fault::latency(Duration::from_millis(1200)).times(usize::MAX),
-        Fault::status(401).times(usize::MAX),
+        Fault::latency(Duration::from_millis(1200)).forever(),
+        Fault::status(401).forever(),
     ]);
     assert!(late <= SLACK, "StoppedLeading {late:?} after the bound");
 }
@@ -98,9 +99,9 @@ fn a_failed_put_then_a_hung_get_ends_the_term_in_time() {
     let late = leader_faulted_while_follower_is_healthy(&[
         Fault::latency(Duration::from_millis(1400))
             .method("PUT")
-            .times(usize::MAX),
-        Fault::status(500).method("PUT").times(usize::MAX),
-        Fault::hang().method("GET").times(usize::MAX),
+            .forever(),
+        Fault::status(500).method("PUT").forever(),
+        Fault::hang().method("GET").forever(),
     ]);
     assert!(late <= SLACK, "StoppedLeading {late:?} after the bound");
 }
@@ -108,8 +109,8 @@ fn a_failed_put_then_a_hung_get_ends_the_term_in_time() {
 #[test]
 fn slow_conflicts_end_the_term_in_time() {
     let late = leader_faulted_while_follower_is_healthy(&[
-        Fault::latency(Duration::from_millis(1400)).times(usize::MAX),
-        Fault::status(409).method("PUT").times(usize::MAX),
+        Fault::latency(Duration::from_millis(1400)).forever(),
+        Fault::status(409).method("PUT").forever(),
     ]);
     assert!(late <= SLACK, "StoppedLeading {late:?} after the bound");
 }
@@ -127,6 +128,7 @@ fn tls_client(server: &TestApiServer) -> ClientConfig {
 #[test]
 fn one_held_request_over_tls_does_not_cost_the_term() {
     let server = TestApiServer::builder().tls(true).build().unwrap();
+    server.add_namespace(NS);
     let timings = ElectorConfig {
         lease_duration: Duration::from_secs(6),
         renew_deadline: Duration::from_secs(4),
@@ -137,7 +139,7 @@ fn one_held_request_over_tls_does_not_cost_the_term() {
     assert_eq!(cap, Duration::from_secs(2));
     let (a, a_rx) = spawn(tls_client(&server), "a", timings.clone());
     wait_started(&a_rx);
-    let renew_time = || server.lease(NS, LEASE).unwrap()["spec"]["renewTime"].clone();
+    let renew_time = || server.lease_value(NS, LEASE).unwrap()["spec"]["renewTime"].clone();
     let before = server.stats();
     server.inject(Fault::hang().method("PUT"));
     eventually("the held PUT", || {
@@ -165,9 +167,10 @@ fn one_held_request_over_tls_does_not_cost_the_term() {
 #[test]
 fn a_server_that_hangs_every_request_ends_the_term_within_the_renew_deadline() {
     let server = TestApiServer::builder().tls(true).build().unwrap();
+    server.add_namespace(NS);
     let (a, a_rx) = spawn(tls_client(&server), "a", short());
     wait_started(&a_rx);
-    server.inject(Fault::hang().times(usize::MAX));
+    server.inject(Fault::hang().forever());
     let (at, reason) = wait_stopped(&a_rx);
     assert_eq!(reason, StopReason::Lost);
     let bound = a.last_renew().unwrap() + short().renew_deadline;
@@ -182,6 +185,7 @@ fn a_server_that_hangs_every_request_ends_the_term_within_the_renew_deadline() {
 #[test]
 fn stop_does_not_wait_for_a_hung_request() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let timings = ElectorConfig {
         release_on_cancel: true,
         release_timeout: Duration::from_millis(500),
@@ -194,7 +198,7 @@ fn stop_does_not_wait_for_a_hung_request() {
     );
     wait_started(&a_rx);
     let before = server.stats();
-    server.inject(Fault::hang().times(usize::MAX));
+    server.inject(Fault::hang().forever());
     eventually("a renew to hang", || {
         server.stats().updates > before.updates
     });
@@ -219,6 +223,7 @@ fn stop_does_not_wait_for_a_hung_request() {
 #[test]
 fn stop_while_healthy_still_releases() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let timings = ElectorConfig {
         release_on_cancel: true,
         ..short()
@@ -226,6 +231,6 @@ fn stop_while_healthy_still_releases() {
     let (a, a_rx) = spawn(ClientConfig::new(server.url()), "a", timings);
     wait_started(&a_rx);
     a.stop().unwrap();
-    let holder = server.lease(NS, LEASE).unwrap()["spec"]["holderIdentity"].clone();
+    let holder = server.lease_value(NS, LEASE).unwrap()["spec"]["holderIdentity"].clone();
     assert!(holder.is_null() || holder == "", "not released: {holder}");
 }

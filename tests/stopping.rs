@@ -33,7 +33,7 @@ fn leader(client: lease_elector::Client) -> (ElectorHandle, LeaderEvents) {
 fn leader_with_a_hung_renew(server: &TestApiServer) -> (ElectorHandle, LeaderEvents) {
     let (handle, events) = leader(client(server));
     server.reset_stats();
-    server.inject(Fault::hang().times(usize::MAX));
+    server.inject(Fault::hang().forever());
     eventually("a renew hung on the server", || {
         server.stats().faults_fired >= 1
     });
@@ -52,6 +52,7 @@ fn stopped_after(events: &LeaderEvents, stop: impl FnOnce()) -> Duration {
 #[test]
 fn a_stopper_ends_the_term_at_once_while_the_server_hangs() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let (handle, events) = leader_with_a_hung_renew(&server);
     let term = handle.term().expect("leading");
     let stopper = handle.stopper();
@@ -74,6 +75,7 @@ fn a_stopper_ends_the_term_at_once_while_the_server_hangs() {
 #[test]
 fn a_consuming_stop_on_another_thread_sends_stopped_leading_at_once_too() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let (handle, events) = leader_with_a_hung_renew(&server);
     let mut joiner = None;
     let took = stopped_after(&events, || {
@@ -173,6 +175,7 @@ fn stopping_during_a_connect_that_hangs_sends_stopped_leading_at_once() {
         .idle_timeout(Duration::from_millis(100))
         .build()
         .unwrap();
+    server.add_namespace(NS);
     let upstream = server.url().trim_start_matches("http://").parse().unwrap();
     let mut relay = Relay::start(upstream);
     let config = lease_elector::ClientConfig::new(format!("http://{}", relay.addr));
@@ -192,11 +195,7 @@ fn stopping_during_a_connect_that_hangs_sends_stopped_leading_at_once() {
 
 /// The holder the test server stores for the lease.
 fn stored_holder(server: &TestApiServer) -> String {
-    let lease = server.lease(NS, LEASE).expect("the lease exists");
-    lease["spec"]["holderIdentity"]
-        .as_str()
-        .unwrap_or("")
-        .to_string()
+    server.holder(NS, LEASE).unwrap_or_default()
 }
 
 /// A leader with a release on stop that waits `grace` for the work, and
@@ -205,6 +204,7 @@ fn leader_with_work(
     server: &TestApiServer,
     grace: Duration,
 ) -> (ElectorHandle, LeaderEvents, lease_elector::Term) {
+    server.add_namespace(NS);
     let lock = LeaseLock::new(client(server), NS, LEASE, "a");
     let (handle, events) = LeaderElector::builder(lock)
         .lease_duration(Duration::from_secs(4))
@@ -217,7 +217,9 @@ fn leader_with_work(
         .spawn()
         .unwrap();
     let term = loop {
-        if let lease_elector::LeaderEvent::StartedLeading { term, .. } = events.recv().unwrap() {
+        if let lease_elector::LeaderEvent::StartedLeading { term, .. } =
+            events.recv_timeout(WAIT).unwrap()
+        {
             break term;
         }
     };

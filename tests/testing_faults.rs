@@ -142,7 +142,7 @@ fn a_bearer_fault_fires_only_for_the_candidate_sending_that_token() {
         .build()
         .unwrap();
     for server in [&without_auth, &with_auth] {
-        server.inject(Fault::status(500).bearer("pod-b").times(usize::MAX));
+        server.inject(Fault::status(500).bearer("pod-b").forever());
         let mut a = Conn::open(server);
         let mut b = Conn::open(server);
         for _ in 0..2 {
@@ -199,7 +199,7 @@ fn a_hung_request_ends_when_the_server_shuts_down() {
 #[test]
 fn a_hung_request_ends_when_its_client_gives_up() {
     let server = TestApiServer::start().unwrap();
-    server.inject(Fault::hang().times(usize::MAX));
+    server.inject(Fault::hang().forever());
     let mut hung = Conn::open(&server);
     hung.send("GET", None);
     wait_until("the hung request is read", || {

@@ -1,6 +1,10 @@
 //! The embedded API server over real HTTP and TLS on loopback, driven with
 //! a plain ureq client.
 
+mod common;
+
+use common::RawLeases;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::sync::mpsc;
@@ -154,6 +158,7 @@ fn eventually(what: &str, cond: impl Fn() -> bool) {
 #[test]
 fn yaml_bodies_are_read_as_kube_apiserver_reads_them() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let send = |method: &str, url: &str, body: &str| {
         a.run(
@@ -174,7 +179,7 @@ fn yaml_bodies_are_read_as_kube_apiserver_reads_them() {
          spec:\n  holderIdentity: yaml\n  leaseDurationSeconds: 15\n  leaseTransitions: 2\n",
     );
     assert_eq!(created.status().as_u16(), 201);
-    let stored = server.lease(NS, "y").unwrap();
+    let stored = server.lease_value(NS, "y").unwrap();
     assert_eq!(stored["spec"]["holderIdentity"], "yaml");
     assert_eq!(stored["spec"]["leaseDurationSeconds"], 15);
     assert_eq!(stored["spec"]["leaseTransitions"], 2);
@@ -191,7 +196,7 @@ fn yaml_bodies_are_read_as_kube_apiserver_reads_them() {
     );
     assert_eq!(updated.status().as_u16(), 200);
     assert_eq!(
-        server.lease(NS, "y").unwrap()["spec"]["holderIdentity"],
+        server.lease_value(NS, "y").unwrap()["spec"]["holderIdentity"],
         "other"
     );
 
@@ -215,6 +220,7 @@ fn raw_exchange(server: &TestApiServer, request: &[u8]) -> String {
 #[test]
 fn create_then_already_exists() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let created = call(&a, "POST", &leases(&server), None, Some(&lease("l1"))).unwrap();
     assert_eq!(created.code, 201);
@@ -224,7 +230,7 @@ fn create_then_already_exists() {
     assert!(!meta["uid"].as_str().unwrap().is_empty());
     assert!(meta["creationTimestamp"].as_str().unwrap().ends_with('Z'));
     assert!(created.rv() > 0);
-    assert_eq!(server.lease(NS, "l1").unwrap(), obj);
+    assert_eq!(server.lease_value(NS, "l1").unwrap(), obj);
 
     let again = call(&a, "POST", &leases(&server), None, Some(&lease("l1"))).unwrap();
     assert_eq!(again.code, 409);
@@ -240,6 +246,7 @@ fn create_then_already_exists() {
 #[test]
 fn get_missing_is_a_real_status() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let got = call(&agent(), "GET", &lease_url(&server, "nope"), None, None).unwrap();
     assert_eq!(got.code, 404);
     assert_eq!(
@@ -256,6 +263,7 @@ fn get_missing_is_a_real_status() {
 #[test]
 fn unknown_paths_and_methods() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let url = format!("{}/apis/apps/v1/deployments", server.url());
     let got = call(&a, "GET", &url, None, None).unwrap();
@@ -272,6 +280,7 @@ fn unknown_paths_and_methods() {
 #[test]
 fn update_conflicts_on_stale_resource_version() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let url = lease_url(&server, "l1");
     let rv1 = call(&a, "POST", &leases(&server), None, Some(&lease("l1")))
@@ -298,24 +307,37 @@ fn update_conflicts_on_stale_resource_version() {
          modified; please apply your changes to the latest version and try again"
     );
     assert_eq!(
-        server.lease(NS, "l1").unwrap()["metadata"]["resourceVersion"],
+        server.lease_value(NS, "l1").unwrap()["metadata"]["resourceVersion"],
         rv2.to_string()
     );
 
-    // No resourceVersion: unconditional.
+    // No resourceVersion: Leases allow no unconditional update (422).
     let unconditional = call(&a, "PUT", &url, None, Some(&lease("l1"))).unwrap();
-    assert_eq!(unconditional.code, 200);
-    assert!(unconditional.rv() > rv2);
+    assert_eq!(unconditional.code, 422);
+    let st = unconditional.status();
+    assert_eq!(st.reason, "Invalid");
+    assert_eq!(
+        st.message,
+        "leases.coordination.k8s.io \"l1\" is invalid: metadata.resourceVersion: \
+         Invalid value: 0x0: must be specified for an update"
+    );
+    let mut current = lease("l1");
+    current["metadata"]["resourceVersion"] = rv2.to_string().into();
+    let updated = call(&a, "PUT", &url, None, Some(&current)).unwrap();
+    assert_eq!(updated.code, 200);
+    assert!(updated.rv() > rv2);
 
     // put_lease bumps the same counter.
-    server.put_lease(NS, lease("l1"));
-    let seeded: u64 = server.lease(NS, "l1").unwrap()["metadata"]["resourceVersion"]
+    server.put_value(NS, lease("l1"));
+    let seeded: u64 = server.lease_value(NS, "l1").unwrap()["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
         .parse()
         .unwrap();
-    assert_eq!(seeded, unconditional.rv() + 1);
+    let updated_rv = updated.rv();
+    assert_eq!(seeded, updated_rv + 1);
 
+    // A PUT of a missing Lease creates it (the strategy's AllowCreateOnUpdate).
     let missing = call(
         &a,
         "PUT",
@@ -324,10 +346,8 @@ fn update_conflicts_on_stale_resource_version() {
         Some(&lease("l2")),
     )
     .unwrap();
-    assert_eq!(
-        (missing.code, missing.status().reason.as_str()),
-        (404, "NotFound")
-    );
+    assert_eq!(missing.code, 201);
+    assert!(server.lease_value(NS, "l2").is_some());
     let renamed = call(&a, "PUT", &url, None, Some(&lease("other"))).unwrap();
     assert_eq!(
         (renamed.code, renamed.status().reason.as_str()),
@@ -335,35 +355,59 @@ fn update_conflicts_on_stale_resource_version() {
     );
 
     server.delete_lease(NS, "l1");
-    assert!(server.lease(NS, "l1").is_none());
+    assert!(server.lease_value(NS, "l1").is_none());
 }
 
+/// As kube-apiserver decodes into its Go types: an unknown field is
+/// dropped and named in a `Warning` header (the default
+/// `fieldValidation=Warn`), an explicit `null` is dropped, known fields
+/// (labels, managedFields) are kept.
 #[test]
-fn unknown_fields_are_preserved() {
+fn unknown_fields_are_dropped_with_a_warning_and_nulls_are_not_stored() {
     let server = TestApiServer::start().unwrap();
-    let a = agent();
+    server.add_namespace(NS);
     let mut body = lease("l1");
     body["metadata"]["labels"] = json!({"app": "x"});
+    body["metadata"]["annotations"] = Value::Null;
     body["metadata"]["managedFields"] = json!([{"manager": "kubectl", "operation": "Update"}]);
+    body["spec"]["holderIdentity"] = Value::Null;
     body["spec"]["futureField"] = json!({"nested": [1, 2, 3]});
     body["status"] = json!({"somethingNew": true});
-    let created = call(&a, "POST", &leases(&server), None, Some(&body)).unwrap();
-    assert_eq!(created.code, 201);
-    let got = call(&a, "GET", &lease_url(&server, "l1"), None, None)
-        .unwrap()
-        .json();
+    let resp = agent()
+        .post(&leases(&server))
+        .header("Content-Type", "application/json")
+        .send(body.to_string())
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 201);
+    let warnings: Vec<&str> = resp
+        .headers()
+        .get_all("warning")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            r#"299 - "unknown field \"status\"""#,
+            r#"299 - "unknown field \"spec.futureField\"""#,
+        ]
+    );
+    let got = server.lease_value(NS, "l1").unwrap();
     assert_eq!(got["metadata"]["labels"], body["metadata"]["labels"]);
     assert_eq!(
         got["metadata"]["managedFields"],
         body["metadata"]["managedFields"]
     );
-    assert_eq!(got["spec"]["futureField"], body["spec"]["futureField"]);
-    assert_eq!(got["status"], body["status"]);
+    assert!(got["metadata"].get("annotations").is_none(), "{got}");
+    assert!(got["spec"].get("holderIdentity").is_none(), "{got}");
+    assert!(got["spec"].get("futureField").is_none(), "{got}");
+    assert!(got.get("status").is_none(), "{got}");
 }
 
 #[test]
 fn validation_is_strict() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let post = |body: &Value| call(&a, "POST", &leases(&server), None, Some(body)).unwrap();
 
@@ -407,7 +451,7 @@ fn validation_is_strict() {
     )
     .unwrap();
     assert_eq!(got.code, 400);
-    assert!(server.lease(NS, "t").is_none());
+    assert!(server.lease_value(NS, "t").is_none());
 
     // JSON and YAML are understood; protobuf is not.
     let protobuf = a
@@ -424,6 +468,7 @@ fn validation_is_strict() {
 #[test]
 fn bodies_chunked_and_capped() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let body = lease("chunky").to_string();
     let (a, b) = body.split_at(body.len() / 2);
     let req = format!(
@@ -434,7 +479,7 @@ fn bodies_chunked_and_capped() {
     );
     let out = raw_exchange(&server, req.as_bytes());
     assert!(out.starts_with("HTTP/1.1 201 "), "{out}");
-    assert!(server.lease(NS, "chunky").is_some());
+    assert!(server.lease_value(NS, "chunky").is_some());
 
     let req = format!(
         "POST /apis/coordination.k8s.io/v1/namespaces/{NS}/leases HTTP/1.1\r\nHost: x\r\n\
@@ -449,6 +494,7 @@ fn bodies_chunked_and_capped() {
 #[test]
 fn auth_tokens_rotation_and_forbidden() {
     let server = TestApiServer::builder().tokens(&["t1"]).build().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let url = lease_url(&server, "l1");
 
@@ -485,6 +531,7 @@ fn auth_tokens_rotation_and_forbidden() {
 #[test]
 fn status_faults_with_filters_and_counts() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let url = lease_url(&server, "l1");
     assert_eq!(
@@ -504,7 +551,8 @@ fn status_faults_with_filters_and_counts() {
     }
     assert_eq!(call(&a, "GET", &url, None, None).unwrap().code, 200);
 
-    // The PUT rule does not match another lease.
+    // The PUT rule does not match another lease (a PUT of a missing Lease
+    // creates it).
     let other = call(
         &a,
         "PUT",
@@ -513,17 +561,18 @@ fn status_faults_with_filters_and_counts() {
         Some(&lease("l2")),
     )
     .unwrap();
-    assert_eq!(other.code, 404);
+    assert_eq!(other.code, 201);
     let failed = call(&a, "PUT", &url, None, Some(&lease("l1"))).unwrap();
     assert_eq!(
         (failed.code, failed.status().reason.as_str()),
         (500, "InternalError")
     );
+    // Served again (and refused: the PUT carries no resourceVersion).
     assert_eq!(
         call(&a, "PUT", &url, None, Some(&lease("l1")))
             .unwrap()
             .code,
-        200
+        422
     );
 
     for (code, reason) in [
@@ -538,7 +587,7 @@ fn status_faults_with_filters_and_counts() {
         assert_eq!((got.code, got.status().reason.as_str()), (code, reason));
     }
 
-    server.inject(Fault::status(503).times(usize::MAX));
+    server.inject(Fault::status(503).forever());
     for _ in 0..3 {
         assert_eq!(call(&a, "GET", &url, None, None).unwrap().code, 503);
     }
@@ -550,6 +599,7 @@ fn status_faults_with_filters_and_counts() {
 #[test]
 fn raw_and_drop_faults() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let url = lease_url(&server, "l1");
 
@@ -569,6 +619,7 @@ fn raw_and_drop_faults() {
 #[test]
 fn latency_is_observed_and_combines() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let url = lease_url(&server, "l1");
     let delay = Duration::from_millis(300);
@@ -590,6 +641,7 @@ fn latency_is_observed_and_combines() {
 #[test]
 fn outage_drops_and_recovers() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let url = lease_url(&server, "l1");
     assert_eq!(call(&a, "GET", &url, None, None).unwrap().code, 404);
@@ -638,6 +690,7 @@ fn watch_lines(
 #[test]
 fn watch_streams_changes_and_ends_on_shutdown() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let rv1 = call(&a, "POST", &leases(&server), None, Some(&lease("l1")))
         .unwrap()
@@ -687,11 +740,12 @@ fn watch_streams_changes_and_ends_on_shutdown() {
 #[test]
 fn watch_from_resource_version_and_timeout() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let rv1 = call(&a, "POST", &leases(&server), None, Some(&lease("l1")))
         .unwrap()
         .rv();
-    server.put_lease(NS, lease("l1"));
+    server.put_value(NS, lease("l1"));
     // Unencoded selector, an older resourceVersion, and a 1 s time-out.
     let url = format!(
         "{}?watch=true&fieldSelector=metadata.name=l1&resourceVersion={rv1}&timeoutSeconds=1",
@@ -710,12 +764,67 @@ fn watch_from_resource_version_and_timeout() {
     assert_eq!(server.requests().last().unwrap().status, 200);
 }
 
+/// client-go's streaming list (`sendInitialEvents=true`): the current
+/// objects as `ADDED`, then the bookmark that says they are all there; a
+/// Namespace watch is served like a Lease one.
+#[test]
+fn a_streaming_list_ends_its_initial_events_with_a_bookmark() {
+    let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
+    let a = agent();
+    for name in ["l1", "l2"] {
+        call(&a, "POST", &leases(&server), None, Some(&lease(name))).unwrap();
+    }
+    let url = format!(
+        "{}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan\
+         &allowWatchBookmarks=true&timeoutSeconds=1",
+        leases(&server)
+    );
+    let (rx, reader) = watch_lines(&a, &url);
+    let events: Vec<Value> = (0..3)
+        .map(|_| rx.recv_timeout(common::WAIT).unwrap())
+        .collect();
+    let got: Vec<(String, String)> = events
+        .iter()
+        .map(|e| {
+            let name = e["object"]["metadata"]["name"].as_str().unwrap_or("");
+            (e["type"].as_str().unwrap().to_string(), name.to_string())
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("ADDED".into(), "l1".into()),
+            ("ADDED".into(), "l2".into()),
+            ("BOOKMARK".into(), String::new())
+        ]
+    );
+    assert_eq!(
+        events[2]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    assert_eq!(reader.join().unwrap(), Ok(()));
+
+    let url = format!(
+        "{}/api/v1/namespaces?watch=true&fieldSelector=metadata.name={NS}&timeoutSeconds=1",
+        server.url()
+    );
+    let (rx, reader) = watch_lines(&a, &url);
+    let first = rx.recv_timeout(common::WAIT).unwrap();
+    assert_eq!(
+        (first["type"].as_str(), first["object"]["kind"].as_str()),
+        (Some("ADDED"), Some("Namespace"))
+    );
+    assert_eq!(reader.join().unwrap(), Ok(()));
+}
+
 #[test]
 fn watch_is_cut_by_an_outage() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let url = format!("{}?watch=true", leases(&server));
     let (rx, reader) = watch_lines(&agent(), &url);
-    server.put_lease(NS, lease("l1"));
+    server.put_value(NS, lease("l1"));
     assert_eq!(
         rx.recv_timeout(Duration::from_secs(10)).unwrap()["type"],
         "ADDED"
@@ -728,6 +837,7 @@ fn watch_is_cut_by_an_outage() {
 #[test]
 fn events_are_recorded() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let event = json!({
         "apiVersion": "v1",
         "kind": "Event",
@@ -740,7 +850,7 @@ fn events_are_recorded() {
     let url = format!("{}/api/v1/namespaces/{NS}/events", server.url());
     let got = call(&agent(), "POST", &url, None, Some(&event)).unwrap();
     assert_eq!(got.code, 201);
-    let events = server.events();
+    let events = server.event_values();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0]["message"], "pod-a became leader");
     assert!(events[0]["metadata"]["name"]
@@ -758,6 +868,7 @@ fn tls_serves_and_is_verified() {
         .tokens(&["t"])
         .build()
         .unwrap();
+    server.add_namespace(NS);
     assert!(server.url().starts_with("https://127.0.0.1:"));
     let url = lease_url(&server, "l1");
     let a = tls_agent(&server, false);
@@ -791,6 +902,7 @@ fn mtls_client_cert_authenticates() {
         .tokens(&["t"])
         .build()
         .unwrap();
+    server.add_namespace(NS);
     let url = lease_url(&server, "l1");
     // The client certificate alone authenticates.
     let with_cert = tls_agent(&server, true);
@@ -804,6 +916,7 @@ fn mtls_client_cert_authenticates() {
 #[test]
 fn shutdown_wakes_a_connection_stuck_in_latency() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     server.inject(Fault::latency(Duration::from_secs(3600)));
     let url = lease_url(&server, "l1");
     let client = thread::spawn(move || call(&agent(), "GET", &url, None, None).map(|a| a.code));
@@ -820,6 +933,7 @@ fn shutdown_wakes_a_connection_stuck_in_latency() {
 #[test]
 fn stats_count_requests() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let a = agent();
     let url = lease_url(&server, "l1");
     call(&a, "GET", &url, None, None).unwrap();
@@ -836,7 +950,8 @@ fn stats_count_requests() {
     let log = server.requests();
     assert_eq!(log.len(), 5);
     let statuses: Vec<u16> = log.iter().map(|r| r.status).collect();
-    assert_eq!(statuses, [404, 201, 409, 200, 200]);
+    // The PUT carries no resourceVersion: 422.
+    assert_eq!(statuses, [404, 201, 409, 422, 200]);
     assert_eq!(log[1].method, "POST");
     assert_eq!(s.bytes_in, log.iter().map(|r| r.bytes_in).sum::<u64>());
     assert_eq!(s.bytes_out, log.iter().map(|r| r.bytes_out).sum::<u64>());
@@ -852,6 +967,7 @@ fn stats_count_requests() {
 fn watch_ends_when_the_client_goes_away() {
     for tls in [false, true] {
         let server = TestApiServer::builder().tls(tls).build().unwrap();
+        server.add_namespace(NS);
         let a = if tls {
             tls_agent(&server, false)
         } else {
@@ -861,7 +977,7 @@ fn watch_ends_when_the_client_goes_away() {
             "{}?watch=true&fieldSelector=metadata.name%3Dl1",
             leases(&server)
         );
-        server.put_lease(NS, lease("l1"));
+        server.put_value(NS, lease("l1"));
         let resp = a.get(&url).call().unwrap();
         let mut r = BufReader::new(resp.into_body().into_reader());
         let mut line = String::new();
@@ -878,6 +994,7 @@ fn watch_ends_when_the_client_goes_away() {
 #[test]
 fn keep_alive_serves_several_requests_per_connection() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let get = format!(
         "GET /apis/coordination.k8s.io/v1/namespaces/{NS}/leases/a HTTP/1.1\r\nHost: x\r\n\r\n"
     );
@@ -894,6 +1011,7 @@ fn keep_alive_serves_several_requests_per_connection() {
 #[test]
 fn drop_stops_the_server() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let addr = server.url().trim_start_matches("http://").to_string();
     let url = format!("{}?watch=true", leases(&server));
     let (_rx, reader) = watch_lines(&agent(), &url);
@@ -905,6 +1023,7 @@ fn drop_stops_the_server() {
 #[test]
 fn request_heads_up_to_kube_apiservers_1_mib_are_read_and_larger_ones_get_431() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let head = |padding: usize| {
         format!(
             "GET /apis/coordination.k8s.io/v1/namespaces/{NS}/leases/a HTTP/1.1\r\nHost: x\r\n\
@@ -956,14 +1075,16 @@ const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/ns1/leases";
 #[test]
 fn writes_without_a_content_type_are_json_as_kube_apiserver_takes_them() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let (code, created) = raw_call(&server, "POST", LEASES, None, &lease("l1"));
     assert_eq!(code, 201, "{created}");
     let mut body = lease("l1");
     body["spec"]["holderIdentity"] = "pod-b".into();
+    body["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"].clone();
     let (code, replaced) = raw_call(&server, "PUT", &format!("{LEASES}/l1"), None, &body);
     assert_eq!(code, 200, "{replaced}");
     assert_eq!(
-        server.lease(NS, "l1").unwrap()["spec"]["holderIdentity"],
+        server.lease_value(NS, "l1").unwrap()["spec"]["holderIdentity"],
         "pod-b"
     );
     // A media type that is named and not JSON is still refused.
@@ -983,6 +1104,7 @@ fn writes_without_a_content_type_are_json_as_kube_apiserver_takes_them() {
 #[test]
 fn kind_and_api_version_default_from_the_url_and_wrong_ones_are_refused() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     // What the Python client's LeaseLock.create sends: no kind, no apiVersion.
     let mut bare = lease("l1");
     bare.as_object_mut().unwrap().remove("kind");
@@ -991,7 +1113,8 @@ fn kind_and_api_version_default_from_the_url_and_wrong_ones_are_refused() {
     assert_eq!(code, 201, "{created}");
     assert_eq!(created["kind"], "Lease");
     assert_eq!(created["apiVersion"], "coordination.k8s.io/v1");
-    assert_eq!(server.lease(NS, "l1").unwrap()["kind"], "Lease");
+    assert_eq!(server.lease_value(NS, "l1").unwrap()["kind"], "Lease");
+    bare["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"].clone();
     let (code, replaced) = raw_call(&server, "PUT", &format!("{LEASES}/l1"), None, &bare);
     assert_eq!((code, &replaced["kind"]), (200, &json!("Lease")));
 
@@ -1006,12 +1129,13 @@ fn kind_and_api_version_default_from_the_url_and_wrong_ones_are_refused() {
     let mut wrong_kind = lease("l2");
     wrong_kind["kind"] = "ConfigMap".into();
     assert_eq!(raw_call(&server, "POST", LEASES, None, &wrong_kind).0, 400);
-    assert!(server.lease(NS, "l2").is_none());
+    assert!(server.lease_value(NS, "l2").is_none());
 }
 
 #[test]
 fn microtime_is_stored_in_utc_with_six_digits_whatever_offset_it_was_written_with() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let mut body = lease("l1");
     // Python's datetime.isoformat() of an aware UTC time, and another offset.
     body["spec"]["acquireTime"] = "2026-01-01T00:00:00.000001+00:00".into();
@@ -1019,7 +1143,7 @@ fn microtime_is_stored_in_utc_with_six_digits_whatever_offset_it_was_written_wit
     let (code, created) = raw_call(&server, "POST", LEASES, None, &body);
     assert_eq!(code, 201, "{created}");
     let want = json!({"acquireTime": "2026-01-01T00:00:00.000001Z", "renewTime": "2026-01-01T00:00:00.123456Z"});
-    for obj in [&created, &server.lease(NS, "l1").unwrap()] {
+    for obj in [&created, &server.lease_value(NS, "l1").unwrap()] {
         assert_eq!(obj["spec"]["acquireTime"], want["acquireTime"], "{obj}");
         assert_eq!(obj["spec"]["renewTime"], want["renewTime"], "{obj}");
     }
@@ -1028,6 +1152,7 @@ fn microtime_is_stored_in_utc_with_six_digits_whatever_offset_it_was_written_wit
 #[test]
 fn label_selectors_filter_lists_and_watches() {
     let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
     let labelled = |name: &str, labels: Value| {
         let mut l = lease(name);
         l["metadata"]["labels"] = labels;
@@ -1086,7 +1211,7 @@ fn label_selectors_filter_lists_and_watches() {
         (Some("ADDED"), Some("a"))
     );
     let relabel = |name: &str, app: &str| {
-        let mut l = server.lease(NS, name).unwrap();
+        let mut l = server.lease_value(NS, name).unwrap();
         l["metadata"]["labels"]["app"] = app.into();
         let (code, body) = raw_call(&server, "PUT", &format!("{LEASES}/{name}"), None, &l);
         assert_eq!(code, 200, "{body}");
@@ -1120,7 +1245,7 @@ fn label_selectors_filter_lists_and_watches() {
     assert_eq!(rx.recv_timeout(wait).unwrap()["type"], "DELETED");
     // Changes outside the selection are not sent.
     relabel("c", "q");
-    server.put_lease(NS, labelled("d", json!({"app": "x"})));
+    server.put_value(NS, labelled("d", json!({"app": "x"})));
     let ev = rx.recv_timeout(wait).unwrap();
     assert_eq!(
         (

@@ -49,6 +49,7 @@ fn the_watch_works_over_tls_with_a_client_certificate_or_a_token() {
             .tokens(&["t0k3n"])
             .build()
             .unwrap();
+        server.add_namespace(NS);
         let mut c = Cluster::with_server(server);
         let tls_lock = |c: &Cluster, id: &str| {
             let mut config = ClientConfig::new(c.server.url())

@@ -1,6 +1,7 @@
-//! The discovery documents kubectl reads before anything else: `/version`,
-//! `/api`, `/api/v1`, `/apis`, `/apis/coordination.k8s.io` and
-//! `/apis/coordination.k8s.io/v1`, listing only what this server serves.
+//! The discovery documents clients read before anything else: `/version`,
+//! `/api`, `/api/v1`, `/apis`, `/apis/{group}` and `/apis/{group}/v1` for
+//! `coordination.k8s.io` and `events.k8s.io`, listing only what this
+//! server serves.
 //!
 //! Legacy discovery only: kubectl asks for the aggregated
 //! `APIGroupDiscoveryList` first, and reads these plain JSON documents
@@ -16,6 +17,22 @@ use super::status::LEASE_GROUP;
 const MAJOR: &str = "1";
 const MINOR: &str = "32";
 
+/// The API groups served besides core, each in version `v1`.
+const GROUPS: &[&str] = &[LEASE_GROUP, "events.k8s.io"];
+
+/// The verbs of every served resource (`namespaces` has no
+/// `deletecollection`).
+const VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
 /// A discovery document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Doc {
@@ -27,34 +44,53 @@ pub(crate) enum Doc {
     CoreResources,
     /// `/apis`
     Groups,
-    /// `/apis/coordination.k8s.io`
-    LeaseGroup,
-    /// `/apis/coordination.k8s.io/v1`
-    LeaseResources,
+    /// `/apis/{group}`
+    Group(&'static str),
+    /// `/apis/{group}/v1`
+    GroupResources(&'static str),
+}
+
+fn group_doc(name: &str) -> Value {
+    let gv = json!({ "groupVersion": format!("{name}/v1"), "version": "v1" });
+    json!({ "name": name, "versions": [gv], "preferredVersion": gv })
+}
+
+fn resource(name: &str, singular: &str, kind: &str, namespaced: bool, short: &[&str]) -> Value {
+    let verbs: Vec<&str> = VERBS
+        .iter()
+        .copied()
+        .filter(|v| namespaced || *v != "deletecollection")
+        .collect();
+    let mut r = json!({
+        "name": name,
+        "singularName": singular,
+        "namespaced": namespaced,
+        "kind": kind,
+        "verbs": verbs,
+    });
+    if !short.is_empty() {
+        r["shortNames"] = json!(short);
+    }
+    r
 }
 
 impl Doc {
     /// The document at these path segments, if any.
     pub(crate) fn at(segments: &[&str]) -> Option<Doc> {
+        let group = |g: &str| GROUPS.iter().copied().find(|k| *k == g);
         Some(match segments {
             ["version"] => Doc::Version,
             ["api"] => Doc::CoreVersions,
             ["api", "v1"] => Doc::CoreResources,
             ["apis"] => Doc::Groups,
-            ["apis", LEASE_GROUP] => Doc::LeaseGroup,
-            ["apis", LEASE_GROUP, "v1"] => Doc::LeaseResources,
+            ["apis", g] => Doc::Group(group(g)?),
+            ["apis", g, "v1"] => Doc::GroupResources(group(g)?),
             _ => return None,
         })
     }
 
     /// The document's body, as the real API server words it.
     pub(crate) fn body(self) -> Value {
-        let lease_gv = json!({ "groupVersion": format!("{LEASE_GROUP}/v1"), "version": "v1" });
-        let lease_group = json!({
-            "name": LEASE_GROUP,
-            "versions": [lease_gv],
-            "preferredVersion": lease_gv,
-        });
         match self {
             Doc::Version => json!({
                 "major": MAJOR,
@@ -71,40 +107,35 @@ impl Doc {
             Doc::CoreResources => json!({
                 "kind": "APIResourceList",
                 "groupVersion": "v1",
-                "resources": [{
-                    "name": "events",
-                    "singularName": "event",
-                    "namespaced": true,
-                    "kind": "Event",
-                    "verbs": ["create", "get", "list"],
-                    "shortNames": ["ev"],
-                }],
+                "resources": [
+                    resource("events", "event", "Event", true, &["ev"]),
+                    resource("namespaces", "namespace", "Namespace", false, &["ns"]),
+                ],
             }),
             Doc::Groups => json!({
                 "kind": "APIGroupList",
                 "apiVersion": "v1",
-                "groups": [lease_group],
+                "groups": GROUPS.iter().map(|g| group_doc(g)).collect::<Vec<_>>(),
             }),
-            Doc::LeaseGroup => {
-                let mut g = lease_group;
-                if let Some(m) = g.as_object_mut() {
-                    m.insert("kind".into(), "APIGroup".into());
-                    m.insert("apiVersion".into(), "v1".into());
-                }
+            Doc::Group(name) => {
+                let mut g = group_doc(name);
+                g["kind"] = "APIGroup".into();
+                g["apiVersion"] = "v1".into();
                 g
             }
-            Doc::LeaseResources => json!({
-                "kind": "APIResourceList",
-                "apiVersion": "v1",
-                "groupVersion": format!("{LEASE_GROUP}/v1"),
-                "resources": [{
-                    "name": "leases",
-                    "singularName": "lease",
-                    "namespaced": true,
-                    "kind": "Lease",
-                    "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
-                }],
-            }),
+            Doc::GroupResources(name) => {
+                let r = if name == LEASE_GROUP {
+                    resource("leases", "lease", "Lease", true, &[])
+                } else {
+                    resource("events", "event", "Event", true, &["ev"])
+                };
+                json!({
+                    "kind": "APIResourceList",
+                    "apiVersion": "v1",
+                    "groupVersion": format!("{name}/v1"),
+                    "resources": [r],
+                })
+            }
         }
     }
 }

@@ -5,9 +5,13 @@ use std::time::Duration;
 /// A fault rule for [`TestApiServer::inject`](super::TestApiServer::inject).
 ///
 /// Built from one of the constructors, then narrowed with
-/// [`times`](Fault::times), [`method`](Fault::method),
+/// [`times`](Fault::times) or [`forever`](Fault::forever),
+/// [`candidate`](Fault::candidate), [`method`](Fault::method),
 /// [`path_contains`](Fault::path_contains), [`header`](Fault::header) and
-/// [`bearer`](Fault::bearer).
+/// [`bearer`](Fault::bearer). The one-line forms for one candidate are
+/// [`TestApiServer::cut_off`](super::TestApiServer::cut_off),
+/// [`hang`](super::TestApiServer::hang) and
+/// [`slow`](super::TestApiServer::slow).
 ///
 /// ```
 /// use lease_elector::testing::Fault;
@@ -15,23 +19,32 @@ use std::time::Duration;
 /// // The next two PUTs of lease "my-lease" get 409 Conflict.
 /// let conflict = Fault::status(409).method("PUT").path_contains("/leases/my-lease").times(2);
 /// // Every request is delayed by 100 ms until the faults are cleared.
-/// let slow = Fault::latency(Duration::from_millis(100)).times(usize::MAX);
-/// // Only the candidate sending token "pod-b" is throttled, with a
-/// // Retry-After no client should take at its word.
-/// let throttled = Fault::retry_after(429, "18446744073709551615").bearer("pod-b");
+/// let slow = Fault::latency(Duration::from_millis(100)).forever();
+/// // Only candidate "pod-b" (see `TestApiServer::client_config`) is
+/// // throttled, with a Retry-After no client should take at its word.
+/// let throttled = Fault::retry_after(429, "18446744073709551615").candidate("pod-b");
 /// // The next request of "pod-a" is never answered.
-/// let black_hole = Fault::hang().bearer("pod-a");
+/// let black_hole = Fault::hang().candidate("pod-a");
 /// # let _ = (conflict, slow, throttled, black_hole);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fault {
     pub(crate) action: Action,
+    /// `FOREVER` for a rule that fires until cleared.
     pub(crate) remaining: usize,
     pub(crate) method: Option<String>,
     pub(crate) path_contains: Option<String>,
     /// Lower-cased name and exact value; every pair must be present.
     pub(crate) headers: Vec<(String, String)>,
+    /// The candidate the rule singles out, for
+    /// [`restore`](super::TestApiServer::restore).
+    pub(crate) candidate: Option<String>,
+    /// Set by the server when the rule is queued.
+    pub(crate) id: u64,
 }
+
+/// The count of a rule that fires until it is cleared.
+const FOREVER: usize = usize::MAX;
 
 /// What a fault does when it fires.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +65,8 @@ impl Fault {
             method: None,
             path_contains: None,
             headers: Vec::new(),
+            candidate: None,
+            id: 0,
         }
     }
 
@@ -59,6 +74,12 @@ impl Fault {
     /// matches the code (409 `Conflict`, 429 `TooManyRequests` plus
     /// `Retry-After: 1`, 500 `InternalError`, 503 `ServiceUnavailable`,
     /// 401 `Unauthorized`, 403 `Forbidden`, 404 `NotFound`).
+    ///
+    /// ```
+    /// use lease_elector::testing::Fault;
+    /// let conflict = Fault::status(409).method("PUT");
+    /// # let _ = conflict;
+    /// ```
     pub fn status(code: u16) -> Self {
         Self::new(Action::Status(code))
     }
@@ -90,6 +111,12 @@ impl Fault {
     }
 
     /// Close the connection without answering.
+    ///
+    /// ```
+    /// use lease_elector::testing::Fault;
+    /// let gone = Fault::drop_connection().times(3);
+    /// # let _ = gone;
+    /// ```
     pub fn drop_connection() -> Self {
         Self::new(Action::Drop)
     }
@@ -99,8 +126,10 @@ impl Fault {
     ///
     /// The request is held until
     /// [`clear_faults`](super::TestApiServer::clear_faults) is called after
-    /// the rule fired, an outage starts, the server shuts down, or the
-    /// client closes its side; the connection is then closed without an
+    /// the rule fired (or, for a [`forever`](Fault::forever) rule of one
+    /// [`candidate`](Fault::candidate),
+    /// [`restore`](super::TestApiServer::restore) of that candidate), an
+    /// outage starts, the server shuts down, or the client closes its side; the connection is then closed without an
     /// answer and the request logged with status 0. Only the hung
     /// connection waits: every connection has its own thread, and the
     /// waiting one holds no lock.
@@ -111,7 +140,7 @@ impl Fault {
     /// let server = TestApiServer::start()?;
     /// // The next renewal of "pod-a" never comes back; everyone else is
     /// // served normally.
-    /// server.inject(Fault::hang().method("PUT").bearer("pod-a"));
+    /// server.inject(Fault::hang().method("PUT").candidate("pod-a"));
     /// // ... assert pod-a's own deadline gives up on the request ...
     /// server.clear_faults(); // releases (closes) the hung connection
     /// # server.shutdown();
@@ -143,24 +172,81 @@ impl Fault {
 
     /// Answer with exactly `code` and `body` (`Content-Type:
     /// application/json`), e.g. for malformed, truncated or huge bodies.
+    ///
+    /// ```
+    /// use lease_elector::testing::Fault;
+    /// let truncated = Fault::raw(200, r#"{"kind": "Lease", "spec": {"#);
+    /// # let _ = truncated;
+    /// ```
     pub fn raw(code: u16, body: impl Into<Vec<u8>>) -> Self {
         Self::new(Action::Raw(code, body.into()))
     }
 
-    /// Fire for `n` requests (default 1); `usize::MAX` means until
-    /// [`clear_faults`](super::TestApiServer::clear_faults).
+    /// Fire for `n` requests (default 1).
+    ///
+    /// ```
+    /// use lease_elector::testing::Fault;
+    /// let next_three_puts = Fault::status(503).method("PUT").times(3);
+    /// # let _ = next_three_puts;
+    /// ```
     pub fn times(mut self, n: usize) -> Self {
         self.remaining = n;
         self
     }
 
+    /// Fire for every matching request until
+    /// [`clear_faults`](super::TestApiServer::clear_faults) (or, for a rule
+    /// of one [`candidate`](Fault::candidate),
+    /// [`restore`](super::TestApiServer::restore)).
+    ///
+    /// ```
+    /// use lease_elector::testing::Fault;
+    /// let every_get = Fault::status(500).method("GET").forever();
+    /// # let _ = every_get;
+    /// ```
+    pub fn forever(mut self) -> Self {
+        self.remaining = FOREVER;
+        self
+    }
+
+    /// Only match requests of the candidate whose client came from
+    /// [`TestApiServer::client_config(identity)`](super::TestApiServer::client_config):
+    /// the candidate is told apart by the bearer token that config sends.
+    ///
+    /// ```
+    /// use lease_elector::testing::{Fault, TestApiServer};
+    ///
+    /// let server = TestApiServer::start()?;
+    /// let _for_b = server.client_config("pod-b");
+    /// // pod-b's next two renewals fail; pod-a's go through.
+    /// server.inject(Fault::status(500).method("PUT").candidate("pod-b").times(2));
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn candidate(mut self, identity: &str) -> Self {
+        self.candidate = Some(identity.to_string());
+        self.bearer(&super::candidates::token(identity))
+    }
+
     /// Only match requests with this method (case-insensitive).
+    ///
+    /// ```
+    /// use lease_elector::testing::Fault;
+    /// let renewals_only = Fault::status(500).method("put");
+    /// # let _ = renewals_only;
+    /// ```
     pub fn method(mut self, method: &str) -> Self {
         self.method = Some(method.to_ascii_uppercase());
         self
     }
 
     /// Only match requests whose target (path and query) contains `fragment`.
+    ///
+    /// ```
+    /// use lease_elector::testing::Fault;
+    /// let one_lease = Fault::status(404).path_contains("/leases/my-lease");
+    /// # let _ = one_lease;
+    /// ```
     pub fn path_contains(mut self, fragment: &str) -> Self {
         self.path_contains = Some(fragment.to_string());
         self
@@ -189,7 +275,9 @@ impl Fault {
 
     /// Only match requests sent with `Authorization: Bearer <token>`, i.e.
     /// by one candidate when each candidate has its own token (see
-    /// [`tokens`](super::TestApiServerBuilder::tokens)). Same as
+    /// [`tokens`](super::TestApiServerBuilder::tokens);
+    /// [`candidate`](Fault::candidate) does this for the clients of
+    /// [`client_config`](super::TestApiServer::client_config)). Same as
     /// [`header("authorization", "Bearer <token>")`](Fault::header), so a
     /// client spelling the scheme `bearer` does not match.
     ///
@@ -238,6 +326,9 @@ pub(crate) struct Decision {
     pub(crate) delay: Duration,
     /// The first non-latency rule that fired, if any.
     pub(crate) action: Option<Action>,
+    /// That rule's id when it fires forever for one candidate: a request it
+    /// hangs is let go once the rule is removed.
+    pub(crate) forever_rule: Option<u64>,
     /// How many rules fired.
     pub(crate) fired: u64,
 }
@@ -252,7 +343,7 @@ pub(crate) fn decide(rules: &mut Vec<Fault>, req: &Probe<'_>) -> Decision {
         if !rule.matches(req) {
             continue;
         }
-        if rule.remaining != usize::MAX {
+        if rule.remaining != FOREVER {
             rule.remaining -= 1;
         }
         d.fired += 1;
@@ -260,6 +351,9 @@ pub(crate) fn decide(rules: &mut Vec<Fault>, req: &Probe<'_>) -> Decision {
             Action::Latency(delay) => d.delay = d.delay.saturating_add(*delay),
             other => {
                 d.action = Some(other.clone());
+                if rule.remaining == FOREVER && rule.candidate.is_some() {
+                    d.forever_rule = Some(rule.id);
+                }
                 break;
             }
         }
@@ -301,7 +395,7 @@ mod tests {
     fn filters_and_unlimited() {
         let mut rules = vec![Fault::drop_connection()
             .path_contains("/leases/a")
-            .times(usize::MAX)];
+            .forever()];
         assert_eq!(decide(&mut rules, &probe("GET", "/leases/b")).action, None);
         for _ in 0..3 {
             assert_eq!(
@@ -314,7 +408,7 @@ mod tests {
 
     #[test]
     fn header_rules_match_only_the_named_candidate() {
-        let mut rules = vec![Fault::status(503).bearer("b").times(usize::MAX)];
+        let mut rules = vec![Fault::status(503).bearer("b").forever()];
         let a = [("authorization".to_string(), "Bearer a".to_string())];
         let b = [
             ("accept".to_string(), "application/json".to_string()),

@@ -2,45 +2,52 @@
 //!
 //! [`TestApiServer`] serves the Lease subset of the Kubernetes API on
 //! `127.0.0.1` (an ephemeral port), over plain HTTP or TLS, from ordinary
-//! threads: GET/POST/PUT of `coordination.k8s.io/v1` Leases with
-//! optimistic concurrency, watches, core/v1 Event creation, bearer-token
-//! and client-certificate authentication. It validates like the real API
-//! server and answers errors with real `Status` bodies, so a program that
-//! works against it behaves the same against a cluster. Faults (error
+//! threads: `coordination.k8s.io/v1` Leases with optimistic concurrency,
+//! core/v1 and `events.k8s.io/v1` Events, Namespaces, watches, bearer-token
+//! and client-certificate authentication. It answers the calls the
+//! official Go, Python and JavaScript clients make as kube-apiserver 1.34
+//! does, validates like it and answers errors with real `Status` bodies,
+//! so a program that works against it behaves the same against a cluster,
+//! and one that a cluster would refuse is refused here too. Faults (error
 //! statuses, latency, dropped connections, garbage bodies, outages, token
 //! rotation) can be injected while a test runs.
 //!
 //! # Testing your own leader-elected program
 //!
-//! Start a server, point your program's Kubernetes client at
-//! [`url`](TestApiServer::url) (trusting [`ca_pem`](TestApiServer::ca_pem)
-//! when TLS is on, sending one of the configured tokens), then watch the
-//! Lease it writes and break things underneath it:
+//! Start a server, give each candidate of your program a client
+//! configuration of its own ([`client_config`](TestApiServer::client_config):
+//! the URL, the CA when TLS is on, a token naming the candidate), then read
+//! the Lease they write and break things underneath one of them:
 //!
 //! ```no_run
 //! use lease_elector::testing::{Fault, TestApiServer};
 //!
-//! let server = TestApiServer::builder().tls(true).tokens(&["s3cret"]).build()?;
-//! // Hand `server.url()`, `server.ca_pem()` and the token "s3cret" to the
-//! // program under test (e.g. through its kubeconfig or its config struct)
-//! // and start it; here we just look at what it did.
-//! # let wait_until_leading = || {};
-//! wait_until_leading();
-//! let lease = server.lease("default", "my-lease").expect("the program created its lease");
-//! assert_eq!(lease["spec"]["holderIdentity"], "pod-a");
+//! let server = TestApiServer::builder().tls(true).build()?;
+//! let (config_a, config_b) = (server.client_config("pod-a"), server.client_config("pod-b"));
+//! // Start the program's two candidates with these configurations; here
+//! // we just look at what they did.
+//! # let wait_until = |_: &str| {};
+//! wait_until("pod-a leads");
+//! assert_eq!(server.holder("default", "my-lease").as_deref(), Some("pod-a"));
 //!
-//! // The next two renewals fail with 500, then the API server goes away.
-//! server.inject(Fault::status(500).method("PUT").times(2));
-//! server.set_outage(true);
-//! // ... assert the program steps down in time ...
-//! server.set_outage(false);
+//! // pod-a alone loses the API server: pod-b takes over once the lease
+//! // has gone unrenewed for its duration.
+//! server.cut_off("pod-a");
+//! wait_until("pod-b leads");
+//! server.restore("pod-a");
+//!
+//! // pod-b's next two renewals fail with 500; it rides them out.
+//! server.inject(Fault::status(500).method("PUT").candidate("pod-b").times(2));
 //!
 //! // Someone else takes the lease over behind the program's back.
-//! let mut stolen = lease.clone();
-//! stolen["spec"]["holderIdentity"] = "pod-b".into();
-//! server.put_lease("default", stolen);
+//! let mut lease = server.lease("default", "my-lease").expect("the program created its lease");
+//! let mut record = lease.record();
+//! record.holder_identity = "intruder".into();
+//! lease.set_record(&record);
+//! server.put_lease("default", &lease);
 //! // ... assert the program notices it lost leadership ...
 //! assert!(server.stats().updates > 0);
+//! # let _ = (config_a, config_b);
 //! server.shutdown();
 //! # Ok::<(), std::io::Error>(())
 //! ```
@@ -80,8 +87,9 @@
 //!   after it are not looked at.
 //!
 //! A rule matches a request when its method, path fragment and headers (see
-//! [`Fault::header`]; [`Fault::bearer`] singles out one candidate by its
-//! token) all match.
+//! [`Fault::header`]; [`Fault::candidate`] singles out one candidate made by
+//! [`client_config`](TestApiServer::client_config), [`Fault::bearer`] one
+//! with a token of its own) all match.
 //!
 //! The summed delay is then slept (shutdown cuts it short and the
 //! connection is closed without an answer; an outage that started during
@@ -97,32 +105,79 @@
 //!
 //! # Endpoints
 //!
-//! - `GET|PUT|PATCH|DELETE /apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}`
-//!   (`PATCH`: JSON merge patch, or a strategic merge patch without
-//!   directives; `DELETE`: `DeleteOptions` preconditions are checked)
-//! - `POST /apis/coordination.k8s.io/v1/namespaces/{ns}/leases`
-//! - `GET /apis/coordination.k8s.io/v1/namespaces/{ns}/leases` and
-//!   `GET /apis/coordination.k8s.io/v1/leases` (every namespace): a
-//!   `LeaseList`, filtered by a `fieldSelector` on `metadata.name` and
-//!   `metadata.namespace` and by a `labelSelector` (`app=x`, `app!=x`,
-//!   `app in (x,y)`, `app notin (x)`, `app`, `!app`, `n>1`); with
-//!   `watch=true` a watch stream (`resourceVersion`, `timeoutSeconds`,
-//!   both selectors; a change that takes a Lease out of the label selection
-//!   is sent as `DELETED`, one that brings it in as `ADDED`, as
-//!   kube-apiserver sends them)
-//! - `POST /api/v1/namespaces/{ns}/events`, `GET` of one Event, and
-//!   `GET /api/v1/namespaces/{ns}/events` or `/api/v1/events`: an
-//!   `EventList`, with the field selectors the API server allows on Events
-//!   (`involvedObject.name`, `reason`, `type`, ...)
-//! - discovery for kubectl: `/version`, `/api`, `/api/v1`, `/apis`,
-//!   `/apis/coordination.k8s.io`, `/apis/coordination.k8s.io/v1` (legacy
+//! - Leases: `/apis/coordination.k8s.io/v1/namespaces/{ns}/leases[/{name}]`
+//!   and `/apis/coordination.k8s.io/v1/leases` (every namespace)
+//! - core/v1 Events: `/api/v1/namespaces/{ns}/events[/{name}]` and
+//!   `/api/v1/events`; `events.k8s.io/v1` Events:
+//!   `/apis/events.k8s.io/v1/namespaces/{ns}/events[/{name}]` and
+//!   `/apis/events.k8s.io/v1/events`, the same objects under the other
+//!   group's field names (`regarding`, `note`, `reportingController`,
+//!   `deprecated*`), created with that group's stricter validation
+//! - Namespaces: `/api/v1/namespaces[/{name}]`
+//!
+//! On each: `GET` (one object, or a list filtered by a `fieldSelector`
+//! on the fields the API server allows and a `labelSelector`: `app=x`,
+//! `app!=x`, `app in (x,y)`, `app notin (x)`, `app`, `!app`, `n>1`), `POST`,
+//! `PUT`, `PATCH`, `DELETE` (`DeleteOptions` preconditions are checked),
+//! `DELETE` of a collection (not of Namespaces, as kube-apiserver), and
+//! `GET ...?watch=true`.
+//!
+//! - **Namespaces** exist as objects: `default`, `kube-system`,
+//!   `kube-public` and `kube-node-lease` at start;
+//!   [`add_namespace`](TestApiServer::add_namespace) or a `POST` adds one.
+//!   Creating an object in a namespace that does not exist is a 404
+//!   (`namespaces "x" not found`, the `NamespaceLifecycle` admission's
+//!   answer); the first three may not be deleted (403). Deleting a
+//!   namespace is immediate here (its objects go with it; a cluster shows it
+//!   `Terminating` meanwhile).
+//! - **Writes** are decoded as the API server decodes them: explicit
+//!   `null`s are dropped, and so are unknown fields, each named in a
+//!   `Warning: 299 - "unknown field \"spec.foo\""` header (the default
+//!   `fieldValidation=Warn`; `Strict` refuses them with a 400, `Ignore`
+//!   drops them silently). `dryRun=All` answers as the write would and
+//!   stores nothing. A `PUT` of a Lease must carry `metadata.resourceVersion`
+//!   (422 otherwise: Leases allow no unconditional update); a `PUT` of a
+//!   missing Lease or Event creates it.
+//! - **`PATCH`** takes JSON patch (`application/json-patch+json`, RFC 6902;
+//!   an operation that does not apply is a 422), JSON merge patch, a
+//!   strategic merge patch (which for these types' maps and scalars merges
+//!   the same way; its `$patch`-style directives are refused with a 400),
+//!   and server-side apply.
+//! - **Server-side apply** (`application/apply-patch+yaml`) is a subset:
+//!   `fieldManager` is required (422); a missing object is created from the
+//!   configuration; otherwise the applied fields are merged in, the fields
+//!   this manager applied before and no longer applies are removed unless
+//!   another manager owns them, and changing a field another manager owns
+//!   (by apply, or by a create, update or patch, whose manager is
+//!   `fieldManager` or the `User-Agent` up to its first `/`) is a 409
+//!   `Apply failed with 1 conflict: conflict with "m" ...` unless
+//!   `force=true`. Not modelled, and refused with a 400 that says so: lists
+//!   in the configuration (kube-apiserver merges `ownerReferences` by uid
+//!   and `finalizers` as a set) and apply through `events.k8s.io/v1`.
+//!   Ownership is kept by the server but not shown in
+//!   `metadata.managedFields`.
+//! - **Watches** (`resourceVersion`, `timeoutSeconds`, both selectors):
+//!   without a `resourceVersion` (or with `0`) the current objects come
+//!   first as `ADDED`; with one, every change after it is replayed from a
+//!   window of the last 1,000 changes per resource, and an older one gets
+//!   a single `ERROR` event carrying a 410 `Expired` Status (`too old
+//!   resource version: 1 (1204)`), as kube-apiserver's watch cache answers.
+//!   A change that takes an object out of the label selection is sent as
+//!   `DELETED`, one that brings it in as `ADDED`. With
+//!   `allowWatchBookmarks=true`, `BOOKMARK` events come every minute and
+//!   2 s before `timeoutSeconds` runs out; `sendInitialEvents=true` ends
+//!   the initial `ADDED` events with the `k8s.io/initial-events-end`
+//!   bookmark.
+//! - Discovery for kubectl and the clients: `/version`, `/api`, `/api/v1`,
+//!   `/apis`, `/apis/{coordination.k8s.io,events.k8s.io}[/v1]` (legacy
 //!   discovery; kubectl falls back to it from the aggregated form), and
 //!   `/openapi/v3` for the Lease paths only, so kubectl validates on the
-//!   server (`fieldValidation=Strict`: unknown fields are refused)
+//!   server (`fieldValidation=Strict`).
 //!
 //! A `GET` that accepts `application/json;as=Table;v=v1;g=meta.k8s.io` (as
 //! `kubectl get` does) gets a `Table` with the columns the real API server
-//! prints (`NAME HOLDER AGE` for Leases), also in watch events.
+//! prints (`NAME HOLDER AGE` for Leases, `NAME STATUS AGE` for
+//! Namespaces), also in watch events.
 //!
 //! Everything else is a 404 `Status`; a wrong method a 405 `Status`.
 //! Bodies are capped at 1 MiB (413) and must be JSON (`Content-Type:
@@ -133,10 +188,6 @@
 //! a different one is a 400. `acquireTime` and `renewTime` are stored and
 //! returned as kube-apiserver re-serialises a MicroTime: UTC, six digits,
 //! `Z` (`...T02:00:00.123456+02:00` is stored as `...T00:00:00.123456Z`).
-//! A `PUT` of a Lease that does not exist is a 404 (the real API server
-//! would create it when no `resourceVersion` is sent). Unknown fields are
-//! stored as sent unless `fieldValidation=Strict` (the real server drops
-//! them). A write with `dryRun` is refused (400).
 //!
 //! Requests are read by the small HTTP/1.1 core the crate's health
 //! endpoint also uses: a request head (request line and header fields)
@@ -150,18 +201,30 @@
 //! [`write_kubeconfig`](TestApiServer::write_kubeconfig) writes a
 //! kubeconfig for the server; with it `kubectl get leases -A`, `get lease
 //! X -o jsonpath=...`, `get lease X -w`, `describe lease X`, `create -f`,
-//! `replace -f`, `edit`, `patch`, `label`, `annotate`, `delete lease X`
-//! and `get events` work as against a cluster. `cargo run --example
+//! `replace -f`, `edit`, `patch`, `label`, `annotate`, `delete lease X`,
+//! `create namespace`, `get namespaces` and `get events` work as against a
+//! cluster. `cargo run --example
 //! test_server -- --kubeconfig PATH [--tls] [--token T]` runs one on its
 //! own.
 
 mod api;
+mod apply;
+mod candidates;
+mod decode;
 mod discovery;
+mod events_v1;
 mod faults;
 mod hang;
 mod http;
 mod kubeconfig;
+mod namespaces;
 mod openapi;
+mod owners;
+mod patch;
+mod protobuf;
+mod recorded;
+mod resource;
+mod schema;
 mod selector;
 mod server;
 #[doc(hidden)]
@@ -181,24 +244,55 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 pub use faults::Fault;
+pub use recorded::RecordedEvent;
 pub use stats::{RequestLog, Stats};
 
+use crate::{ClientConfig, Lease};
+
 use server::{Shared, State};
+use store::Collection;
 
 /// The client certificate (PEM) signed by the fixture client CA, for mTLS
 /// tests against a server built with
 /// [`client_ca(true)`](TestApiServerBuilder::client_ca).
+///
+/// ```
+/// use lease_elector::testing::client_cert_pem;
+/// assert!(client_cert_pem().starts_with(b"-----BEGIN CERTIFICATE-----"));
+/// ```
 pub fn client_cert_pem() -> &'static [u8] {
     tls::CLIENT_CERT_PEM
 }
 
 /// The PKCS#8 private key (PEM) of [`client_cert_pem`].
+///
+/// ```
+/// use lease_elector::testing::{client_cert_pem, client_key_pem, TestApiServer};
+/// use lease_elector::{Client, ClientConfig};
+///
+/// let server = TestApiServer::builder().tls(true).client_ca(true).build()?;
+/// let config = ClientConfig::new(server.url())
+///     .ca_pem(server.ca_pem())
+///     .client_identity(client_cert_pem(), client_key_pem());
+/// let _client = Client::new(config)?;
+/// # server.shutdown();
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn client_key_pem() -> &'static [u8] {
     tls::CLIENT_KEY_PEM
 }
 
 /// A running embedded API server; stopped by [`shutdown`](Self::shutdown)
 /// or when dropped.
+///
+/// ```
+/// use lease_elector::testing::TestApiServer;
+///
+/// let server = TestApiServer::start()?;
+/// println!("serving {}", server.url());
+/// server.shutdown();
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct TestApiServer {
     shared: Arc<Shared>,
     addr: SocketAddr,
@@ -216,6 +310,15 @@ impl std::fmt::Debug for TestApiServer {
 
 /// Options for a [`TestApiServer`]; see [`TestApiServer::builder`].
 #[derive(Debug, Clone, Default)]
+///
+/// ```
+/// use lease_elector::testing::TestApiServer;
+///
+/// let server = TestApiServer::builder().tls(true).tokens(&["s3cret"]).build()?;
+/// assert!(server.url().starts_with("https://127.0.0.1:"));
+/// # server.shutdown();
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct TestApiServerBuilder {
     tls: bool,
     tokens: Vec<String>,
@@ -227,6 +330,13 @@ impl TestApiServerBuilder {
     /// Serve HTTPS with the fixture server certificate (valid for
     /// `127.0.0.1`, `::1` and `localhost`, signed by
     /// [`TestApiServer::ca_pem`]). Default: plain HTTP.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// let server = TestApiServer::builder().tls(true).build()?;
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn tls(mut self, on: bool) -> Self {
         self.tls = on;
         self
@@ -234,6 +344,13 @@ impl TestApiServerBuilder {
 
     /// Require `Authorization: Bearer <token>` with one of `tokens`.
     /// Default (and empty): no authentication.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// let server = TestApiServer::builder().tls(true).tokens(&["pod-a-token", "pod-b-token"]).build()?;
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn tokens(mut self, tokens: &[&str]) -> Self {
         self.tokens = tokens.iter().map(|t| t.to_string()).collect();
         self
@@ -242,6 +359,13 @@ impl TestApiServerBuilder {
     /// Require and verify a client certificate signed by the fixture client
     /// CA ([`client_cert_pem`] is one); a request over such a connection is
     /// authenticated without a token. Needs [`tls(true)`](Self::tls).
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// let server = TestApiServer::builder().tls(true).client_ca(true).build()?;
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn client_ca(mut self, on: bool) -> Self {
         self.client_ca = on;
         self
@@ -280,6 +404,15 @@ impl TestApiServerBuilder {
     }
 
     /// Bind `127.0.0.1:0` and start serving.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// // client_ca needs TLS.
+    /// assert!(TestApiServer::builder().client_ca(true).build().is_err());
+    /// let server = TestApiServer::builder().build()?;
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn build(self) -> io::Result<TestApiServer> {
         if self.client_ca && !self.tls {
             return Err(io::Error::new(
@@ -312,22 +445,55 @@ impl TestApiServerBuilder {
 
 impl TestApiServer {
     /// Start a plain HTTP server without authentication.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// let server = TestApiServer::start()?;
+    /// assert!(server.url().starts_with("http://127.0.0.1:"));
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn start() -> io::Result<TestApiServer> {
         Self::builder().build()
     }
 
     /// Options: TLS, tokens, client certificates, idle timeout.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// let server = TestApiServer::builder().tls(true).build()?;
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn builder() -> TestApiServerBuilder {
         TestApiServerBuilder::default()
     }
 
     /// `http://127.0.0.1:PORT` or `https://127.0.0.1:PORT`.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// use lease_elector::{Client, ClientConfig};
+    /// let server = TestApiServer::start()?;
+    /// let _client = Client::new(ClientConfig::new(server.url()))?;
+    /// # server.shutdown();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn url(&self) -> String {
         let scheme = if self.tls { "https" } else { "http" };
         format!("{scheme}://{}", self.addr)
     }
 
     /// The CA bundle (PEM) clients must trust to talk TLS to this server.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// use lease_elector::ClientConfig;
+    /// let server = TestApiServer::builder().tls(true).build()?;
+    /// let _config = ClientConfig::new(server.url()).ca_pem(server.ca_pem());
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn ca_pem(&self) -> &'static [u8] {
         tls::CA_PEM
     }
@@ -357,50 +523,369 @@ impl TestApiServer {
         kubeconfig::write(path.as_ref(), &kubeconfig::render(&self.url(), ca, token))
     }
 
-    /// The stored Lease `namespace/name`, as the API would return it.
-    pub fn lease(&self, namespace: &str, name: &str) -> Option<serde_json::Value> {
-        self.shared.lock().store.get(namespace, name).cloned()
+    /// The stored Lease `namespace/name`, as the crate's typed [`Lease`];
+    /// `None` when there is none (or what is stored does not decode as a
+    /// Lease: see [`lease_json`](Self::lease_json) for that).
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// assert!(server.lease("default", "my-lease").is_none());
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn lease(&self, namespace: &str, name: &str) -> Option<Lease> {
+        let st = self.shared.lock();
+        let stored = st.store.get(Collection::Leases, namespace, name)?;
+        serde_json::from_value(stored.clone()).ok()
+    }
+
+    /// The stored Lease `namespace/name` as JSON text, exactly as the API
+    /// would return it: for a test that checks the wire format.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// server.put_lease_json("default", r#"{"metadata": {"name": "l"}, "spec": {"futureField": 1}}"#);
+    /// let text = server.lease_json("default", "l").expect("stored");
+    /// assert!(text.contains("futureField"));
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn lease_json(&self, namespace: &str, name: &str) -> Option<String> {
+        let st = self.shared.lock();
+        let stored = st.store.get(Collection::Leases, namespace, name)?;
+        Some(stored.to_string())
+    }
+
+    /// Who holds the Lease `namespace/name`: `None` when there is no such
+    /// Lease or nobody holds it (an empty or absent `holderIdentity`).
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// // ... start candidates on "my-lease" ...
+    /// assert_eq!(server.holder("default", "my-lease"), None);
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn holder(&self, namespace: &str, name: &str) -> Option<String> {
+        let st = self.shared.lock();
+        let stored = st.store.get(Collection::Leases, namespace, name)?;
+        stored["spec"]["holderIdentity"]
+            .as_str()
+            .filter(|h| !h.is_empty())
+            .map(str::to_string)
     }
 
     /// Store `lease` (named by its `metadata.name`) in `namespace`, creating
-    /// or overwriting it without validation (so a test can seed hostile
-    /// values) and bumping the resourceVersion; watchers see the change.
-    /// Its `metadata.resourceVersion` is replaced by the new version.
+    /// or overwriting it without validation and bumping the
+    /// resourceVersion; watchers see the change. Its
+    /// `metadata.resourceVersion` is replaced by the new version.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// // Someone else took the lease behind the program's back.
+    /// let mut record = lease_elector::LeaderElectionRecord::default();
+    /// record.holder_identity = "intruder".into();
+    /// server.put_lease("default", &lease_elector::Lease::new("default", "my-lease", &record));
+    /// assert_eq!(server.holder("default", "my-lease").as_deref(), Some("intruder"));
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     ///
     /// # Panics
     ///
-    /// When `lease` has no non-empty string `metadata.name`: a test bug.
-    pub fn put_lease(&self, namespace: &str, lease: serde_json::Value) {
+    /// When `lease` has an empty `metadata.name`: a test bug.
+    pub fn put_lease(&self, namespace: &str, lease: &Lease) {
+        match serde_json::to_value(lease) {
+            Ok(v) => self.store_lease(namespace, v),
+            Err(e) => panic!("TestApiServer::put_lease: the lease does not encode: {e}"),
+        }
+    }
+
+    /// Store the Lease written as JSON `text` (named by its
+    /// `metadata.name`) in `namespace`, as [`put_lease`](Self::put_lease)
+    /// does, whatever its fields: a test can seed values no typed Lease
+    /// holds (a time in the wrong format, a field of a newer version).
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// server.put_lease_json(
+    ///     "default",
+    ///     r#"{"metadata": {"name": "my-lease"}, "spec": {"renewTime": "yesterday"}}"#,
+    /// );
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When `text` is not a JSON object with a non-empty string
+    /// `metadata.name`: a test bug.
+    pub fn put_lease_json(&self, namespace: &str, text: &str) {
+        match serde_json::from_str(text) {
+            Ok(v) => self.store_lease(namespace, v),
+            Err(e) => panic!("TestApiServer::put_lease_json: not JSON ({e}): {text}"),
+        }
+    }
+
+    fn store_lease(&self, namespace: &str, lease: serde_json::Value) {
         let Some(name) = store::meta_str(&lease, "name")
             .filter(|n| !n.is_empty())
             .map(str::to_string)
         else {
             panic!("TestApiServer::put_lease: the lease has no metadata.name: {lease}");
         };
-        self.shared.lock().store.write(namespace, &name, lease);
+        self.shared
+            .lock()
+            .store
+            .write(Collection::Leases, namespace, &name, lease);
         self.shared.notify();
     }
 
     /// Delete the Lease `namespace/name` if it exists (watchers see `DELETED`).
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// server.delete_lease("default", "my-lease"); // nothing there: a no-op
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn delete_lease(&self, namespace: &str, name: &str) {
-        if self.shared.lock().store.delete(namespace, name) {
+        let deleted = self
+            .shared
+            .lock()
+            .store
+            .delete(Collection::Leases, namespace, name);
+        if deleted.is_some() {
             self.shared.notify();
         }
     }
 
-    /// The core/v1 Events POSTed so far, as stored.
-    pub fn events(&self) -> Vec<serde_json::Value> {
-        self.shared.lock().store.events()
+    /// The Events recorded so far (through core/v1 or events.k8s.io/v1),
+    /// oldest first.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// assert!(server.events().is_empty());
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn events(&self) -> Vec<RecordedEvent> {
+        api::events(&self.shared.lock().store)
+            .iter()
+            .map(RecordedEvent::of)
+            .collect()
+    }
+
+    /// The Events recorded so far, oldest first, each as JSON text as
+    /// core/v1 returns it: for a test that checks the wire format.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// assert!(server.events_json().is_empty());
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn events_json(&self) -> Vec<String> {
+        api::events(&self.shared.lock().store)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    /// A client configuration for candidate `identity`: this server's URL,
+    /// its CA when TLS is on, and a bearer token of the candidate's own,
+    /// which this server accepts (also when it requires
+    /// [`tokens`](TestApiServerBuilder::tokens)) and by which
+    /// [`cut_off`](Self::cut_off), [`hang`](Self::hang),
+    /// [`slow`](Self::slow) and [`Fault::candidate`] single it out.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// use lease_elector::{Client, LeaseLock};
+    ///
+    /// let server = TestApiServer::builder().tls(true).build()?;
+    /// let a = LeaseLock::new(Client::new(server.client_config("a"))?, "default", "my-lease", "a");
+    /// let b = LeaseLock::new(Client::new(server.client_config("b"))?, "default", "my-lease", "b");
+    /// # let _ = (a, b);
+    /// # server.shutdown();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn client_config(&self, identity: &str) -> ClientConfig {
+        let token = candidates::token(identity);
+        {
+            let mut st = self.shared.lock();
+            if !st.candidates.contains(&token) {
+                st.candidates.push(token.clone());
+            }
+        }
+        let config = ClientConfig::new(self.url()).token(token);
+        if self.tls {
+            config.ca_pem(self.ca_pem())
+        } else {
+            // Loopback: a token in the clear harms no one here.
+            config.allow_token_over_http(true)
+        }
+    }
+
+    /// Cut candidate `identity` (see [`client_config`](Self::client_config))
+    /// off: each of its requests is dropped without an answer, while every
+    /// other candidate is served, until [`restore`](Self::restore) (or
+    /// [`clear_faults`](Self::clear_faults)). Its lease then expires and
+    /// another candidate takes over.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// let config_a = server.client_config("a");
+    /// // ... candidates "a" (leading) and "b" run ...
+    /// server.cut_off("a");
+    /// // ... "b" takes over once the lease expires ...
+    /// server.restore("a");
+    /// # let _ = config_a;
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn cut_off(&self, identity: &str) {
+        self.inject(Fault::drop_connection().candidate(identity).forever());
+    }
+
+    /// Hold every request of candidate `identity` unanswered (a server
+    /// that went silent for it alone) until [`restore`](Self::restore) (or
+    /// [`clear_faults`](Self::clear_faults)), which closes the held
+    /// connections.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// server.hang("a");
+    /// // ... "a"'s own deadlines must give up on its requests ...
+    /// server.restore("a");
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn hang(&self, identity: &str) {
+        self.inject(Fault::hang().candidate(identity).forever());
+    }
+
+    /// Delay every request of candidate `identity` by `delay` until
+    /// [`restore`](Self::restore) (or [`clear_faults`](Self::clear_faults)).
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// use std::time::Duration;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// server.slow("a", Duration::from_millis(800));
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn slow(&self, identity: &str, delay: Duration) {
+        self.inject(Fault::latency(delay).candidate(identity).forever());
+    }
+
+    /// Remove every fault rule of candidate `identity` (those of
+    /// [`cut_off`](Self::cut_off), [`hang`](Self::hang),
+    /// [`slow`](Self::slow) and [`Fault::candidate`]); its hung requests are
+    /// let go (closed without an answer). Other candidates' rules stay.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// server.cut_off("a");
+    /// server.hang("b");
+    /// server.restore("a"); // "b" still hangs
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn restore(&self, identity: &str) {
+        self.shared
+            .lock()
+            .faults
+            .retain(|f| f.candidate.as_deref() != Some(identity));
+        self.shared.notify();
+    }
+
+    /// Create the namespace `name` (a no-op when it exists), for a test
+    /// whose objects live outside the four namespaces a server starts with
+    /// (`default`, `kube-system`, `kube-public`, `kube-node-lease`): as on
+    /// a cluster, creating an object in a namespace that does not exist is
+    /// a 404.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// server.add_namespace("team-a");
+    /// // Leases can now be created in "team-a".
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When `name` is not a DNS-1123 label: a test bug.
+    pub fn add_namespace(&self, name: &str) {
+        assert!(
+            crate::names::check_namespace(name).is_ok(),
+            "TestApiServer::add_namespace: {name:?} is not a valid namespace name"
+        );
+        let mut st = self.shared.lock();
+        if !st.store.has_namespace(name) {
+            st.store
+                .write(Collection::Namespaces, "", name, namespaces::new(name));
+            drop(st);
+            self.shared.notify();
+        }
     }
 
     /// Queue a fault rule (see [the module docs](self#faults) for matching).
-    pub fn inject(&self, fault: Fault) {
-        self.shared.lock().faults.push(fault);
+    ///
+    /// ```
+    /// use lease_elector::testing::{Fault, TestApiServer};
+    ///
+    /// let server = TestApiServer::start()?;
+    /// server.inject(Fault::status(503).method("PUT").times(2));
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn inject(&self, mut fault: Fault) {
+        let mut st = self.shared.lock();
+        st.next_rule += 1;
+        fault.id = st.next_rule;
+        st.faults.push(fault);
     }
 
     /// Remove every queued fault rule, and release every request held by a
     /// [`Fault::hang`] that fired before (its connection is closed without
     /// an answer).
+    ///
+    /// ```
+    /// use lease_elector::testing::{Fault, TestApiServer};
+    /// let server = TestApiServer::start()?;
+    /// server.inject(Fault::status(500).forever());
+    /// server.clear_faults();
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn clear_faults(&self) {
         let mut st = self.shared.lock();
         st.faults.clear();
@@ -412,6 +897,16 @@ impl TestApiServer {
     /// While `down`, every new connection is accepted and closed at once
     /// without an answer, open keep-alive connections are closed on their
     /// next request, and watch streams are cut.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// let server = TestApiServer::start()?;
+    /// server.set_outage(true);
+    /// // ... every candidate loses the API server ...
+    /// server.set_outage(false);
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn set_outage(&self, down: bool) {
         self.shared.lock().outage = down;
         self.shared.notify();
@@ -419,34 +914,83 @@ impl TestApiServer {
 
     /// Replace the accepted bearer tokens (rotation); an empty slice turns
     /// authentication off.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// let server = TestApiServer::builder().tls(true).tokens(&["old"]).build()?;
+    /// server.set_tokens(&["new"]); // "old" now gets 401
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn set_tokens(&self, tokens: &[&str]) {
         self.shared.lock().tokens = tokens.iter().map(|t| t.to_string()).collect();
     }
 
     /// Requests bearing `token` are authenticated but get 403 `Forbidden`
     /// on everything, with the message RBAC would give.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// let server = TestApiServer::builder().tls(true).tokens(&["pod-a"]).build()?;
+    /// server.forbid_token("pod-a"); // RBAC took pod-a's rights away
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn forbid_token(&self, token: &str) {
         self.shared.lock().forbidden.push(token.to_string());
     }
 
     /// Counters since start or the last [`reset_stats`](Self::reset_stats).
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// let server = TestApiServer::start()?;
+    /// assert_eq!(server.stats().requests, 0);
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn stats(&self) -> Stats {
         self.shared.lock().recorder.stats.clone()
     }
 
     /// Zero the counters and empty the request log.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// let server = TestApiServer::start()?;
+    /// server.reset_stats();
+    /// assert!(server.requests().is_empty());
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn reset_stats(&self) {
         self.shared.lock().recorder.reset();
     }
 
     /// The last (up to 10 000) finished requests, oldest first. A watch
     /// appears once its stream has ended.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// let server = TestApiServer::start()?;
+    /// let puts = server.requests().iter().filter(|r| r.method == "PUT").count();
+    /// assert_eq!(puts, 0);
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn requests(&self) -> Vec<RequestLog> {
         self.shared.lock().recorder.log()
     }
 
     /// Stop serving: close every connection (ending watches) and join
     /// every server thread, including ones sleeping in injected latency.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// let server = TestApiServer::start()?;
+    /// server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn shutdown(mut self) {
         self.stop();
     }

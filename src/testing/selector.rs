@@ -11,6 +11,9 @@ use super::status;
 /// Fields a Lease can be selected by.
 pub(crate) const LEASE_FIELDS: &[&str] = &["metadata.name", "metadata.namespace"];
 
+/// Fields a Namespace can be selected by.
+pub(crate) const NAMESPACE_FIELDS: &[&str] = &["metadata.name", "status.phase"];
+
 /// Fields an Event can be selected by (the API server's
 /// `EventToSelectableFields`), `kubectl describe` uses the
 /// `involvedObject.*` ones.

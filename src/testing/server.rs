@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
 
-use super::api::{self, Route};
+use super::api;
 use super::faults::{self, Action, Fault, Probe};
 use super::hang;
 use super::http::{self, Incoming, Request, Response};
+use super::resource::Route;
 use super::stats::{Kind, Recorder, RequestLog};
 use super::status::{self, Target};
 use super::store::Store;
@@ -27,7 +28,11 @@ pub(crate) struct State {
     pub(crate) faults: Vec<Fault>,
     pub(crate) recorder: Recorder,
     pub(crate) tokens: Vec<String>,
+    /// The tokens of the candidates `client_config` made: accepted too.
+    pub(crate) candidates: Vec<String>,
     pub(crate) forbidden: Vec<String>,
+    /// The id the next queued fault rule gets.
+    pub(crate) next_rule: u64,
     pub(crate) outage: bool,
     /// How many times the fault rules were cleared: a hung request waits
     /// for it to change.
@@ -435,7 +440,8 @@ fn authenticate(
             });
         }
     }
-    if st.tokens.is_empty() || token.is_some_and(|t| st.tokens.iter().any(|k| k == t)) {
+    let known = |t: &str| st.tokens.iter().chain(&st.candidates).any(|k| k == t);
+    if st.tokens.is_empty() || token.is_some_and(known) {
         None
     } else {
         Some(status::unauthorized())
@@ -487,7 +493,7 @@ fn handle(shared: &Arc<Shared>, conn: &mut BufReader<Stream>, req: Request) -> N
     let resp = match decision.action {
         Some(Action::Drop) => return dropped(shared),
         Some(Action::Hang) => {
-            hang::hold(shared, conn, cleared);
+            hang::hold(shared, conn, cleared, decision.forever_rule);
             return dropped(shared);
         }
         Some(Action::RetryAfter(code, value)) => {
@@ -496,9 +502,9 @@ fn handle(shared: &Arc<Shared>, conn: &mut BufReader<Stream>, req: Request) -> N
         Some(Action::Status(code)) => status::injected(code, target.as_ref()),
         Some(Action::Raw(code, body)) => Response::json(code, body),
         Some(Action::Latency(_)) | None => {
-            if kind == Kind::Watch {
-                if let Route::Leases { ns } = &route {
-                    return watch::serve(shared, conn, &req, ns, keep);
+            if let Route::Collection { api, ns } = &route {
+                if req.method == "GET" && api::is_watch(&req) {
+                    return watch::serve(shared, conn, &req, *api, ns, keep);
                 }
             }
             let mut st = shared.lock();

@@ -10,6 +10,17 @@ const LOG_CAP: usize = 10_000;
 ///
 /// Requests are classified when they are parsed, whatever their answer
 /// (an update that got a 409 or an injected fault is still an update).
+///
+/// ```
+/// use lease_elector::testing::TestApiServer;
+///
+/// let server = TestApiServer::start()?;
+/// // ... run a candidate for a while ...
+/// let s = server.stats();
+/// println!("{} requests, {} renewals, {} connections", s.requests, s.updates, s.connections);
+/// # server.shutdown();
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
@@ -42,8 +53,21 @@ pub struct Stats {
     pub tls_resumed_handshakes: u64,
 }
 
-/// One request as the server saw it.
+/// One request as the server saw it; see
+/// [`TestApiServer::requests`](super::TestApiServer::requests).
+///
+/// ```
+/// use lease_elector::testing::TestApiServer;
+///
+/// let server = TestApiServer::start()?;
+/// for r in server.requests() {
+///     println!("{} {} -> {}", r.method, r.path, r.status);
+/// }
+/// # server.shutdown();
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RequestLog {
     /// Request method (`GET`, `PUT`, ...).
     pub method: String,

@@ -26,6 +26,14 @@ pub(crate) const EVENTS: Resource = Resource {
     plural: "events",
     group: "",
 };
+pub(crate) const EVENTS_V1: Resource = Resource {
+    plural: "events",
+    group: "events.k8s.io",
+};
+pub(crate) const NAMESPACES: Resource = Resource {
+    plural: "namespaces",
+    group: "",
+};
 
 impl Resource {
     /// `leases.coordination.k8s.io` or `events`.
@@ -37,7 +45,7 @@ impl Resource {
         }
     }
 
-    fn details(self, name: &str) -> Value {
+    pub(crate) fn details(self, name: &str) -> Value {
         let mut d = json!({ "name": name, "group": self.group, "kind": self.plural });
         if let Some(m) = d.as_object_mut() {
             if name.is_empty() {
@@ -136,35 +144,180 @@ pub(crate) fn bad_request(message: &str) -> Response {
 
 /// 422 for one invalid field, as the validation of `Lease` reports it.
 pub(crate) fn invalid(name: &str, field: &str, value: &Value, detail: &str) -> Response {
-    field_error(
+    invalid_object(
+        LEASE_GROUP,
+        "Lease",
         name,
-        field,
-        "FieldValueInvalid",
-        format!("Invalid value: {value}: {detail}"),
+        &[Cause::invalid(field, &value.to_string(), detail)],
     )
 }
 
-/// 422 for a missing required field.
-pub(crate) fn required(name: &str, field: &str, detail: &str) -> Response {
-    field_error(
-        name,
-        field,
-        "FieldValueRequired",
-        format!("Required value: {detail}"),
-    )
+/// One field error of a 422 (apimachinery's `field.Error`).
+#[derive(Debug, Clone)]
+pub(crate) struct Cause {
+    pub(crate) field: String,
+    pub(crate) reason: &'static str,
+    /// The error's body: `Invalid value: ...`, `Required value`, ...
+    pub(crate) message: String,
 }
 
-fn field_error(name: &str, field: &str, reason: &str, cause: String) -> Response {
+impl Cause {
+    /// `value` as Go's `%#v` shows it (`"x"`, `0x0`, `[]string{"x"}`).
+    pub(crate) fn invalid(field: &str, value: &str, detail: &str) -> Cause {
+        Cause {
+            field: field.to_string(),
+            reason: "FieldValueInvalid",
+            message: format!("Invalid value: {value}: {detail}"),
+        }
+    }
+
+    pub(crate) fn required(field: &str, detail: &str) -> Cause {
+        let message = if detail.is_empty() {
+            "Required value".to_string()
+        } else {
+            format!("Required value: {detail}")
+        };
+        Cause {
+            field: field.to_string(),
+            reason: "FieldValueRequired",
+            message,
+        }
+    }
+
+    pub(crate) fn forbidden(field: &str, detail: &str) -> Cause {
+        Cause {
+            field: field.to_string(),
+            reason: "FieldValueForbidden",
+            message: format!("Forbidden: {detail}"),
+        }
+    }
+
+    /// `value` as Go's `%#v` shows it; `supported` quoted.
+    pub(crate) fn not_supported(field: &str, value: &str, supported: &[&str]) -> Cause {
+        let supported: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+        Cause {
+            field: field.to_string(),
+            reason: "FieldValueNotSupported",
+            message: format!(
+                "Unsupported value: {value}: supported values: {}",
+                supported.join(", ")
+            ),
+        }
+    }
+}
+
+/// 422 `Invalid` for an object of `kind` in `group` (apimachinery's
+/// `NewInvalid`): one cause is printed alone, several as a list.
+pub(crate) fn invalid_object(group: &str, kind: &str, name: &str, causes: &[Cause]) -> Response {
+    let qualified = if group.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}.{group}")
+    };
+    let errors: Vec<String> = causes
+        .iter()
+        .map(|c| format!("{}: {}", c.field, c.message))
+        .collect();
+    let listed = match errors.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    };
+    let mut details = json!({
+        "name": name,
+        "group": group,
+        "kind": kind,
+        "causes": causes
+            .iter()
+            .map(|c| json!({ "reason": c.reason, "message": c.message, "field": c.field }))
+            .collect::<Vec<_>>(),
+    });
+    if let Some(d) = details.as_object_mut() {
+        if name.is_empty() {
+            d.remove("name");
+        }
+        if group.is_empty() {
+            d.remove("group");
+        }
+    }
     failure(
         422,
         "Invalid",
-        &format!("Lease.{LEASE_GROUP} \"{name}\" is invalid: {field}: {cause}"),
-        json!({
-            "name": name,
-            "group": LEASE_GROUP,
-            "kind": "Lease",
-            "causes": [{ "reason": reason, "message": cause, "field": field }],
-        }),
+        &format!("{qualified} \"{name}\" is invalid: {listed}"),
+        details,
+    )
+}
+
+/// 403 from an admission plugin (`NewForbidden`): `namespaces "default"
+/// is forbidden: this namespace may not be deleted`.
+pub(crate) fn forbidden_by_admission(res: Resource, name: &str, why: &str) -> Response {
+    failure(
+        403,
+        "Forbidden",
+        &format!("{} \"{name}\" is forbidden: {why}", res.qualified()),
+        res.details(name),
+    )
+}
+
+/// The 410 a watch from a resourceVersion older than the window gets
+/// (apimachinery's `NewResourceExpired`), as the body of an `ERROR` event.
+pub(crate) fn expired(requested: u64, oldest: u64) -> Value {
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": format!("too old resource version: {requested} ({oldest})"),
+        "reason": "Expired",
+        "code": 410,
+    })
+}
+
+/// 409 for a server-side apply that would change fields other managers
+/// own (structured-merge-diff's conflict message).
+pub(crate) fn apply_conflict(conflicts: &[(String, String)]) -> Response {
+    let message = match conflicts {
+        [(manager, field)] => {
+            format!("Apply failed with 1 conflict: conflict with {manager}: {field}")
+        }
+        _ => {
+            let mut managers: Vec<&String> = conflicts.iter().map(|(m, _)| m).collect();
+            managers.sort();
+            managers.dedup();
+            let mut lines = Vec::new();
+            for m in managers {
+                lines.push(format!("conflicts with {m}:"));
+                for (_, field) in conflicts.iter().filter(|(who, _)| who == m) {
+                    lines.push(format!("- {field}"));
+                }
+            }
+            format!(
+                "Apply failed with {} conflicts: {}",
+                conflicts.len(),
+                lines.join("\n")
+            )
+        }
+    };
+    let causes: Vec<Value> = conflicts
+        .iter()
+        .map(|(manager, field)| {
+            json!({
+                "reason": "FieldManagerConflict",
+                "message": format!("conflict with {manager}"),
+                "field": field,
+            })
+        })
+        .collect();
+    failure(409, "Conflict", &message, json!({ "causes": causes }))
+}
+
+/// 422 for a JSON patch that does not apply (the API server's
+/// `NewGenericServerResponse`: a fixed message, the cause in `causes`).
+pub(crate) fn patch_failed(cause: &str) -> Response {
+    failure(
+        422,
+        "Invalid",
+        "the server rejected our request due to an error in our request",
+        json!({ "causes": [{ "reason": "UnexpectedServerResponse", "message": cause }] }),
     )
 }
 
@@ -331,7 +484,8 @@ pub(crate) fn unsupported_patch_type(content_type: &str) -> Response {
         "UnsupportedMediaType",
         &format!(
             "the body of the request was in an unknown format - accepted media types include: \
-             application/merge-patch+json, application/strategic-merge-patch+json \
+             application/json-patch+json, application/merge-patch+json, \
+             application/apply-patch+yaml, application/strategic-merge-patch+json \
              (got {content_type:?})"
         ),
         json!({}),

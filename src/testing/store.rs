@@ -1,14 +1,41 @@
-//! Stored objects, the global resourceVersion counter, recorded Events and
-//! the change log watches read from.
+//! Stored objects (Leases, Events, Namespaces), the one resourceVersion
+//! counter they share, and each collection's window of past changes that
+//! watches replay from.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::SystemTime;
 
 use serde_json::{Map, Value};
 
-/// How many changes the watch log keeps; a watcher further behind than this
-/// misses the oldest ones (it still sees the latest state afterwards).
-const CHANGE_LOG_CAP: usize = 1024;
+use super::owners::Owners;
+
+/// How many changes of each collection the watch window keeps: a watch
+/// that resumes from an older resourceVersion gets 410 `Expired`.
+pub(crate) const WATCH_WINDOW: usize = 1000;
+
+/// The namespaces a new server has, as a cluster has them.
+pub(crate) const INITIAL_NAMESPACES: &[&str] =
+    &["default", "kube-node-lease", "kube-public", "kube-system"];
+
+/// What a stored object is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Collection {
+    Leases,
+    /// core/v1 Events; `events.k8s.io/v1` reads and writes the same ones.
+    Events,
+    /// Cluster-scoped: stored under the namespace `""`.
+    Namespaces,
+}
+
+impl Collection {
+    fn index(self) -> usize {
+        match self {
+            Collection::Leases => 0,
+            Collection::Events => 1,
+            Collection::Namespaces => 2,
+        }
+    }
+}
 
 /// A watch event type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +55,7 @@ impl EventType {
     }
 }
 
-/// One change to a Lease, as a watch reports it.
+/// One change to an object, as a watch reports it.
 #[derive(Debug, Clone)]
 pub(crate) struct Change {
     pub(crate) rv: u64,
@@ -42,12 +69,49 @@ pub(crate) struct Change {
     pub(crate) previous: Option<Value>,
 }
 
-#[derive(Debug, Default)]
+/// A resourceVersion older than a collection's watch window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Expired {
+    /// The oldest version a watch can still resume from.
+    pub(crate) oldest: u64,
+}
+
+/// A stored object, with what only the server keeps about it.
+#[derive(Debug, Clone)]
+struct Entry {
+    object: Value,
+    /// The version it was created at: [`Store::created_order`] sorts by it.
+    created: u64,
+    /// Who set which fields (server-side apply).
+    owners: Owners,
+}
+
+type Key = (Collection, String, String);
+
+#[derive(Debug)]
 pub(crate) struct Store {
     rv: u64,
-    leases: BTreeMap<(String, String), Value>,
-    events: Vec<Value>,
-    changes: VecDeque<Change>,
+    objects: BTreeMap<Key, Entry>,
+    /// Per collection (see [`Collection::index`]): the last changes.
+    changes: [VecDeque<Change>; 3],
+    /// Per collection: the version of the newest change dropped from the
+    /// window (0: none dropped).
+    dropped: [u64; 3],
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        let mut s = Store {
+            rv: 0,
+            objects: BTreeMap::new(),
+            changes: Default::default(),
+            dropped: [0; 3],
+        };
+        for ns in INITIAL_NAMESPACES {
+            s.write(Collection::Namespaces, "", ns, super::namespaces::new(ns));
+        }
+        s
+    }
 }
 
 fn meta_mut(obj: &mut Value) -> Option<&mut Map<String, Value>> {
@@ -72,8 +136,12 @@ pub(crate) fn random_suffix() -> String {
         .collect()
 }
 
-fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+}
+
+fn key(c: Collection, ns: &str, name: &str) -> Key {
+    (c, ns.to_string(), name.to_string())
 }
 
 impl Store {
@@ -82,43 +150,78 @@ impl Store {
         self.rv
     }
 
-    fn bump(&mut self) -> u64 {
-        self.rv += 1;
-        self.rv
+    pub(crate) fn get(&self, c: Collection, ns: &str, name: &str) -> Option<&Value> {
+        self.objects.get(&key(c, ns, name)).map(|e| &e.object)
     }
 
-    pub(crate) fn get(&self, ns: &str, name: &str) -> Option<&Value> {
-        self.leases.get(&(ns.to_string(), name.to_string()))
+    /// Who set which fields of `ns/name`.
+    pub(crate) fn owners(&self, c: Collection, ns: &str, name: &str) -> Owners {
+        self.objects
+            .get(&key(c, ns, name))
+            .map(|e| e.owners.clone())
+            .unwrap_or_default()
     }
 
-    /// The Leases of `ns` (of every namespace when `ns` is empty), ordered
-    /// by namespace and name.
-    pub(crate) fn list(&self, ns: &str) -> Vec<Value> {
-        self.leases
-            .iter()
-            .filter(|((n, _), _)| ns.is_empty() || n == ns)
-            .map(|(_, v)| v.clone())
+    /// Does the namespace `ns` exist?
+    pub(crate) fn has_namespace(&self, ns: &str) -> bool {
+        self.get(Collection::Namespaces, "", ns).is_some()
+    }
+
+    /// The objects of `ns` (of every namespace when `ns` is empty), ordered
+    /// by namespace and name, as etcd lists them.
+    pub(crate) fn list(&self, c: Collection, ns: &str) -> Vec<Value> {
+        self.objects
+            .range(key(c, "", "")..)
+            .take_while(|((col, _, _), _)| *col == c)
+            .filter(|((_, n, _), _)| ns.is_empty() || n == ns)
+            .map(|(_, e)| e.object.clone())
             .collect()
+    }
+
+    /// Every object of `c`, oldest first (by creation).
+    pub(crate) fn created_order(&self, c: Collection) -> Vec<Value> {
+        let mut all: Vec<&Entry> = self
+            .objects
+            .iter()
+            .filter(|((col, _, _), _)| *col == c)
+            .map(|(_, e)| e)
+            .collect();
+        all.sort_by_key(|e| e.created);
+        all.into_iter().map(|e| e.object.clone()).collect()
     }
 
     /// Store `obj` as `ns/name`, stamping the server-owned metadata: a new
     /// resourceVersion, the namespace, and (kept from the stored object when
     /// there is one) uid and creationTimestamp. Returns the stored object.
-    pub(crate) fn write(&mut self, ns: &str, name: &str, mut obj: Value) -> Value {
-        let rv = self.bump();
-        let key = (ns.to_string(), name.to_string());
-        let old = self.leases.get(&key);
-        let previous = old.cloned();
-        let old_meta = |f: &str| old.and_then(|o| meta_str(o, f)).map(str::to_string);
+    pub(crate) fn write(&mut self, c: Collection, ns: &str, name: &str, obj: Value) -> Value {
+        let owners = self.owners(c, ns, name);
+        self.write_owned(c, ns, name, obj, owners)
+    }
+
+    /// [`write`](Self::write), recording who now owns which fields.
+    pub(crate) fn write_owned(
+        &mut self,
+        c: Collection,
+        ns: &str,
+        name: &str,
+        mut obj: Value,
+        owners: Owners,
+    ) -> Value {
+        self.rv += 1;
+        let rv = self.rv;
+        let k = key(c, ns, name);
+        let old = self.objects.get(&k);
+        let previous = old.map(|e| e.object.clone());
+        let created_at = old.map_or(rv, |e| e.created);
+        let old_meta = |f: &str| old.and_then(|e| meta_str(&e.object, f)).map(str::to_string);
         let (uid, created) = (old_meta("uid"), old_meta("creationTimestamp"));
-        let kind = if old.is_some() {
-            EventType::Modified
-        } else {
-            EventType::Added
-        };
         if let Some(m) = meta_mut(&mut obj) {
             m.insert("name".into(), name.into());
-            m.insert("namespace".into(), ns.into());
+            if ns.is_empty() {
+                m.remove("namespace");
+            } else {
+                m.insert("namespace".into(), ns.into());
+            }
             m.insert("resourceVersion".into(), rv.to_string().into());
             let uid = uid
                 .or_else(|| m.get("uid").and_then(Value::as_str).map(str::to_string))
@@ -133,28 +236,86 @@ impl Store {
                 .unwrap_or_else(now_rfc3339);
             m.insert("creationTimestamp".into(), created.into());
         }
-        self.leases.insert(key, obj.clone());
-        self.record_change(rv, kind, ns, name, obj.clone(), previous);
+        let kind = if previous.is_some() {
+            EventType::Modified
+        } else {
+            EventType::Added
+        };
+        self.objects.insert(
+            k,
+            Entry {
+                object: obj.clone(),
+                created: created_at,
+                owners,
+            },
+        );
+        self.record(c, rv, kind, ns, name, obj.clone(), previous);
         obj
     }
 
-    /// Remove `ns/name`; true if it existed.
-    pub(crate) fn delete(&mut self, ns: &str, name: &str) -> bool {
-        let Some(mut obj) = self.leases.remove(&(ns.to_string(), name.to_string())) else {
-            return false;
-        };
-        let rv = self.bump();
-        let previous = obj.clone();
+    /// What [`write`](Self::write) would store, without storing it (a dry
+    /// run): a new object has no resourceVersion yet, an existing one
+    /// keeps its current one.
+    pub(crate) fn preview(&self, c: Collection, ns: &str, name: &str, mut obj: Value) -> Value {
+        let old = self.get(c, ns, name);
+        let old_meta = |f: &str| old.and_then(|o| meta_str(o, f)).map(str::to_string);
+        if let Some(m) = meta_mut(&mut obj) {
+            m.insert("name".into(), name.into());
+            if !ns.is_empty() {
+                m.insert("namespace".into(), ns.into());
+            }
+            match old_meta("resourceVersion") {
+                Some(rv) => m.insert("resourceVersion".into(), rv.into()),
+                None => m.remove("resourceVersion"),
+            };
+            let uid = old_meta("uid").unwrap_or_else(|| crate::random::uuid_v4().to_string());
+            m.insert("uid".into(), uid.into());
+            let created = old_meta("creationTimestamp").unwrap_or_else(now_rfc3339);
+            m.insert("creationTimestamp".into(), created.into());
+        }
+        obj
+    }
+
+    /// Remove `ns/name`; the object as it was, if it existed.
+    pub(crate) fn delete(&mut self, c: Collection, ns: &str, name: &str) -> Option<Value> {
+        let entry = self.objects.remove(&key(c, ns, name))?;
+        self.rv += 1;
+        let rv = self.rv;
+        let previous = entry.object.clone();
+        let mut obj = entry.object;
         // As in Kubernetes, the DELETED event carries the deletion's version.
         if let Some(m) = meta_mut(&mut obj) {
             m.insert("resourceVersion".into(), rv.to_string().into());
         }
-        self.record_change(rv, EventType::Deleted, ns, name, obj, Some(previous));
-        true
+        self.record(
+            c,
+            rv,
+            EventType::Deleted,
+            ns,
+            name,
+            obj,
+            Some(previous.clone()),
+        );
+        Some(previous)
     }
 
-    fn record_change(
+    /// Delete a namespace's objects of every namespaced collection.
+    pub(crate) fn delete_contents(&mut self, ns: &str) {
+        let doomed: Vec<Key> = self
+            .objects
+            .keys()
+            .filter(|(c, n, _)| *c != Collection::Namespaces && n == ns)
+            .cloned()
+            .collect();
+        for (c, n, name) in doomed {
+            self.delete(c, &n, &name);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record(
         &mut self,
+        c: Collection,
         rv: u64,
         kind: EventType,
         ns: &str,
@@ -162,10 +323,13 @@ impl Store {
         object: Value,
         previous: Option<Value>,
     ) {
-        if self.changes.len() == CHANGE_LOG_CAP {
-            self.changes.pop_front();
+        let log = &mut self.changes[c.index()];
+        if log.len() == WATCH_WINDOW {
+            if let Some(gone) = log.pop_front() {
+                self.dropped[c.index()] = gone.rv;
+            }
         }
-        self.changes.push_back(Change {
+        log.push_back(Change {
             rv,
             kind,
             namespace: ns.to_string(),
@@ -175,62 +339,30 @@ impl Store {
         });
     }
 
-    /// Changes to `ns/name` (`ns` empty: in every namespace) after
-    /// resourceVersion `after`.
-    pub(crate) fn changes_since(&self, after: u64, ns: &str, name: Option<&str>) -> Vec<Change> {
-        self.changes
+    /// Changes to `c` in `ns` (every namespace when empty), and to `name`
+    /// when given, after resourceVersion `after`; `Expired` when changes
+    /// after it have left the window (kube-apiserver's watch cache:
+    /// `too old resource version`).
+    pub(crate) fn changes_since(
+        &self,
+        c: Collection,
+        after: u64,
+        ns: &str,
+        name: Option<&str>,
+    ) -> Result<Vec<Change>, Expired> {
+        let dropped = self.dropped[c.index()];
+        if after < dropped {
+            return Err(Expired { oldest: dropped });
+        }
+        Ok(self.changes[c.index()]
             .iter()
-            .filter(|c| {
-                c.rv > after
-                    && (ns.is_empty() || c.namespace == ns)
-                    && name.is_none_or(|n| c.name == n)
+            .filter(|ch| {
+                ch.rv > after
+                    && (ns.is_empty() || ch.namespace == ns)
+                    && name.is_none_or(|n| ch.name == n)
             })
             .cloned()
-            .collect()
-    }
-
-    /// Record a core/v1 Event, stamping metadata like a create; a missing
-    /// name is generated from `generateName` as the API server does.
-    pub(crate) fn add_event(&mut self, ns: &str, mut obj: Value) -> Value {
-        let rv = self.bump();
-        if let Some(m) = meta_mut(&mut obj) {
-            if m.get("name")
-                .and_then(Value::as_str)
-                .is_none_or(str::is_empty)
-            {
-                let prefix = m
-                    .get("generateName")
-                    .and_then(Value::as_str)
-                    .unwrap_or("event-")
-                    .to_string();
-                m.insert("name".into(), format!("{prefix}{}", random_suffix()).into());
-            }
-            m.insert("namespace".into(), ns.into());
-            m.insert("resourceVersion".into(), rv.to_string().into());
-            m.insert("uid".into(), crate::random::uuid_v4().to_string().into());
-            m.insert("creationTimestamp".into(), now_rfc3339().into());
-        }
-        self.events.push(obj.clone());
-        obj
-    }
-
-    pub(crate) fn events(&self) -> Vec<Value> {
-        self.events.clone()
-    }
-
-    /// The Events of `ns` (of every namespace when `ns` is empty), oldest
-    /// first.
-    pub(crate) fn events_in(&self, ns: &str) -> impl Iterator<Item = &Value> + '_ {
-        let ns = ns.to_string();
-        self.events
-            .iter()
-            .filter(move |e| ns.is_empty() || meta_str(e, "namespace") == Some(ns.as_str()))
-    }
-
-    /// The Event `ns/name`.
-    pub(crate) fn event(&self, ns: &str, name: &str) -> Option<&Value> {
-        self.events_in(ns)
-            .find(|e| meta_str(e, "name") == Some(name))
+            .collect())
     }
 }
 
@@ -239,19 +371,29 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    const L: Collection = Collection::Leases;
+
     #[test]
     fn writes_bump_one_counter_and_keep_identity() {
         let mut s = Store::default();
-        let a = s.write("ns", "l", json!({"kind": "Lease", "x": {"y": 1}}));
-        assert_eq!(meta_str(&a, "resourceVersion"), Some("1"));
-        s.add_event("ns", json!({"metadata": {"generateName": "l."}}));
-        let b = s.write("ns", "l", json!({"kind": "Lease"}));
-        assert_eq!(meta_str(&b, "resourceVersion"), Some("3"));
+        let start = s.rv();
+        let a = s.write(L, "ns", "l", json!({"kind": "Lease", "x": {"y": 1}}));
+        assert_eq!(
+            meta_str(&a, "resourceVersion"),
+            Some(&*(start + 1).to_string())
+        );
+        s.write(Collection::Events, "ns", "e", json!({}));
+        let b = s.write(L, "ns", "l", json!({"kind": "Lease"}));
+        assert_eq!(
+            meta_str(&b, "resourceVersion"),
+            Some(&*(start + 3).to_string())
+        );
         assert_eq!(meta_str(&a, "uid"), meta_str(&b, "uid"));
-        assert!(s.delete("ns", "l"));
-        assert_eq!(s.rv(), 4);
+        assert!(s.delete(L, "ns", "l").is_some());
+        assert_eq!(s.rv(), start + 4);
         let kinds: Vec<_> = s
-            .changes_since(0, "ns", Some("l"))
+            .changes_since(L, 0, "ns", Some("l"))
+            .unwrap()
             .iter()
             .map(|c| c.kind)
             .collect();
@@ -259,5 +401,25 @@ mod tests {
             kinds,
             [EventType::Added, EventType::Modified, EventType::Deleted]
         );
+    }
+
+    #[test]
+    fn a_version_older_than_the_window_is_expired() {
+        let mut s = Store::default();
+        for i in 0..=WATCH_WINDOW {
+            s.write(L, "ns", &format!("l{i}"), json!({}));
+        }
+        let oldest_kept = s.changes[L.index()][0].rv;
+        assert!(s.changes_since(L, oldest_kept - 1, "", None).is_ok());
+        assert_eq!(
+            s.changes_since(L, oldest_kept - 2, "", None).unwrap_err(),
+            Expired {
+                oldest: oldest_kept - 1
+            }
+        );
+        // The other collections' windows are their own.
+        for c in [Collection::Events, Collection::Namespaces] {
+            assert!(s.changes_since(c, 0, "", None).is_ok());
+        }
     }
 }

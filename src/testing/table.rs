@@ -47,6 +47,12 @@ pub(crate) const LEASES: Printer = Printer {
     cells: lease_cells,
 };
 
+/// `NAME STATUS AGE`, as `printNamespace` prints.
+pub(crate) const NAMESPACES: Printer = Printer {
+    columns: &[("Name", "name", 0), ("Status", "", 0), ("Age", "", 0)],
+    cells: namespace_cells,
+};
+
 /// The columns of `printEvent`; those of priority 1 show with `-o wide`.
 pub(crate) const EVENTS: Printer = Printer {
     columns: &[
@@ -137,6 +143,16 @@ fn lease_cells(lease: &Value, now: SystemTime) -> Vec<Value> {
         text(lease, &["metadata", "name"]).into(),
         text(lease, &["spec", "holderIdentity"]).into(),
         age.unwrap_or_else(|| "<unknown>".into()).into(),
+    ]
+}
+
+fn namespace_cells(ns: &Value, now: SystemTime) -> Vec<Value> {
+    vec![
+        text(ns, &["metadata", "name"]).into(),
+        text(ns, &["status", "phase"]).into(),
+        since(ns, &["metadata", "creationTimestamp"], now)
+            .unwrap_or_else(|| "<unknown>".into())
+            .into(),
     ]
 }
 

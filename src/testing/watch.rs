@@ -1,4 +1,10 @@
-//! Watch streams: one chunked JSON line per change of the watched Lease(s).
+//! Watch streams: one chunked JSON line per change of the watched
+//! objects. A watch from a resourceVersion replays every change after it
+//! from the collection's window (`store::WATCH_WINDOW` changes), or gets
+//! one `ERROR` event with a 410 `Expired` Status when it is older, as
+//! kube-apiserver's watch cache answers (HTTP 200, then the event).
+//! `allowWatchBookmarks=true` gets `BOOKMARK` events when the watch cache
+//! sends them: every minute, and 2 s before `timeoutSeconds` runs out.
 
 use std::io::BufReader;
 use std::sync::Arc;
@@ -6,15 +12,47 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use super::api::view;
 use super::http::{self, Request};
-use super::selector::{Selection, LEASE_FIELDS};
+use super::resource::Api;
+use super::selector::Selection;
 use super::server::{self, Next, Shared, Stream};
 use super::status;
 use super::store::{meta_str, Change, EventType};
-use super::table;
 
 /// How often an idle watch checks whether its client went away.
 const PROBE_EVERY: Duration = Duration::from_millis(100);
+/// How often the watch cache sends a bookmark.
+const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
+/// How long before a watch's time-out the watch cache sends a bookmark.
+const BOOKMARK_BEFORE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// When to send the next bookmark (the watch cache's `nextBookmarkTime`):
+/// a minute from `now`, or 2 s before the time-out if that is sooner;
+/// none once that has passed.
+fn next_bookmark(now: Instant, timeout: Option<Instant>) -> Option<Instant> {
+    let mut at = now + BOOKMARK_EVERY;
+    if let Some(t) = timeout {
+        at = at.min(t.checked_sub(BOOKMARK_BEFORE_TIMEOUT)?);
+    }
+    (at > now).then_some(at)
+}
+
+/// A bookmark: an object of the watched kind that carries only the
+/// resourceVersion the watch has reached (and, ending the initial events
+/// of `sendInitialEvents`, the annotation saying so).
+fn bookmark(api: Api, rv: u64, initial_end: bool) -> Vec<u8> {
+    let mut meta = json!({ "resourceVersion": rv.to_string() });
+    if initial_end {
+        meta["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
+    }
+    let object = json!({ "kind": api.kind(), "apiVersion": api.api_version(), "metadata": meta });
+    let mut l = json!({ "type": "BOOKMARK", "object": object })
+        .to_string()
+        .into_bytes();
+    l.push(b'\n');
+    l
+}
 
 /// Why a stream ended.
 enum End {
@@ -26,17 +64,16 @@ enum End {
     Abort,
 }
 
-/// One watch event; with `table` (the Table version kubectl asked for),
-/// the object goes out printed as a one-row Table.
-fn line(kind: EventType, object: &Value, table: Option<&str>) -> Vec<u8> {
-    let printed;
+/// One watch event of a stored object; with `table` (the Table version
+/// kubectl asked for), the object goes out printed as a one-row Table.
+fn line(api: Api, kind: EventType, object: &Value, table: Option<&str>) -> Vec<u8> {
     let object = match table {
         Some(version) => {
             let rv = meta_str(object, "resourceVersion").unwrap_or_default();
-            printed = table::LEASES.table(version, rv, std::slice::from_ref(object));
-            &printed
+            api.printer()
+                .table(version, rv, std::slice::from_ref(object))
         }
-        None => object,
+        None => view(api, object.clone()),
     };
     let mut l = json!({ "type": kind.as_str(), "object": object })
         .to_string()
@@ -66,17 +103,18 @@ fn event_for(c: &Change, matches: impl Fn(&Value) -> bool) -> Option<(EventType,
     }
 }
 
-/// Serve a watch on the Leases of `ns` (one Lease with a `metadata.name`
-/// field selector; those with matching labels with a `labelSelector`)
-/// until shutdown, outage, time-out or client close.
+/// Serve a watch on the `api` objects of `ns` (one object with a
+/// `metadata.name` field selector; those with matching labels with a
+/// `labelSelector`) until shutdown, outage, time-out or client close.
 ///
 /// Without `resourceVersion` (or with `"0"`), current objects are sent
-/// first as `ADDED`; with one, current objects newer than it are sent first
-/// as `MODIFIED`. Then every later change is sent as it happens.
+/// first as `ADDED`; with one, every change after it is replayed. Then
+/// every later change is sent as it happens.
 pub(crate) fn serve(
     shared: &Arc<Shared>,
     conn: &mut BufReader<Stream>,
     req: &Request,
+    api: Api,
     ns: &str,
     keep: Next,
 ) -> Next {
@@ -96,12 +134,14 @@ pub(crate) fn serve(
             Err(_) => Next::Close,
         }
     };
-    let selector = match Selection::of(req, LEASE_FIELDS) {
+    let selector = match Selection::of(req, api.selectable()) {
         Ok(s) => s,
         Err(resp) => return bad(conn, resp),
     };
     let name = selector.fields.name().map(str::to_string);
-    let table = table::wanted(req);
+    let table = super::table::wanted(req);
+    let bookmarks = req.query("allowWatchBookmarks") == Some("true");
+    let send_initial = req.query("sendInitialEvents") == Some("true");
     let since = match req
         .query("resourceVersion")
         .filter(|v| !v.is_empty() && *v != "0")
@@ -120,22 +160,51 @@ pub(crate) fn serve(
         .and_then(|t| t.parse::<u64>().ok())
         .map(|s| Instant::now() + Duration::from_secs(s));
     let matches = |o: &Value| selector.matches(o);
+    let c = api.collection();
 
-    let (initial, mut last) = {
+    let (initial, mut last, expired) = {
         let st = shared.lock();
-        let current = st.store.list(ns).into_iter().filter(|o| matches(o));
-        let initial: Vec<Vec<u8>> = match since {
-            None => current.map(|o| line(EventType::Added, &o, table)).collect(),
-            Some(rv) => current
-                .filter(|o| {
-                    meta_str(o, "resourceVersion")
-                        .and_then(|v| v.parse::<u64>().ok())
-                        .is_some_and(|orv| orv > rv)
-                })
-                .map(|o| line(EventType::Modified, &o, table))
-                .collect(),
+        let now = st.store.rv();
+        let current = || {
+            st.store
+                .list(c, ns)
+                .into_iter()
+                .filter(|o| matches(o))
+                .map(|o| line(api, EventType::Added, &o, table))
         };
-        (initial, st.store.rv())
+        match since {
+            _ if send_initial => {
+                let mut lines: Vec<Vec<u8>> = current().collect();
+                if bookmarks {
+                    lines.push(bookmark(api, now, true));
+                }
+                (lines, now, false)
+            }
+            None => (current().collect(), now, false),
+            Some(rv) => match st.store.changes_since(c, rv, ns, name.as_deref()) {
+                Ok(changes) => {
+                    let lines = changes
+                        .iter()
+                        .filter_map(|ch| event_for(ch, matches))
+                        .map(|(kind, object)| line(api, kind, &object, table))
+                        .collect();
+                    (lines, now, false)
+                }
+                Err(e) => {
+                    let status = status::expired(rv, e.oldest);
+                    let mut l = json!({ "type": "ERROR", "object": status })
+                        .to_string()
+                        .into_bytes();
+                    l.push(b'\n');
+                    (vec![l], now, true)
+                }
+            },
+        }
+    };
+    let mut next_beat = if bookmarks {
+        next_bookmark(Instant::now(), timeout)
+    } else {
+        None
     };
 
     let mut out = 0u64;
@@ -150,6 +219,9 @@ pub(crate) fn serve(
                 Err(_) => break 'stream End::Abort,
             }
         }
+        if expired {
+            break 'stream End::Timeout;
+        }
         loop {
             let (lines, end) = {
                 let mut st = shared.lock();
@@ -161,13 +233,18 @@ pub(crate) fn serve(
                     if st.outage {
                         break (Vec::new(), Some(End::Abort));
                     }
-                    let changes = st.store.changes_since(last, ns, name.as_deref());
-                    if let Some(c) = changes.last() {
-                        last = c.rv;
+                    // A watcher that fell further behind than the window
+                    // is ended, as the watch cache ends one whose buffer
+                    // overflows: it resumes and gets the 410.
+                    let Ok(changes) = st.store.changes_since(c, last, ns, name.as_deref()) else {
+                        break (Vec::new(), Some(End::Timeout));
+                    };
+                    if let Some(ch) = changes.last() {
+                        last = ch.rv;
                         let lines: Vec<Vec<u8>> = changes
                             .iter()
-                            .filter_map(|c| event_for(c, matches))
-                            .map(|(kind, object)| line(kind, &object, table))
+                            .filter_map(|ch| event_for(ch, matches))
+                            .map(|(kind, object)| line(api, kind, &object, table))
                             .collect();
                         if !lines.is_empty() {
                             break (lines, None);
@@ -177,10 +254,17 @@ pub(crate) fn serve(
                     if timeout.is_some_and(|t| now >= t) {
                         break (Vec::new(), Some(End::Timeout));
                     }
+                    if next_beat.is_some_and(|b| now >= b) {
+                        next_beat = next_bookmark(now, timeout);
+                        break (vec![bookmark(api, st.store.rv().max(last), false)], None);
+                    }
                     if waited {
                         break (Vec::new(), None);
                     }
-                    let wait = timeout.map_or(PROBE_EVERY, |t| PROBE_EVERY.min(t - now));
+                    let mut wait = timeout.map_or(PROBE_EVERY, |t| PROBE_EVERY.min(t - now));
+                    if let Some(b) = next_beat {
+                        wait = wait.min(b.saturating_duration_since(now));
+                    }
                     st = shared.wait(st, wait);
                     waited = true;
                 }

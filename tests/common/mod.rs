@@ -22,6 +22,32 @@ pub mod spawned;
 pub mod tempdir;
 
 pub const NS: &str = "test";
+
+/// The stored JSON, for tests that look at what the typed API does not
+/// show (the wire format, hostile values) or seed such values.
+pub trait RawLeases {
+    fn lease_value(&self, ns: &str, name: &str) -> Option<serde_json::Value>;
+    fn put_value(&self, ns: &str, lease: serde_json::Value);
+    fn event_values(&self) -> Vec<serde_json::Value>;
+}
+
+impl RawLeases for TestApiServer {
+    fn lease_value(&self, ns: &str, name: &str) -> Option<serde_json::Value> {
+        self.lease_json(ns, name)
+            .map(|text| serde_json::from_str(&text).unwrap())
+    }
+
+    fn put_value(&self, ns: &str, lease: serde_json::Value) {
+        self.put_lease_json(ns, &lease.to_string());
+    }
+
+    fn event_values(&self) -> Vec<serde_json::Value> {
+        self.events_json()
+            .iter()
+            .map(|text| serde_json::from_str(text).unwrap())
+            .collect()
+    }
+}
 pub const LEASE: &str = "the-lease";
 /// Real time allowed for anything to happen; only reached on failure.
 pub const WAIT: Duration = Duration::from_secs(20);
@@ -129,7 +155,9 @@ impl Cluster {
         Self::with_server(TestApiServer::start().unwrap())
     }
 
+    /// A cluster on `server`, with the namespace [`NS`] its candidates use.
     pub fn with_server(server: TestApiServer) -> Self {
+        server.add_namespace(NS);
         Cluster {
             server,
             clock: ManualClock::new(),
@@ -226,14 +254,11 @@ impl Cluster {
     }
 
     pub fn lease_spec(&self) -> serde_json::Value {
-        self.server.lease(NS, LEASE).expect("lease exists")["spec"].clone()
+        self.server.lease_value(NS, LEASE).expect("lease exists")["spec"].clone()
     }
 
     pub fn holder(&self) -> String {
-        self.lease_spec()["holderIdentity"]
-            .as_str()
-            .unwrap_or("")
-            .to_string()
+        self.server.holder(NS, LEASE).unwrap_or_default()
     }
 
     /// Stop candidate `i` as its program would: its work lets go of the

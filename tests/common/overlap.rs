@@ -27,6 +27,7 @@ use super::procs::alive;
 use super::spawned::Spawned;
 pub use super::spawned::WAIT;
 use super::tempdir::TempDir;
+use super::RawLeases;
 
 pub const NS: &str = "overlap";
 pub const LEASE: &str = "lock";
@@ -272,7 +273,9 @@ impl World {
 
     /// The stored Lease.
     pub fn lease(&self) -> serde_json::Value {
-        self.server.lease(NS, LEASE).expect("the Lease exists")
+        self.server
+            .lease_value(NS, LEASE)
+            .expect("the Lease exists")
     }
 
     /// The stored Lease's spec.
@@ -294,7 +297,7 @@ impl World {
         if let Some(t) = transitions {
             spec["leaseTransitions"] = json!(t);
         }
-        self.server.put_lease(
+        self.server.put_value(
             NS,
             json!({
                 "apiVersion": "coordination.k8s.io/v1",
@@ -309,7 +312,7 @@ impl World {
     pub fn free(&self) {
         let mut lease = self.lease();
         lease["spec"]["holderIdentity"] = json!("");
-        self.server.put_lease(NS, lease);
+        self.server.put_value(NS, lease);
     }
 
     /// `kubectl delete lease`, through the test server.

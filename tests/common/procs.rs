@@ -34,10 +34,11 @@ pub fn kill(args: &[&str]) {
 
 /// The Lease's holder, empty when released.
 pub fn holder(server: &TestApiServer, namespace: &str, name: &str) -> String {
-    server.lease(namespace, name).unwrap()["spec"]["holderIdentity"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
+    assert!(
+        server.lease(namespace, name).is_some(),
+        "no lease {namespace}/{name}"
+    );
+    server.holder(namespace, name).unwrap_or_default()
 }
 
 /// `more` then `words`, as one argument list.
