@@ -52,6 +52,13 @@ pub trait Lock: Send + fmt::Debug {
     fn version(&self) -> Option<String> {
         None
     }
+    /// Whether the last [`update`](Lock::update) created the object anew
+    /// (Leases allow create-on-update: a `PUT` to a deleted Lease creates
+    /// it). The elector then knows the Lease had been deleted. The default:
+    /// never.
+    fn last_update_created(&self) -> bool {
+        false
+    }
     /// Refuse names the server would refuse, before any thread or request
     /// is named after them ([`LeaderElector`](crate::LeaderElector)'s
     /// `build()` calls it). The default accepts everything.
@@ -112,6 +119,8 @@ pub struct LeaseLock {
     watched: LatestLease,
     /// The last `get` was answered from `watched`, without a request.
     local_get: bool,
+    /// The last update created the Lease anew (its uid changed).
+    created: bool,
 }
 
 impl LeaseLock {
@@ -132,6 +141,7 @@ impl LeaseLock {
             labels: Default::default(),
             watched: LatestLease::new(),
             local_get: false,
+            created: false,
         }
     }
 
@@ -336,8 +346,17 @@ impl Lock for LeaseLock {
         self.watched.clear();
         self.check_identity(&stored, "update")?;
         self.check_written(&lease, &stored, "update")?;
+        // A Lease created anew has a new uid: ours had been deleted.
+        self.created = matches!(
+            (&lease.metadata.uid, &stored.metadata.uid),
+            (Some(was), Some(now)) if was != now
+        );
         self.cached = Some(stored);
         Ok(())
+    }
+
+    fn last_update_created(&self) -> bool {
+        self.created
     }
 
     fn identity(&self) -> &str {

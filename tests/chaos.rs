@@ -1258,7 +1258,12 @@ fn stopped_leading_comes_by_the_renew_deadline_after_a_slow_acquisition() {
     // The creating POST uses 1s of the 1.2s deadline (within its time-out:
     // the default cap, 1 s, times out at 7/8 of it, so the cap is raised
     // to the whole deadline here).
+    // And every renew after it hangs past the deadline: no renew
+    // succeeds, so the term ends at the deadline counted from the start
+    // of the slow acquisition. (The first renew is due a retry period
+    // after that start, so at once.)
     server.inject(Fault::latency(Duration::from_millis(1000)).method("POST"));
+    server.inject(Fault::latency(RENEW_DEADLINE * 2).method("PUT").forever());
     let lock = LeaseLock::new(token_client(&server, "solo"), NS, LEASE, "solo");
     let config = ElectorConfig {
         request_timeout: Some(RENEW_DEADLINE),

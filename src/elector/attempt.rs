@@ -36,12 +36,12 @@ impl<I: Io> Run<I> {
         };
 
         // 1. Fast path for the leader: one PUT against the cached version.
-        if self.is_leader_of_observed() && self.is_lease_valid(self.now()) {
+        if self.is_leader_of_observed() && self.is_lease_valid(self.now()) && !self.waiting_out() {
             if let Some(old) = self.observed.clone() {
                 self.carry_over(&mut record, &old);
             }
             match self.write(&record, &round.capped(cap), false).await {
-                Ok(()) => return Ok(true),
+                Ok(written) => return Ok(written),
                 Err(e) if e.is_transport() => return Err(e),
                 Err(e) => log::debug!(
                     "failed to update lease {} optimistically: {e}, falling back to slow path",
@@ -65,7 +65,7 @@ impl<I: Io> Run<I> {
         self.observe(old.record.clone(), old.version);
         let old = old.record;
         let ours = self.is_ours(&old);
-        if self.term.is_some() && !ours {
+        if self.term.is_some() && !ours || self.waiting_out() {
             return Ok(false);
         }
         if !old.holder_identity.is_empty() && self.is_lease_valid(self.now()) && !ours {
@@ -79,11 +79,18 @@ impl<I: Io> Run<I> {
 
         // 4. Ours to take or keep.
         self.carry_over(&mut record, &old);
-        self.write(&record, &round.capped(cap), false).await?;
+        let written = self.write(&record, &round.capped(cap), false).await?;
         if slow_path {
             self.shared.lock().counters.slow_path_renews += 1;
         }
-        Ok(true)
+        Ok(written)
+    }
+
+    /// A candidate waits out a deleted Lease (see `vanished`), also one it
+    /// created again itself with an update: nobody leads on it before its
+    /// last holder's lease duration has passed.
+    fn waiting_out(&self) -> bool {
+        self.term.is_none() && self.gone_until.is_some_and(|until| until > self.now())
     }
 
     /// The Lease is gone (404). That is a change, observed now: whoever
@@ -143,7 +150,7 @@ impl<I: Io> Run<I> {
                 );
                 Ok(false)
             }
-            written => written.map(|()| true),
+            written => written,
         }
     }
 
@@ -204,12 +211,15 @@ impl<I: Io> Run<I> {
 
     /// Create or update the lock with `record`, remembering it as ours
     /// whatever the answer (a write whose answer was lost may have landed).
+    /// `Ok(true)` when it holds the lease for us; `Ok(false)` when an
+    /// update found the Lease deleted (Leases allow create-on-update, so
+    /// it created it anew): that is a deletion seen now, as a 404 is.
     async fn write(
         &mut self,
         record: &LeaderElectionRecord,
         deadline: &Deadline,
         create: bool,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         if self.unanswered.len() >= MAX_PENDING_WRITES {
             self.unanswered.remove(0);
         }
@@ -227,11 +237,16 @@ impl<I: Io> Run<I> {
         if matches!(&result, Err(e) if e.is_conflict() || e.is_already_exists()) {
             self.unseen_write = true;
         }
-        let version = result?;
+        let written = result?;
         self.confirmed = Some(record.clone());
         self.unanswered.clear();
-        self.observe(record.clone(), version);
-        Ok(())
+        self.observe(record.clone(), written.version);
+        if written.recreated {
+            let duration = record.lease_duration().max(self.cfg().lease_duration);
+            self.gone_until = Some(add_saturating(self.observed_at, duration));
+            return Ok(false);
+        }
+        Ok(true)
     }
 
     /// A record under our identity that this process did not write means
@@ -277,10 +292,9 @@ impl<I: Io> Run<I> {
             self.unanswered.clear();
             self.acquire_writes.clear();
         }
-        if self.observed.as_ref() == Some(&record)
-            && self.observed_version == version
-            && self.gone_until.is_none()
-        {
+        // The same record at the same version: no change (also of one we
+        // created again, which is still being waited out).
+        if self.observed.as_ref() == Some(&record) && self.observed_version == version {
             return;
         }
         self.gone_until = None;

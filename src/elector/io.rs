@@ -32,24 +32,32 @@ pub(crate) struct Read {
     pub(crate) local: bool,
 }
 
+/// A write the server confirmed: the version it stored, and whether an
+/// update created the object anew (it had been deleted).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Written {
+    pub(crate) version: Option<String>,
+    pub(crate) recreated: bool,
+}
+
 /// The lock and the clock, as the state machine uses them. Each call gets
 /// the time it may take (a [`Deadline`]) and must not outlast it.
 pub(crate) trait Io {
     /// Read the record (see [`Lock::get`]).
     async fn get(&mut self, deadline: &Deadline) -> Result<Read>;
-    /// Create the lock object (see [`Lock::create`]); the version stored.
+    /// Create the lock object (see [`Lock::create`]).
     async fn create(
         &mut self,
         record: &LeaderElectionRecord,
         deadline: &Deadline,
-    ) -> Result<Option<String>>;
+    ) -> Result<Written>;
     /// Replace the record against the version last seen (see
-    /// [`Lock::update`]); the version stored.
+    /// [`Lock::update`]).
     async fn update(
         &mut self,
         record: &LeaderElectionRecord,
         deadline: &Deadline,
-    ) -> Result<Option<String>>;
+    ) -> Result<Written>;
     /// Sleep `d` on the elector's clock, or until `wake` fires.
     async fn sleep(&mut self, d: Duration, wake: &Wakeup) -> Wake;
     /// Wait, at most `grace`, until the caller holds no `Term` of `term`;
@@ -83,18 +91,24 @@ impl Io for ThreadIo {
         &mut self,
         record: &LeaderElectionRecord,
         deadline: &Deadline,
-    ) -> Result<Option<String>> {
+    ) -> Result<Written> {
         self.lock.create(record, deadline)?;
-        Ok(self.lock.version())
+        Ok(Written {
+            version: self.lock.version(),
+            recreated: false,
+        })
     }
 
     async fn update(
         &mut self,
         record: &LeaderElectionRecord,
         deadline: &Deadline,
-    ) -> Result<Option<String>> {
+    ) -> Result<Written> {
         self.lock.update(record, deadline)?;
-        Ok(self.lock.version())
+        Ok(Written {
+            version: self.lock.version(),
+            recreated: self.lock.last_update_created(),
+        })
     }
 
     async fn sleep(&mut self, d: Duration, wake: &Wakeup) -> Wake {

@@ -380,9 +380,9 @@ impl<I: Io> Run<I> {
             result = self.io.update(&record, &deadline).await;
         }
         match result {
-            Ok(version) => {
+            Ok(written) => {
                 log::info!("released lease {}", self.shared.describe);
-                self.observe(record, version);
+                self.observe(record, written.version);
                 self.shared.lock().leader = None;
                 Ok(())
             }

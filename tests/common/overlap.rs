@@ -172,8 +172,10 @@ impl World {
         let dir = TempDir::new();
         // Run by /bin/bash: no need to be executable.
         let script = dir.write("ticker.sh", TICKER);
+        let server = TestApiServer::start().unwrap();
+        server.add_namespace(NS);
         World {
-            server: TestApiServer::start().unwrap(),
+            server,
             dir,
             timings,
             bin: bin.to_path_buf(),

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use super::net::{Answer, Due, Net, Op, Stored};
 use crate::clock::{Clock, Wake, Wakeup};
 use crate::deadline::Deadline;
-use crate::elector::io::{Io, Read};
+use crate::elector::io::{Io, Read, Written};
 use crate::elector::Term;
 use crate::error::{ApiStatus, Error, Result};
 use crate::lease::LeaderElectionRecord;
@@ -63,14 +63,16 @@ impl SimIo {
         }
     }
 
-    /// A write's answer: the Lease now held and seen; its version.
-    fn written(&mut self, stored: Stored) -> Option<String> {
-        let version = stored.version.to_string();
+    /// A write's answer: the Lease now held and seen, as `LeaseLock`
+    /// keeps it (an update that created it anew has a new uid).
+    fn written(&mut self, stored: Stored) -> Written {
         let mut net = self.net.borrow_mut();
         let pn = &mut net.procs[self.p];
+        let recreated = pn.cached.as_ref().is_some_and(|c| c.uid != stored.uid);
+        let version = Some(stored.version.to_string());
         pn.watched = None;
         pn.cached = Some(stored);
-        Some(version)
+        Written { version, recreated }
     }
 }
 
@@ -117,18 +119,20 @@ impl Io for SimIo {
         &mut self,
         record: &LeaderElectionRecord,
         deadline: &Deadline,
-    ) -> Result<Option<String>> {
+    ) -> Result<Written> {
         let stored = self
             .call(Op::Create(record.clone()), "create", deadline)
             .await?;
-        Ok(self.written(stored))
+        let mut written = self.written(stored);
+        written.recreated = false;
+        Ok(written)
     }
 
     async fn update(
         &mut self,
         record: &LeaderElectionRecord,
         deadline: &Deadline,
-    ) -> Result<Option<String>> {
+    ) -> Result<Written> {
         let seen = self.net.borrow().procs[self.p]
             .cached
             .as_ref()

@@ -20,6 +20,8 @@ pub(super) struct Stored {
     pub(super) version: u64,
     /// The process that wrote it; `None` for another writer.
     pub(super) writer: Option<usize>,
+    /// Which creation of the Lease this is (its `uid`).
+    pub(super) uid: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -155,6 +157,8 @@ pub(super) struct Net {
     seq: u64,
     pub(super) store: Option<Stored>,
     pub(super) revision: u64,
+    /// The uid of the Lease's current (or next) creation.
+    uid: u64,
     pub(super) procs: Vec<ProcNet>,
     /// Per candidate slot: cut off, and how.
     pub(super) cut: Vec<Option<Cut>>,
@@ -183,6 +187,7 @@ impl Net {
             seq: 0,
             store: None,
             revision: 100,
+            uid: 0,
             procs: Vec::new(),
             cut: vec![None; slots],
             watch_off: vec![false; slots],
@@ -402,15 +407,10 @@ impl Net {
                         retry_after: None,
                     };
                 }
-                if self.deleted {
-                    self.revocations.push(Revocation {
-                        revision: self.revision + 1,
-                        unless_read: Some(self.procs[p].read_from.clone()),
-                    });
-                }
-                self.store_record(Some(record), Some(p));
-                Answer::Lease(self.store.clone().unwrap_or_else(empty))
+                self.create(p, record)
             }
+            // Leases allow create-on-update, as kube-apiserver has them.
+            Op::Update(record, _) if self.store.is_none() => self.create(p, record),
             Op::Update(record, version) => match &self.store {
                 None => not_found(),
                 Some(s) if Some(s.version) != version => conflict(),
@@ -422,6 +422,20 @@ impl Net {
         }
     }
 
+    /// Create the Lease anew (a new uid): after another writer deleted it,
+    /// a creation revokes the terms its process never read.
+    fn create(&mut self, p: usize, record: LeaderElectionRecord) -> Answer {
+        if self.deleted {
+            self.revocations.push(Revocation {
+                revision: self.revision + 1,
+                unless_read: Some(self.procs[p].read_from.clone()),
+            });
+        }
+        self.uid += 1;
+        self.store_record(Some(record), Some(p));
+        Answer::Lease(self.store.clone().unwrap_or_else(empty))
+    }
+
     /// Store `record` (or delete the Lease) under a new revision, and
     /// tell the watches.
     pub(super) fn store_record(
@@ -431,10 +445,12 @@ impl Net {
     ) {
         self.revision += 1;
         let version = self.revision;
+        let uid = self.uid;
         self.store = record.map(|record| Stored {
             record,
             version,
             writer,
+            uid,
         });
         let shown = show_store(&self.store);
         let by = writer.map_or_else(|| "another writer".to_string(), |p| format!("p{p}"));
@@ -491,6 +507,7 @@ fn empty() -> Stored {
         record: LeaderElectionRecord::default(),
         version: 0,
         writer: None,
+        uid: 0,
     }
 }
 
