@@ -320,11 +320,12 @@ fn leader_that_sees_another_holder_steps_down_at_once() {
         s.version += 1;
     });
     clock.advance(Duration::from_secs(2));
+    // The term ends first, then the new leader is told (act first, tell after).
+    let stopped = wait_stopped(&rx);
     match next(&rx) {
         LeaderEvent::NewLeader { identity, .. } => assert_eq!(identity, "intruder"),
         other => panic!("{other:?}"),
     }
-    let stopped = wait_stopped(&rx);
     assert_eq!(
         stopped - t0,
         Duration::from_secs(2),
