@@ -99,6 +99,15 @@ pub enum Error {
     },
     /// The elector thread could not be started.
     Spawn(std::io::Error),
+    /// [`LeaderElector::run`](crate::LeaderElector::run) ended without
+    /// leading: another candidate held the lease (or the API server could
+    /// not be asked) for the whole `acquire_timeout`.
+    AcquireTimeout {
+        /// The lock, as `namespace/name`.
+        lock: String,
+        /// The acquire time-out it was given.
+        waited: Duration,
+    },
     /// The elector thread panicked (a bug); its lease was not released.
     ThreadPanicked {
         /// The lock, as `namespace/name`.
@@ -291,6 +300,11 @@ impl Error {
                 "lease {lock} not initialized: call get or create before update"
             ),
             Error::Spawn(e) => write!(f, "starting the elector thread: {e}"),
+            Error::AcquireTimeout { lock, waited } => write!(
+                f,
+                "did not lead lease {lock} within the acquire time-out of {}",
+                humantime::format_duration(*waited)
+            ),
             Error::ThreadPanicked { lock } => write!(
                 f,
                 "the elector thread for lease {lock} panicked; the lease was not released"

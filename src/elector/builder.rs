@@ -1,16 +1,17 @@
 //! [`ElectorBuilder`] and [`LeaderElector`]: validate, then start the thread.
 
-use std::sync::mpsc;
+use std::sync::mpsc::{self, Receiver};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
 use super::config::ElectorConfig;
-use super::handle::ElectorHandle;
+use super::handle::{ElectorHandle, Stopper};
 use super::io::{block_on, ThreadIo};
 use super::receiver::LeaderEvents;
 use super::run::Run;
 use super::shared::Shared;
+use super::LeaderEvent;
 use crate::clock::{Clock, SystemClock, Wakeup};
 use crate::error::{Error, Result};
 use crate::lock::Lock;
@@ -102,11 +103,19 @@ impl ElectorBuilder {
     pub fn build(self) -> Result<LeaderElector> {
         self.lock.validate()?;
         self.config.validate(self.lock.identity())?;
+        let (tx, rx) = mpsc::channel();
+        let shared = Arc::new(Shared::new(
+            Wakeup::new(),
+            self.clock,
+            self.config,
+            self.lock.describe(),
+            self.lock.identity().to_string(),
+            tx,
+        ));
         Ok(LeaderElector {
             lock: self.lock,
-            config: self.config,
-            clock: self.clock,
-            wake: Wakeup::new(),
+            shared,
+            rx,
         })
     }
 }
@@ -142,9 +151,8 @@ impl ElectorBuilder {
 #[derive(Debug)]
 pub struct LeaderElector {
     lock: Box<dyn Lock>,
-    config: ElectorConfig,
-    clock: Arc<dyn Clock>,
-    wake: Wakeup,
+    pub(super) shared: Arc<Shared>,
+    rx: Receiver<LeaderEvent>,
 }
 
 impl LeaderElector {
@@ -158,8 +166,17 @@ impl LeaderElector {
     }
 
     /// The validated configuration.
+    #[doc(hidden)]
     pub fn config(&self) -> &ElectorConfig {
-        &self.config
+        &self.shared.config
+    }
+
+    /// A stop for this elector that another thread (a SIGTERM handler's)
+    /// can use once it runs, by [`run`](LeaderElector::run) or
+    /// [`spawn`](LeaderElector::spawn). A stop asked for before it runs
+    /// ends it at its start.
+    pub fn stopper(&self) -> Stopper {
+        Stopper::new(self.shared.clone())
     }
 
     /// Start the elector thread (`lease-elector/<namespace>/<name>`).
@@ -167,8 +184,10 @@ impl LeaderElector {
     /// Events arrive on the returned channel; it disconnects when the
     /// elector ends (after stop, or after losing leadership without `rejoin`).
     pub fn spawn(self) -> Result<(ElectorHandle, LeaderEvents)> {
-        let watcher = if self.config.watch {
-            match self.lock.watch(self.wake.clone(), self.config.retry_period) {
+        let shared = self.shared;
+        let config = &shared.config;
+        let watcher = if config.watch {
+            match self.lock.watch(shared.wake.clone(), config.retry_period) {
                 Some(w) => Some(w?),
                 None => {
                     log::warn!(
@@ -181,16 +200,7 @@ impl LeaderElector {
         } else {
             None
         };
-        let (tx, rx) = mpsc::channel();
-        let describe = self.lock.describe();
-        let shared = Arc::new(Shared::new(
-            self.wake,
-            self.clock,
-            self.config,
-            describe.clone(),
-            self.lock.identity().to_string(),
-            tx,
-        ));
+        let describe = shared.describe.clone();
         let io = ThreadIo {
             lock: self.lock,
             clock: shared.clock.clone(),
@@ -200,7 +210,7 @@ impl LeaderElector {
             .name(crate::names::thread_name(&["lease-elector", &describe]))
             .spawn(move || block_on(run.run()))
             .map_err(Error::Spawn)?;
-        let events = LeaderEvents::new(rx, shared.clone());
+        let events = LeaderEvents::new(self.rx, shared.clone());
         Ok((ElectorHandle::new(shared, thread, watcher), events))
     }
 }

@@ -75,6 +75,14 @@ impl Stopper {
         self.shared.request_stop();
     }
 
+    /// Stop without releasing: the work ended badly (a panic), and the
+    /// lease must expire rather than pass on while it may have left
+    /// things half done.
+    pub(super) fn stop_without_release(&self) {
+        self.shared.skip_release.store(true, Ordering::Relaxed);
+        self.shared.request_stop();
+    }
+
     /// True once a stop was asked for.
     pub fn is_stopped(&self) -> bool {
         self.shared.wake.is_stopped()

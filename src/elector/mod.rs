@@ -107,6 +107,7 @@ mod report;
 mod run;
 mod shared;
 mod term;
+mod work;
 
 pub use builder::{ElectorBuilder, LeaderElector};
 pub use config::{ElectorConfig, DEFAULT_RELEASE_GRACE, DEFAULT_RELEASE_TIMEOUT, JITTER_FACTOR};

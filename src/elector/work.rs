@@ -1,0 +1,150 @@
+//! [`LeaderElector::run`]: the work run while leading, in one blocking
+//! call, in the order that is safe.
+//!
+//! Each term's work runs on a thread of its own with the term's [`Term`].
+//! When the term ends (lost, or a stop) the work is told through the term
+//! (`is_current()` turns false, `wait_ended` wakes), the call waits for it
+//! to return, and only then is the lease released: the next leader never
+//! starts while this one's work still runs. (client-go's `RunOrDie` with
+//! `ReleaseOnCancel` leaves that ordering to the caller.)
+
+use std::thread;
+
+use super::builder::LeaderElector;
+use super::handle::Stopper;
+use super::term::Term;
+use super::{LeaderEvent, StopReason};
+use crate::error::{Error, Result};
+
+impl LeaderElector {
+    /// Run `work` while this candidate leads; block until the elector ends.
+    ///
+    /// Each term, `work` is called on a thread of its own
+    /// (`lease-work/<namespace>/<name>`) with the term: loop while
+    /// [`Term::is_current`], send [`Term::token`] with every write to a
+    /// store that can refuse stale tokens, and return once the term has
+    /// ended. The call returns when the elector ends, after the work has
+    /// returned and (with `release_on_cancel`) the lease was released:
+    ///
+    /// - `Ok(StopReason::Stopped)`: a [`Stopper`](super::Stopper) (from
+    ///   [`LeaderElector::stopper`], on a signal) stopped it, or `work`
+    ///   returned while its term was still current (its job done: the
+    ///   elector stops and releases);
+    /// - `Ok(StopReason::Lost)`: leadership was lost (without `rejoin`;
+    ///   with it, the next term calls `work` again);
+    /// - `Err(Error::AcquireTimeout)`: it never led within the builder's
+    ///   `acquire_timeout`; other errors: the thread could not start, or
+    ///   the release failed (the lease then expires by itself).
+    ///
+    /// `work` may borrow from the caller (the threads are scoped). If it
+    /// panics, the elector stops without releasing and the panic goes on
+    /// in the caller.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// use lease_elector::{Client, ClientConfig, LeaderElector, LeaseLock, StopReason};
+    /// use std::time::Duration;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// let lock = LeaseLock::new(Client::new(ClientConfig::new(server.url()))?, "default", "jobs", "me");
+    /// let elector = LeaderElector::builder(lock).release_on_cancel(true).build()?;
+    /// let stopper = elector.stopper();
+    /// let mut steps = 0;
+    /// let ended = elector.run(|term| {
+    ///     while term.is_current() {
+    ///         steps += 1; // one step of the work, fenced with term.token()
+    ///         if steps == 3 {
+    ///             stopper.stop(); // as a SIGTERM handler would
+    ///         }
+    ///     }
+    /// })?;
+    /// assert_eq!(ended, StopReason::Stopped);
+    /// assert_eq!(steps, 3);
+    /// assert_eq!(server.holder("default", "jobs"), None); // released, after the work
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn run<F>(self, work: F) -> Result<StopReason>
+    where
+        F: FnMut(Term) + Send,
+    {
+        let stopper = self.stopper();
+        let describe = self.shared.describe.clone();
+        let acquire_timeout = self.shared.config.acquire_timeout;
+        let (handle, events) = self.spawn()?;
+        let name = crate::names::thread_name(&["lease-work", &describe]);
+        // One term's work at a time: each term's thread takes it.
+        let work = std::sync::Mutex::new(work);
+        let mut ended = None;
+        let mut led = false;
+        let outcome = thread::scope(|s| -> Result<()> {
+            let work = &work;
+            let mut running: Option<thread::ScopedJoinHandle<'_, ()>> = None;
+            for event in &events {
+                match event {
+                    LeaderEvent::StartedLeading { term, .. } => {
+                        led = true;
+                        let stopper = stopper.clone();
+                        running = Some(
+                            thread::Builder::new()
+                                .name(name.clone())
+                                .spawn_scoped(s, move || {
+                                    let _abandon = AbandonOnPanic(stopper.clone());
+                                    let watch = term.clone();
+                                    let mut work = work.lock().unwrap_or_else(|e| e.into_inner());
+                                    (*work)(term);
+                                    // Returned on its own while leading: its
+                                    // job is done, and so is the election.
+                                    if watch.is_current() {
+                                        stopper.stop();
+                                    }
+                                })
+                                .map_err(Error::Spawn)?,
+                        );
+                    }
+                    LeaderEvent::StoppedLeading { reason, .. } => {
+                        ended = Some(reason);
+                        // The release (after this event) waits for the
+                        // work to let go of its term; here the call waits
+                        // for it to return.
+                        if let Some(t) = running.take() {
+                            if let Err(panic) = t.join() {
+                                std::panic::resume_unwind(panic);
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(t) = running.take() {
+                if let Err(panic) = t.join() {
+                    std::panic::resume_unwind(panic);
+                }
+            }
+            Ok(())
+        });
+        let asked_to_stop = stopper.is_stopped();
+        let stopped = handle.stop();
+        outcome?;
+        stopped?;
+        match ended {
+            Some(reason) => Ok(reason),
+            None if led || asked_to_stop => Ok(StopReason::Stopped),
+            None => Err(Error::AcquireTimeout {
+                lock: describe,
+                waited: acquire_timeout.unwrap_or_default(),
+            }),
+        }
+    }
+}
+
+/// Stops the elector, without a release, when the work panics: the call
+/// then learns of it (`StoppedLeading`) and goes on with the panic.
+struct AbandonOnPanic(Stopper);
+
+impl Drop for AbandonOnPanic {
+    fn drop(&mut self) {
+        if thread::panicking() {
+            self.0.stop_without_release();
+        }
+    }
+}

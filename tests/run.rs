@@ -1,0 +1,158 @@
+//! `LeaderElector::run`: the work runs while leading, on a thread of its
+//! own per term; when the term ends the call waits for the work to return,
+//! and only then releases the lease.
+
+mod common;
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::*;
+use lease_elector::testing::TestApiServer;
+use lease_elector::{Error, LeaderElector, LeaseLock, StopReason};
+
+fn elector(server: &TestApiServer, id: &str) -> lease_elector::ElectorBuilder {
+    LeaderElector::builder(LeaseLock::new(client(server), NS, LEASE, id))
+        .lease_duration(Duration::from_secs(4))
+        .renew_deadline(Duration::from_secs(3))
+        .retry_period(Duration::from_secs(1))
+        .release_on_cancel(true)
+}
+
+fn server() -> TestApiServer {
+    let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
+    server
+}
+
+#[test]
+fn the_lease_is_released_only_after_the_work_has_returned() {
+    let server = server();
+    let elector = elector(&server, "a").build().unwrap();
+    let stopper = elector.stopper();
+    let (told_tx, told) = mpsc::channel();
+    let (finish, finished) = mpsc::channel::<()>();
+    let runner = std::thread::spawn(move || {
+        elector.run(move |term| {
+            while term.is_current() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            // Told: the term ended. The work finishes its step first.
+            told_tx.send(()).unwrap();
+            finished.recv().unwrap();
+        })
+    });
+    eventually("a leads", || {
+        server.holder(NS, LEASE).as_deref() == Some("a")
+    });
+    stopper.stop(); // as a SIGTERM handler would
+    told.recv_timeout(WAIT)
+        .expect("the work is told its term ended");
+    // While the work runs, the lease stays a's (released at once, it
+    // would change within milliseconds).
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        server.holder(NS, LEASE).as_deref(),
+        Some("a"),
+        "released before the work returned"
+    );
+    assert!(!runner.is_finished(), "run returned before the work did");
+    finish.send(()).unwrap();
+    let ended = runner.join().unwrap().unwrap();
+    assert_eq!(ended, StopReason::Stopped);
+    assert_eq!(
+        server.holder(NS, LEASE),
+        None,
+        "released once the work returned"
+    );
+}
+
+#[test]
+fn work_that_returns_while_leading_ends_the_election_and_releases() {
+    let server = server();
+    let mut runs = 0;
+    let ended = elector(&server, "a")
+        .build()
+        .unwrap()
+        .run(|term| {
+            runs += 1;
+            assert!(term.is_current());
+        })
+        .unwrap();
+    assert_eq!((ended, runs), (StopReason::Stopped, 1));
+    assert_eq!(server.holder(NS, LEASE), None);
+}
+
+#[test]
+fn without_rejoin_a_lost_lease_ends_the_call_after_the_work() {
+    let server = server();
+    let elector = elector(&server, "a").build().unwrap();
+    let ended = elector
+        .run(|term| {
+            server.set_outage(true); // the API server goes away
+            assert!(term.wait_ended(WAIT), "told at the renew deadline");
+        })
+        .unwrap();
+    assert_eq!(ended, StopReason::Lost);
+    server.set_outage(false);
+    assert_eq!(
+        server.holder(NS, LEASE).as_deref(),
+        Some("a"),
+        "a lost lease is not released"
+    );
+}
+
+#[test]
+fn with_rejoin_each_term_runs_the_work_again_with_its_token() {
+    let server = server();
+    let elector = elector(&server, "a").rejoin(true).build().unwrap();
+    let stopper = elector.stopper();
+    let mut tokens = Vec::new();
+    let ended = elector
+        .run(|term| {
+            tokens.push(term.token());
+            if tokens.len() == 1 {
+                // Lose the first term to an outage; the second one stops.
+                server.set_outage(true);
+                assert!(term.wait_ended(WAIT));
+                server.set_outage(false);
+            } else {
+                stopper.stop();
+            }
+        })
+        .unwrap();
+    assert_eq!(ended, StopReason::Stopped);
+    assert_eq!(tokens.len(), 2);
+    assert!(tokens[1] > tokens[0], "a new term, a new token: {tokens:?}");
+}
+
+#[test]
+fn never_leading_within_the_acquire_timeout_is_an_error_naming_the_lease() {
+    let server = server();
+    let (holder, _events) = elector(&server, "holder").build().unwrap().spawn().unwrap();
+    eventually("holder leads", || holder.probe().is_leader());
+    let err = elector(&server, "late")
+        .acquire_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap()
+        .run(|_| panic!("never leads"))
+        .unwrap_err();
+    assert!(matches!(err, Error::AcquireTimeout { .. }), "{err}");
+    assert!(err.to_string().contains("test/the-lease"), "{err}");
+    holder.stop().unwrap();
+}
+
+#[test]
+fn work_that_panics_stops_the_elector_without_a_release() {
+    let server = server();
+    let elector = elector(&server, "a").build().unwrap();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        elector.run(|_| panic!("the work failed"))
+    }));
+    assert!(outcome.is_err(), "the panic goes on in the caller");
+    assert_eq!(
+        server.holder(NS, LEASE).as_deref(),
+        Some("a"),
+        "not released: the work did not end cleanly"
+    );
+}
