@@ -555,7 +555,7 @@ fn lateness_table() -> Res<()> {
         }
         let stopped = wait_stopped(&lrx, deadline * 3);
         server.clear_faults();
-        let ratio = match (stopped, leader.last_renew()) {
+        let ratio = match (stopped, leader.probe().last_renew()) {
             (Some(at), Some(last)) => {
                 let late = at.saturating_duration_since(last);
                 let ratio = late.as_secs_f64() / deadline.as_secs_f64();
@@ -649,7 +649,7 @@ fn held_request(server: &TestApiServer) -> Res<()> {
     server.inject(Fault::hang().path_contains("/leases/hung").forever());
     let stopped = wait_stopped(&rx, deadline * 2);
     server.clear_faults();
-    match (stopped, leader.last_renew()) {
+    match (stopped, leader.probe().last_renew()) {
         (Some(at), Some(last)) => {
             let late = at.saturating_duration_since(last);
             println!(
@@ -1398,7 +1398,7 @@ fn candidates_row(n: usize, watch: bool) -> Res<CandidatesRow> {
         .filter(|r| r.path.contains("watch=true"))
         .count() as u64;
     let secs = to.duration_since(from).as_secs_f64();
-    if !fleet[0].0.is_leader() {
+    if !fleet[0].0.probe().is_leader() {
         return Err(format!("{n} candidates: the first one lost the lease").into());
     }
     let rates: Vec<f64> = fleet

@@ -305,7 +305,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             Err(mpsc::RecvTimeoutError::Timeout) => None,
             Err(mpsc::RecvTimeoutError::Disconnected) => break "elector ended",
         };
-        reporter.report(&handle.status(), event.as_ref());
+        reporter.report(&handle.probe().status(), event.as_ref());
     };
     log::info!("stopping: {reason}");
     let stopped = handle.stop();

@@ -168,6 +168,7 @@ pub enum StatusKind {
 
 /// A Kubernetes `Status` answer, decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ApiStatus {
     /// The HTTP status code.
     pub code: u16,
@@ -182,6 +183,19 @@ pub struct ApiStatus {
 }
 
 impl ApiStatus {
+    /// A status with `code` and `reason` (classified) and `message`, as a
+    /// [`Lock`](crate::Lock) of one's own (or a test double) would answer.
+    #[doc(hidden)]
+    pub fn new(code: u16, reason: &str, message: &str) -> ApiStatus {
+        ApiStatus {
+            code,
+            kind: ApiStatus::classify(code, reason),
+            reason: reason.to_string(),
+            message: message.to_string(),
+            retry_after: None,
+        }
+    }
+
     /// Classify a status code and `Status.reason`.
     pub fn classify(code: u16, reason: &str) -> StatusKind {
         match code {

@@ -104,48 +104,79 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+// The API is the items re-exported below (and the `openshift`, `text`,
+// `health` and `testing` modules); the modules marked hidden are public
+// only for the crate's own tools, examples and tests, which reach a few
+// internals through them.
+#[doc(hidden)]
 pub mod client;
+#[doc(hidden)]
 pub mod clock;
+#[doc(hidden)]
 pub mod deadline;
+#[doc(hidden)]
 pub mod duration;
+#[doc(hidden)]
 pub mod elector;
+#[doc(hidden)]
 pub mod error;
+#[doc(hidden)]
 pub mod events;
 #[cfg(feature = "health")]
 pub mod health;
 #[cfg(any(feature = "health", feature = "testing"))]
 mod http_server;
+#[doc(hidden)]
 pub mod lease;
+#[doc(hidden)]
 pub mod lock;
 mod names;
 pub mod openshift;
 mod random;
+#[doc(hidden)]
 pub mod status;
 #[cfg(test)]
 mod test_dir;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod text;
+#[doc(hidden)]
 pub mod tool;
 mod watch;
 
-pub use client::{kubeconfig, Client, ClientConfig};
-pub use clock::{Clock, ManualClock, SystemClock, Wake, Wakeup};
-pub use deadline::Deadline;
-pub use duration::{format_go_duration, parse_go_duration, GoDurationError};
+pub use client::{Client, ClientConfig};
 pub use elector::{
-    exit_on_lost_leadership, wait_for_lost_leadership, ElectorBuilder, ElectorConfig,
-    ElectorHandle, LeaderElector, LeaderEvent, LeaderEvents, LeadershipEnd, Probe, StopReason,
+    ElectorBuilder, ElectorHandle, LeaderElector, LeaderEvent, LeaderEvents, Probe, StopReason,
     Stopper, Term,
 };
 pub use error::{ApiStatus, Error, Result, StatusKind};
-pub use events::{EventRecorder, EventStats};
-#[cfg(feature = "health")]
-pub use health::HealthServer;
+pub use events::EventRecorder;
+pub use lock::{identity, LeaseLock};
+pub use status::{ElectorStatus, FailureKind, LastError};
+
+// Not part of the API: for the crate's own tools, examples and tests.
+#[doc(hidden)]
+pub use client::kubeconfig;
+#[doc(hidden)]
+pub use clock::{Clock, ManualClock, SystemClock, Wake, Wakeup};
+#[doc(hidden)]
+pub use deadline::Deadline;
+#[doc(hidden)]
+pub use duration::{format_go_duration, parse_go_duration, GoDurationError};
+#[doc(hidden)]
+pub use elector::{
+    exit_on_lost_leadership, wait_for_lost_leadership, ElectorConfig, LeadershipEnd,
+};
+#[doc(hidden)]
+pub use events::EventStats;
+#[doc(hidden)]
 pub use lease::{LeaderElectionRecord, Lease, LeaseSpec, MicroTime, ObjectMeta, Status};
-pub use lock::{identity, EventSink, LeaseLock, Lock};
-pub use openshift::{from_config, Election, LeaderElection, Tolerances};
-pub use status::{render_prometheus, ElectorStatus, FailureKind};
+#[doc(hidden)]
+pub use lock::{EventSink, Lock};
+#[doc(hidden)]
+pub use openshift::LeaderElection;
+#[doc(hidden)]
+pub use status::render_prometheus;
 
 /// The README's Rust examples, compiled as doc tests so they stay true.
 #[cfg(doctest)]

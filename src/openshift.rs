@@ -1,30 +1,24 @@
 //! OpenShift-style leader-election configuration: the
-//! `config.openshift.io/v1` `LeaderElection` stanza, library-go's defaulting
-//! (137s / 107s / 26s, or 270s / 240s / 60s on single-node clusters), the
-//! tolerances those timings buy, and [`from_config`] to turn it into an
-//! elector.
+//! `config.openshift.io/v1` [`LeaderElection`] stanza, library-go's
+//! defaulting (137s / 107s / 26s, or 270s / 240s / 60s on single-node
+//! clusters), the [`Tolerances`] those timings buy, and
+//! [`LeaderElection::elector`] to turn it into an elector.
 //!
 //! ```no_run
-//! use lease_elector::openshift::{self, Election, LeaderElection};
-//! use lease_elector::{Client, ClientConfig, LeaderEvent};
+//! use lease_elector::openshift::LeaderElection;
+//! use lease_elector::{Client, ClientConfig};
 //!
 //! let file = LeaderElection::from_json(r#"{"name": "my-operator-lock"}"#)?;
 //! // Zero timings become OpenShift's defaults; the namespace comes from the
 //! // service account when neither the file nor the caller gives one.
-//! let cfg = openshift::defaulted(&file, "", "my-operator-lock");
+//! let cfg = file.defaulted("", "my-operator-lock");
 //! let client = Client::new(ClientConfig::in_cluster()?)?;
-//! match openshift::from_config(client, &cfg, "my-operator", "")? {
-//!     Election::Disabled => { /* run as leader without electing */ }
-//!     Election::Enabled(builder) => {
-//!         let (handle, events) = builder.build()?.spawn()?;
-//!         while let Ok(event) = events.recv() {
-//!             match event {
-//!                 LeaderEvent::StartedLeading { .. } => { /* start working */ }
-//!                 LeaderEvent::StoppedLeading { .. } => break,
-//!                 LeaderEvent::NewLeader { .. } => {}
-//!             }
-//!         }
-//!         handle.stop()?;
+//! match cfg.elector(client, "my-operator", "")? {
+//!     None => { /* disabled: run as leader without electing */ }
+//!     Some(builder) => {
+//!         builder.build()?.run(|term| {
+//!             while term.is_current() { /* one step of the work */ }
+//!         })?;
 //!     }
 //! }
 //! # Ok::<(), lease_elector::Error>(())
@@ -46,17 +40,17 @@ use crate::events::EventRecorder;
 use crate::lock::{identity, LeaseLock, Lock};
 
 /// OpenShift's default lease duration (`137s`).
-pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(137);
+const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(137);
 /// OpenShift's default renew deadline (`107s`).
-pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(107);
+const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(107);
 /// OpenShift's default retry period (`26s`).
-pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(26);
+const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(26);
 /// Single-node OpenShift lease duration (`270s`).
-pub const SNO_LEASE_DURATION: Duration = Duration::from_secs(270);
+const SNO_LEASE_DURATION: Duration = Duration::from_secs(270);
 /// Single-node OpenShift renew deadline (`240s`).
-pub const SNO_RENEW_DEADLINE: Duration = Duration::from_secs(240);
+const SNO_RENEW_DEADLINE: Duration = Duration::from_secs(240);
 /// Single-node OpenShift retry period (`60s`).
-pub const SNO_RETRY_PERIOD: Duration = Duration::from_secs(60);
+const SNO_RETRY_PERIOD: Duration = Duration::from_secs(60);
 
 /// The `config.openshift.io/v1` `LeaderElection` stanza.
 ///
@@ -64,11 +58,13 @@ pub const SNO_RETRY_PERIOD: Duration = Duration::from_secs(60);
 /// `{"namespace": "ns", "name": "lock", "leaseDuration": "137s", "renewDeadline": "1m47s", "retryPeriod": "26s"}`;
 /// every field may be absent (zero or empty), unknown fields are ignored,
 /// durations are Go strings (or Go's `{"Duration": <nanoseconds>}`) and
-/// may not be negative. Zero durations mean "use the default": see [`defaulted`].
+/// may not be negative. Zero durations mean "use the default": see
+/// [`LeaderElection::defaulted`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", try_from = "Map<String, Value>")]
+#[non_exhaustive]
 pub struct LeaderElection {
-    /// Do not elect: see [`Election::Disabled`].
+    /// Do not elect: [`LeaderElection::elector`] gives `None`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub disable: bool,
     /// Namespace of the Lease.
@@ -207,6 +203,7 @@ impl LeaderElection {
 
     /// The elector settings these timings give, releasing the Lease on stop
     /// (as library-go does).
+    #[doc(hidden)]
     pub fn elector_config(&self) -> ElectorConfig {
         ElectorConfig {
             lease_duration: self.lease_duration,
@@ -215,68 +212,6 @@ impl LeaderElection {
             release_on_cancel: true,
             ..ElectorConfig::default()
         }
-    }
-}
-
-/// library-go's `LeaderElectionDefaulting`: a copy of `config` with zero
-/// durations set to 137s / 107s / 26s, an empty namespace set to
-/// `default_namespace` or else to the pod's service-account namespace, and
-/// an empty name set to `default_name`.
-pub fn defaulted(
-    config: &LeaderElection,
-    default_namespace: &str,
-    default_name: &str,
-) -> LeaderElection {
-    defaulted_with_sa_dir(
-        config,
-        default_namespace,
-        default_name,
-        Path::new(SERVICE_ACCOUNT_DIR),
-    )
-}
-
-/// [`defaulted`], reading the fallback namespace from `sa_dir/namespace`
-/// (trimmed; ignored when empty or unreadable).
-pub fn defaulted_with_sa_dir(
-    config: &LeaderElection,
-    default_namespace: &str,
-    default_name: &str,
-    sa_dir: &Path,
-) -> LeaderElection {
-    let mut out = config.clone();
-    // 137-107 = 30s of clock skew; 107/26 = 4 renew attempts, surviving 78s
-    // of API server downtime; worst-case takeover 137+26 = 163s.
-    if out.lease_duration.is_zero() {
-        out.lease_duration = DEFAULT_LEASE_DURATION;
-    }
-    if out.renew_deadline.is_zero() {
-        out.renew_deadline = DEFAULT_RENEW_DEADLINE;
-    }
-    if out.retry_period.is_zero() {
-        out.retry_period = DEFAULT_RETRY_PERIOD;
-    }
-    if out.namespace.is_empty() {
-        if !default_namespace.is_empty() {
-            out.namespace = default_namespace.to_string();
-        } else if let Some(ns) = namespace_from_dir(sa_dir) {
-            out.namespace = ns;
-        }
-    }
-    if out.name.is_empty() {
-        out.name = default_name.to_string();
-    }
-    out
-}
-
-/// library-go's `LeaderElectionSNOConfig`: a copy of `config` with the
-/// single-node timings 270s / 240s / 60s (fewer API calls on a small
-/// control plane, still 30s of clock skew and 4 retries), everything else kept.
-pub fn single_node(config: &LeaderElection) -> LeaderElection {
-    LeaderElection {
-        lease_duration: SNO_LEASE_DURATION,
-        renew_deadline: SNO_RENEW_DEADLINE,
-        retry_period: SNO_RETRY_PERIOD,
-        ..config.clone()
     }
 }
 
@@ -290,6 +225,7 @@ pub fn single_node(config: &LeaderElection) -> LeaderElection {
 ///     API server downtime; worst-case acquisition 2m43s (non-graceful), 26s (graceful)");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Tolerances {
     /// Renew attempts before the leader gives up: `floor(renewDeadline / retryPeriod)`
     /// (0 when the retry period is zero).
@@ -349,76 +285,149 @@ impl fmt::Display for Tolerances {
     }
 }
 
-/// What [`from_config`] decided.
-#[derive(Debug)]
-#[must_use = "an enabled election does nothing until built and spawned"]
-pub enum Election {
-    /// The config says `disable: true`. Recommended (and what library-go's
-    /// controller command does): run as the leader straight away, without
-    /// a Lease. No elector, thread or API request is created.
-    Disabled,
-    /// An elector builder for the config's Lease, with its timings,
-    /// `release_on_cancel(true)` and Events recorded; add a clock or
-    /// change settings, then `build()?.spawn()?`.
-    Enabled(ElectorBuilder),
-}
+impl LeaderElection {
+    /// OpenShift's default lease duration (`137s`).
+    pub const DEFAULT_LEASE_DURATION: Duration = DEFAULT_LEASE_DURATION;
+    /// OpenShift's default renew deadline (`107s`).
+    pub const DEFAULT_RENEW_DEADLINE: Duration = DEFAULT_RENEW_DEADLINE;
+    /// OpenShift's default retry period (`26s`).
+    pub const DEFAULT_RETRY_PERIOD: Duration = DEFAULT_RETRY_PERIOD;
+    /// The single-node lease duration (`270s`).
+    pub const SINGLE_NODE_LEASE_DURATION: Duration = SNO_LEASE_DURATION;
+    /// The single-node renew deadline (`240s`).
+    pub const SINGLE_NODE_RENEW_DEADLINE: Duration = SNO_RENEW_DEADLINE;
+    /// The single-node retry period (`60s`).
+    pub const SINGLE_NODE_RETRY_PERIOD: Duration = SNO_RETRY_PERIOD;
 
-impl Election {
-    /// The builder, or `None` when election is disabled.
-    pub fn into_builder(self) -> Option<ElectorBuilder> {
-        match self {
-            Election::Disabled => None,
-            Election::Enabled(b) => Some(b),
+    /// library-go's `LeaderElectionDefaulting`: a copy with zero durations
+    /// set to 137s / 107s / 26s, an empty namespace set to
+    /// `default_namespace` or else to the pod's service-account namespace,
+    /// and an empty name set to `default_name`.
+    ///
+    /// ```
+    /// use lease_elector::openshift::LeaderElection;
+    /// let c = LeaderElection::default().defaulted("ns", "lock");
+    /// assert_eq!((c.namespace.as_str(), c.name.as_str()), ("ns", "lock"));
+    /// assert_eq!(c.lease_duration, LeaderElection::DEFAULT_LEASE_DURATION);
+    /// ```
+    pub fn defaulted(&self, default_namespace: &str, default_name: &str) -> LeaderElection {
+        self.defaulted_with_sa_dir(
+            default_namespace,
+            default_name,
+            Path::new(SERVICE_ACCOUNT_DIR),
+        )
+    }
+
+    /// [`LeaderElection::defaulted`], reading the fallback namespace from
+    /// `sa_dir/namespace` (trimmed; ignored when empty or unreadable).
+    #[doc(hidden)]
+    pub fn defaulted_with_sa_dir(
+        &self,
+        default_namespace: &str,
+        default_name: &str,
+        sa_dir: &Path,
+    ) -> LeaderElection {
+        let mut out = self.clone();
+        // 137-107 = 30s of clock skew; 107/26 = 4 renew attempts, surviving 78s
+        // of API server downtime; worst-case takeover 137+26 = 163s.
+        if out.lease_duration.is_zero() {
+            out.lease_duration = DEFAULT_LEASE_DURATION;
+        }
+        if out.renew_deadline.is_zero() {
+            out.renew_deadline = DEFAULT_RENEW_DEADLINE;
+        }
+        if out.retry_period.is_zero() {
+            out.retry_period = DEFAULT_RETRY_PERIOD;
+        }
+        if out.namespace.is_empty() {
+            if !default_namespace.is_empty() {
+                out.namespace = default_namespace.to_string();
+            } else if let Some(ns) = namespace_from_dir(sa_dir) {
+                out.namespace = ns;
+            }
+        }
+        if out.name.is_empty() {
+            out.name = default_name.to_string();
+        }
+        out
+    }
+
+    /// library-go's `LeaderElectionSNOConfig`: a copy with the single-node
+    /// timings 270s / 240s / 60s (fewer API calls on a small control plane,
+    /// still 30s of clock skew and 4 retries), everything else kept.
+    ///
+    /// ```
+    /// use lease_elector::openshift::LeaderElection;
+    /// let sno = LeaderElection::default().defaulted("ns", "lock").single_node();
+    /// assert_eq!(sno.retry_period.as_secs(), 60);
+    /// ```
+    pub fn single_node(&self) -> LeaderElection {
+        LeaderElection {
+            lease_duration: SNO_LEASE_DURATION,
+            renew_deadline: SNO_RENEW_DEADLINE,
+            retry_period: SNO_RETRY_PERIOD,
+            ..self.clone()
         }
     }
-}
 
-/// Turn a (usually [`defaulted`]) config into an elector builder, as
-/// library-go's `ToLeaderElectionWithLease`.
-///
-/// - `disable: true` gives [`Election::Disabled`] and nothing else is checked.
-/// - An empty namespace or name is an [`Error::InvalidConfig`]; so are
-///   timings the elector would refuse (checked here, before anything starts).
-/// - An empty `identity` becomes [`identity()`].
-/// - Transitions are recorded as Events from `component` (the Lease name
-///   when `component` is empty), reported by `identity`.
-/// - The [`Tolerances`] are logged once at info level.
-pub fn from_config(
-    client: Client,
-    config: &LeaderElection,
-    component: &str,
-    identity: &str,
-) -> Result<Election> {
-    if config.disable {
-        log::info!("leader election is disabled: running as leader without electing");
-        return Ok(Election::Disabled);
+    /// An elector builder for this (usually [defaulted](LeaderElection::defaulted))
+    /// stanza, as library-go's `ToLeaderElectionWithLease`: its Lease and
+    /// timings, `release_on_cancel(true)`, transitions recorded as Events
+    /// from `component` (the Lease name when empty) reported by `identity`
+    /// ([`identity()`](crate::identity) when empty). Add settings, then
+    /// `build()?.run(..)` or `spawn()`.
+    ///
+    /// - `disable: true` gives `None`: run as the leader straight away,
+    ///   without a Lease (what library-go's controller command does); no
+    ///   elector, thread or API request is made, and nothing else is checked.
+    /// - An empty namespace or name is an [`Error::InvalidConfig`]; so are
+    ///   timings the elector would refuse (checked here, before anything
+    ///   starts).
+    /// - The [`Tolerances`] are logged once at info level.
+    ///
+    /// ```
+    /// use lease_elector::openshift::LeaderElection;
+    /// use lease_elector::{Client, ClientConfig};
+    /// let client = Client::new(ClientConfig::new("http://127.0.0.1:8001"))?;
+    /// let cfg = LeaderElection::from_json(r#"{"disable": true}"#)?;
+    /// assert!(cfg.elector(client, "my-operator", "")?.is_none());
+    /// # Ok::<(), lease_elector::Error>(())
+    /// ```
+    pub fn elector(
+        &self,
+        client: Client,
+        component: &str,
+        identity: &str,
+    ) -> Result<Option<ElectorBuilder>> {
+        if self.disable {
+            log::info!("leader election is disabled: running as leader without electing");
+            return Ok(None);
+        }
+        if self.namespace.is_empty() {
+            return Err(Error::InvalidConfig("namespace may not be empty".into()));
+        }
+        if self.name.is_empty() {
+            return Err(Error::InvalidConfig("name may not be empty".into()));
+        }
+        let identity = if identity.is_empty() {
+            self::identity()
+        } else {
+            identity.to_string()
+        };
+        let elector_config = self.elector_config();
+        elector_config.validate(&identity)?;
+        let component = if component.is_empty() {
+            &self.name
+        } else {
+            component
+        };
+        let events = EventRecorder::new(client.clone(), component).with_instance(identity.clone());
+        let lock = LeaseLock::new(client, &self.namespace, &self.name, identity)
+            .with_event_sink(Arc::new(events));
+        lock.validate()?;
+        log::info!("lease {}: {}", lock.describe(), self.tolerances());
+        Ok(Some(LeaderElector::builder(lock).config(elector_config)))
     }
-    if config.namespace.is_empty() {
-        return Err(Error::InvalidConfig("namespace may not be empty".into()));
-    }
-    if config.name.is_empty() {
-        return Err(Error::InvalidConfig("name may not be empty".into()));
-    }
-    let identity = if identity.is_empty() {
-        self::identity()
-    } else {
-        identity.to_string()
-    };
-    let elector_config = config.elector_config();
-    elector_config.validate(&identity)?;
-    let component = if component.is_empty() {
-        &config.name
-    } else {
-        component
-    };
-    let events = EventRecorder::new(client.clone(), component).with_instance(identity.clone());
-    let lock = LeaseLock::new(client, &config.namespace, &config.name, identity)
-        .with_event_sink(Arc::new(events));
-    lock.validate()?;
-    log::info!("lease {}: {}", lock.describe(), config.tolerances());
-    Ok(Election::Enabled(
-        LeaderElector::builder(lock).config(elector_config),
-    ))
 }
 
 #[cfg(test)]
@@ -575,7 +584,7 @@ mod tests {
 
     #[test]
     fn serializes_as_go_would() {
-        let c = defaulted(&LeaderElection::default(), "ns", "lock");
+        let c = LeaderElection::default().defaulted("ns", "lock");
         assert_eq!(
             serde_json::to_string(&c).unwrap(),
             r#"{"namespace":"ns","name":"lock","leaseDuration":"2m17s","renewDeadline":"1m47s","retryPeriod":"26s"}"#
@@ -591,7 +600,7 @@ mod tests {
         let sa = &tmp.0;
         std::fs::write(sa.join("namespace"), " from-sa \n").unwrap();
         let input = LeaderElection::default();
-        let d = defaulted_with_sa_dir(&input, "", "my-lock", sa);
+        let d = input.defaulted_with_sa_dir("", "my-lock", sa);
         assert_eq!(input, LeaderElection::default(), "input untouched");
         assert_eq!(
             (d.lease_duration, d.renew_deadline, d.retry_period),
@@ -600,7 +609,7 @@ mod tests {
         assert_eq!(d.namespace, "from-sa");
         assert_eq!(d.name, "my-lock");
         // The caller's default namespace wins over the service account.
-        let d = defaulted_with_sa_dir(&input, "given", "my-lock", sa);
+        let d = input.defaulted_with_sa_dir("given", "my-lock", sa);
         assert_eq!(d.namespace, "given");
         // Set values are kept.
         let set = LeaderElection {
@@ -611,7 +620,7 @@ mod tests {
             retry_period: secs(5),
             disable: true,
         };
-        let d = defaulted_with_sa_dir(&set, "given", "other", sa);
+        let d = set.defaulted_with_sa_dir("given", "other", sa);
         assert_eq!(
             d,
             LeaderElection {
@@ -621,9 +630,9 @@ mod tests {
         );
         // Blank or missing service-account namespace is ignored.
         std::fs::write(sa.join("namespace"), "  \n").unwrap();
-        assert_eq!(defaulted_with_sa_dir(&input, "", "n", sa).namespace, "");
+        assert_eq!(input.defaulted_with_sa_dir("", "n", sa).namespace, "");
         std::fs::remove_file(sa.join("namespace")).unwrap();
-        assert_eq!(defaulted_with_sa_dir(&input, "", "n", sa).namespace, "");
+        assert_eq!(input.defaulted_with_sa_dir("", "n", sa).namespace, "");
     }
 
     #[test]
@@ -634,7 +643,7 @@ mod tests {
             lease_duration: secs(1),
             ..LeaderElection::default()
         };
-        let s = single_node(&c);
+        let s = c.single_node();
         assert_eq!(
             (s.lease_duration, s.renew_deadline, s.retry_period),
             (secs(270), secs(240), secs(60))
@@ -644,7 +653,7 @@ mod tests {
 
     #[test]
     fn tolerances_match_library_go_reasoning() {
-        let d = defaulted(&LeaderElection::default(), "ns", "n").tolerances();
+        let d = LeaderElection::default().defaulted("ns", "n").tolerances();
         assert_eq!(
             (
                 d.retries,
@@ -655,7 +664,7 @@ mod tests {
             ),
             (4, secs(30), secs(78), secs(163), secs(26))
         );
-        let s = single_node(&LeaderElection::default()).tolerances();
+        let s = LeaderElection::default().single_node().tolerances();
         assert_eq!(
             (
                 s.retries,
@@ -688,16 +697,13 @@ mod tests {
     }
 
     #[test]
-    fn from_config_checks_and_builds() {
-        let good = defaulted(&LeaderElection::default(), "ns", "lock");
+    fn elector_checks_and_builds() {
+        let good = LeaderElection::default().defaulted("ns", "lock");
         let disabled = LeaderElection {
             disable: true,
             ..LeaderElection::default()
         };
-        assert!(matches!(
-            from_config(client(), &disabled, "c", "me").unwrap(),
-            Election::Disabled
-        ));
+        assert!(disabled.elector(client(), "c", "me").unwrap().is_none());
         for (cfg, want) in [
             (
                 LeaderElection {
@@ -723,14 +729,11 @@ mod tests {
                 "leaseDuration",
             ),
         ] {
-            let err = from_config(client(), &cfg, "c", "me").unwrap_err();
+            let err = cfg.elector(client(), "c", "me").unwrap_err();
             assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
             assert!(err.to_string().contains(want), "{err}");
         }
-        let builder = from_config(client(), &good, "c", "me")
-            .unwrap()
-            .into_builder()
-            .unwrap();
+        let builder = good.elector(client(), "c", "me").unwrap().unwrap();
         let elector = builder.build().unwrap();
         let c = elector.config();
         assert_eq!(
@@ -743,9 +746,9 @@ mod tests {
             (secs(137), secs(107), secs(26), true)
         );
         // An empty identity is generated.
-        assert!(from_config(client(), &good, "c", "")
+        assert!(good
+            .elector(client(), "c", "")
             .unwrap()
-            .into_builder()
             .unwrap()
             .build()
             .is_ok());

@@ -71,6 +71,7 @@ pub struct ElectorStatus {
 
 /// The last failure, classified for an owner.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LastError {
     /// What kind of failure.
     pub kind: FailureKind,

@@ -37,6 +37,7 @@ pub fn escape(s: &str) -> Cow<'_, str> {
 /// assert_eq!(format!("NEW_LEADER {}", Escaped("a\rb")), "NEW_LEADER a\\rb");
 /// ```
 #[derive(Debug, Clone, Copy)]
+#[doc(hidden)]
 pub struct Escaped<'a>(pub &'a str);
 
 impl fmt::Display for Escaped<'_> {

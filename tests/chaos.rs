@@ -598,7 +598,7 @@ impl Chaos {
                 // the lease can expire for anyone else. An elector that has
                 // led again since (rejoin) shows a newer renew: skip it.
                 let last_renew = (reason == StopReason::Lost)
-                    .then(|| self.slots[slot].handle.as_ref()?.last_renew())
+                    .then(|| self.slots[slot].handle.as_ref()?.probe().last_renew())
                     .flatten()
                     .filter(|&renew| renew <= at);
                 if let Some(renew) = last_renew {
@@ -656,7 +656,10 @@ impl Chaos {
     fn leader(&self) -> Option<usize> {
         (0..ELECTORS).find(|&i| {
             self.leading[i].is_some()
-                && self.slots[i].handle.as_ref().is_some_and(|h| h.is_leader())
+                && self.slots[i]
+                    .handle
+                    .as_ref()
+                    .is_some_and(|h| h.probe().is_leader())
         })
     }
 
@@ -860,7 +863,7 @@ impl Chaos {
         // All its requests fail, so its last renew is still that of the
         // term that just ended.
         let handle = self.slots[leader].handle.as_ref().expect("running");
-        let last_renew = handle.last_renew().expect("it led");
+        let last_renew = handle.probe().last_renew().expect("it led");
         let late = term.end.saturating_duration_since(last_renew);
         assert!(
             late <= RENEW_DEADLINE + DEADLINE_SLACK,
@@ -1273,7 +1276,7 @@ fn stopped_leading_comes_by_the_renew_deadline_after_a_slow_acquisition() {
     started_at(next_transition(&events));
     // The deadline counts from the start of the acquiring request, which
     // StartedLeading.at (stamped once the write succeeded) comes after.
-    let acquired_from = solo.last_renew().expect("it led");
+    let acquired_from = solo.probe().last_renew().expect("it led");
     let stopped = stopped_at(next_transition(&events));
     let led = stopped - acquired_from;
     // Scheduling slack only: the deadline itself is exact.
@@ -1383,7 +1386,9 @@ impl Fleet {
     /// Leading by its events, and by its handle (renewed within the deadline).
     fn leads(&self, slot: usize) -> bool {
         self.starts(slot).len() > self.stops(slot).len()
-            && self.handles[slot].as_ref().is_some_and(|h| h.is_leader())
+            && self.handles[slot]
+                .as_ref()
+                .is_some_and(|h| h.probe().is_leader())
     }
 
     fn leader(&self) -> Option<usize> {
@@ -1730,7 +1735,7 @@ fn one_hung_renewal_is_abandoned_at_the_cap_and_the_leader_keeps_leading() {
     fleet.wait(SLACK, "a leads", |f| f.leads(a));
     let b = fleet.add(spawn(lock("b"), config.clone()));
     fleet.wait(SLACK, "b follows a", |f| {
-        f.handle(b).leader().as_deref() == Some("a")
+        f.handle(b).probe().leader().as_deref() == Some("a")
     });
 
     let fired = server.stats().faults_fired;
@@ -1739,17 +1744,17 @@ fn one_hung_renewal_is_abandoned_at_the_cap_and_the_leader_keeps_leading() {
         server.stats().faults_fired > fired
     });
     let hung_at = Instant::now();
-    let before = fleet.handle(a).last_renew().expect("a led");
+    let before = fleet.handle(a).probe().last_renew().expect("a led");
     fleet.wait(
         config.renew_deadline + SLACK,
         "a renews again or stops leading",
-        |f| !f.stops(a).is_empty() || f.handle(a).last_renew() > Some(hung_at),
+        |f| !f.stops(a).is_empty() || f.handle(a).probe().last_renew() > Some(hung_at),
     );
     assert!(
         fleet.stops(a).is_empty(),
         "a stopped leading over one hung request (cap {cap:?})"
     );
-    let renewed = fleet.handle(a).last_renew().expect("a led");
+    let renewed = fleet.handle(a).probe().last_renew().expect("a led");
     assert!(
         renewed - before <= config.renew_deadline,
         "a's renewals {:?} apart: past its deadline",
@@ -1770,7 +1775,7 @@ fn one_hung_renewal_is_abandoned_at_the_cap_and_the_leader_keeps_leading() {
     fleet.listen(config.retry_period * 2);
     assert!(fleet.stops(a).is_empty(), "a stopped leading");
     assert!(fleet.leads(a), "a no longer renews");
-    assert!(fleet.handle(a).last_renew() > Some(renewed));
+    assert!(fleet.handle(a).probe().last_renew() > Some(renewed));
     assert!(fleet.starts(b).is_empty(), "b took over");
     server.clear_faults();
     fleet.stop_all();
@@ -1839,7 +1844,7 @@ fn two_processes_sharing_an_identity_never_both_lead() {
     fleet.wait(
         RETRY_PERIOD.mul_f64(2.2) * 2 + SLACK,
         "the second twin reports the duplicate identity",
-        |f| f.handle(second).duplicate_identity() || !f.starts(second).is_empty(),
+        |f| f.handle(second).probe().duplicate_identity() || !f.starts(second).is_empty(),
     );
     // Then longer than a lease duration: had it taken the record for its
     // own or for an expired one, it would have led by now.
@@ -1848,11 +1853,11 @@ fn two_processes_sharing_an_identity_never_both_lead() {
         fleet.starts(second).is_empty(),
         "the second twin started leading while the first renews"
     );
-    assert!(fleet.handle(second).duplicate_identity());
+    assert!(fleet.handle(second).probe().duplicate_identity());
     assert!(fleet.stops(first).is_empty(), "the first twin was deposed");
     assert!(fleet.leads(first) && !fleet.leads(second));
     assert!(
-        !fleet.handle(first).duplicate_identity(),
+        !fleet.handle(first).probe().duplicate_identity(),
         "the first twin saw only its own writes"
     );
 
@@ -1872,7 +1877,7 @@ fn two_processes_sharing_an_identity_never_both_lead() {
         took_over - crashed
     );
     assert!(
-        !fleet.handle(second).duplicate_identity(),
+        !fleet.handle(second).probe().duplicate_identity(),
         "cleared once it leads"
     );
     fleet.stop_all();

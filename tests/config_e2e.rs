@@ -8,7 +8,7 @@ use common::RawLeases;
 
 use std::time::Duration;
 
-use lease_elector::openshift::{self, Election, LeaderElection};
+use lease_elector::openshift::LeaderElection;
 use lease_elector::testing::TestApiServer;
 use lease_elector::{Client, ClientConfig, LeaderEvent};
 
@@ -21,13 +21,12 @@ fn config_to_leadership_and_events() {
             "leaseDuration": "15s", "renewDeadline": "10s", "retryPeriod": "2s"}"#,
     )
     .unwrap();
-    let cfg = openshift::defaulted(&file, "ignored", "ignored");
+    let cfg = file.defaulted("ignored", "ignored");
     let client = Client::new(ClientConfig::new(server.url())).unwrap();
-    let Election::Enabled(builder) =
-        openshift::from_config(client, &cfg, "e2e-operator", "pod-a").unwrap()
-    else {
-        panic!("election is enabled in this config");
-    };
+    let builder = cfg
+        .elector(client, "e2e-operator", "pod-a")
+        .unwrap()
+        .expect("election is enabled in this config");
     let (handle, events) = builder.build().unwrap().spawn().unwrap();
     loop {
         match events.recv_timeout(Duration::from_secs(10)).unwrap() {
@@ -36,7 +35,7 @@ fn config_to_leadership_and_events() {
             other => panic!("unexpected {other:?}"),
         }
     }
-    assert!(handle.is_leader());
+    assert!(handle.probe().is_leader());
     // Stop releases the Lease; the elector thread ends, which drops the
     // event recorder, which sends what is queued and joins its thread.
     handle.stop().unwrap();
@@ -72,7 +71,7 @@ fn disabled_config_talks_to_nobody() {
     server.add_namespace("team-a");
     let cfg = LeaderElection::from_json(r#"{"disable": true}"#).unwrap();
     let client = Client::new(ClientConfig::new(server.url())).unwrap();
-    let election = openshift::from_config(client, &cfg, "c", "").unwrap();
-    assert!(matches!(election, Election::Disabled));
+    let election = cfg.elector(client, "c", "").unwrap();
+    assert!(election.is_none());
     assert_eq!(server.stats().requests, 0);
 }

@@ -86,7 +86,7 @@ fn a_connection_closed_while_idle_costs_a_resumed_handshake_and_nothing_else() {
     // The reconnects resumed the TLS session.
     assert!(stats.tls_resumed_handshakes >= 4, "{stats:?}");
     assert!(stats.tls_full_handshakes <= 1, "{stats:?}");
-    assert!(handle.is_leader());
+    assert!(handle.probe().is_leader());
     assert!(events
         .try_iter()
         .all(|e| !matches!(e, LeaderEvent::StoppedLeading { .. })));

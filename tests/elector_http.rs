@@ -56,7 +56,10 @@ fn single_candidate_creates_the_lease_and_renews_with_one_put() {
         "renewals keep acquireTime"
     );
     assert!(spec["renewTime"].as_str().unwrap() > acquired.as_str());
-    assert_eq!(c.candidates[0].handle().leader().as_deref(), Some("solo"));
+    assert_eq!(
+        c.candidates[0].handle().probe().leader().as_deref(),
+        Some("solo")
+    );
 }
 
 #[test]
@@ -80,7 +83,10 @@ fn three_candidates_elect_exactly_one_leader() {
         let expect = if cand.id == leader { 1 } else { 0 };
         assert_eq!(cand.started(), expect, "{}", cand.id);
         assert_eq!(cand.stopped(), 0);
-        assert_eq!(cand.handle().leader().as_deref(), Some(leader.as_str()));
+        assert_eq!(
+            cand.handle().probe().leader().as_deref(),
+            Some(leader.as_str())
+        );
     }
 }
 
@@ -146,16 +152,16 @@ fn outage_shorter_than_downtime_tolerance_keeps_the_leader() {
     c.server.set_outage(true);
     for _ in 0..3 {
         c.step(Duration::from_secs(2)); // 3 failed renews: 6s of outage
-        assert!(c.candidates[0].handle().is_leader());
+        assert!(c.candidates[0].handle().probe().is_leader());
     }
     c.clock.advance(Duration::from_millis(1900)); // 7.9s
     c.server.set_outage(false);
     c.step(Duration::from_millis(100)); // renew at 8s succeeds
-    assert!(c.candidates[0].handle().is_leader());
+    assert!(c.candidates[0].handle().probe().is_leader());
     for _ in 0..10 {
         c.step(Duration::from_secs(2));
     }
-    assert!(c.candidates[0].handle().is_leader());
+    assert!(c.candidates[0].handle().probe().is_leader());
     assert_eq!(c.candidates[0].stopped(), 0);
 }
 
@@ -183,7 +189,7 @@ fn outage_longer_than_renew_deadline_steps_down_before_the_lease_expires() {
         "before the lease could expire for others"
     );
     c.server.set_outage(false);
-    assert!(!c.candidates[0].handle().is_leader());
+    assert!(!c.candidates[0].handle().probe().is_leader());
 }
 
 #[test]
@@ -239,7 +245,7 @@ fn conflict_storm_shorter_than_deadline_is_ridden_out() {
     }
     for _ in 0..5 {
         c.step(Duration::from_secs(2));
-        assert!(c.candidates[0].handle().is_leader());
+        assert!(c.candidates[0].handle().probe().is_leader());
     }
     assert_eq!(c.candidates[0].stopped(), 0);
     assert_eq!(c.holder(), "a");
@@ -390,7 +396,7 @@ fn rotated_token_is_picked_up_after_a_401_without_losing_leadership() {
     c.server.set_tokens(&["token-two"]);
     for _ in 0..5 {
         c.step(Duration::from_secs(2));
-        assert!(c.candidates[0].handle().is_leader());
+        assert!(c.candidates[0].handle().probe().is_leader());
     }
     assert_eq!(c.candidates[0].stopped(), 0);
     let log = c.server.requests();

@@ -77,13 +77,7 @@ fn api(code: u16, reason: &str) -> Error {
     Error::Api {
         target: "lease test/fake".into(),
         action: "test",
-        status: ApiStatus {
-            code,
-            kind: ApiStatus::classify(code, reason),
-            reason: reason.into(),
-            message: String::new(),
-            retry_after: None,
-        },
+        status: ApiStatus::new(code, reason, ""),
     }
 }
 
@@ -246,7 +240,7 @@ fn expiry_is_judged_by_local_observation_not_remote_renew_time() {
         rec.leader_transitions, 4,
         "takeover increments leaseTransitions"
     );
-    assert!(handle.is_leader());
+    assert!(handle.probe().is_leader());
     drop(handle);
 }
 
@@ -256,7 +250,7 @@ fn leader_steps_down_within_renew_deadline_of_last_successful_renew() {
     let shared = Shared::new(clock.clone());
     let (handle, rx) = shared.spawn("a", config());
     let started = wait_started(&rx);
-    assert!(handle.is_leader());
+    assert!(handle.probe().is_leader());
     shared.with(|s| s.down = true);
     let stopped = wait_stopped(&rx);
     let last_write = shared.with(|s| s.writes.last().unwrap().1);
@@ -268,7 +262,7 @@ fn leader_steps_down_within_renew_deadline_of_last_successful_renew() {
         "stepped down {since_last:?} after the last renew"
     );
     assert!(since_last < config().lease_duration);
-    assert!(!handle.is_leader());
+    assert!(!handle.probe().is_leader());
     // Without rejoin the elector ends and the channel disconnects.
     assert!(matches!(
         rx.recv_timeout(WAIT),
@@ -286,15 +280,15 @@ fn is_leader_turns_false_at_the_deadline_even_if_the_thread_is_stuck() {
     assert!(clock.wait_for_sleepers(1, WAIT));
     shared.with(|s| s.hang = true);
     clock.advance(Duration::from_secs(2)); // renew attempt starts and hangs
-    assert!(handle.is_leader());
-    assert!(handle.check(Duration::from_secs(20)).is_ok());
+    assert!(handle.probe().is_leader());
+    assert!(handle.probe().check(Duration::from_secs(20)).is_ok());
     clock.advance(Duration::from_secs(8)); // 10s since the last renew
     assert!(
-        !handle.is_leader(),
+        !handle.probe().is_leader(),
         "must not claim leadership past renewDeadline"
     );
     clock.advance(Duration::from_secs(26)); // 36s > 15s lease + 20s tolerance
-    let err = handle.check(Duration::from_secs(20)).unwrap_err();
+    let err = handle.probe().check(Duration::from_secs(20)).unwrap_err();
     assert!(matches!(err, Error::Unhealthy { .. }), "{err}");
     assert!(err.to_string().contains("test/fake"), "{err}");
     shared.with(|s| {
@@ -331,7 +325,7 @@ fn leader_that_sees_another_holder_steps_down_at_once() {
         Duration::from_secs(2),
         "one retry period, not the deadline"
     );
-    assert_eq!(handle.leader().as_deref(), Some("intruder"));
+    assert_eq!(handle.probe().leader().as_deref(), Some("intruder"));
     handle.stop().unwrap();
 }
 
@@ -450,7 +444,7 @@ fn rejoin_competes_again_after_losing() {
     wait_stopped(&rx);
     shared.with(|s| s.down = false);
     wait_started(&rx);
-    assert!(handle.is_leader());
+    assert!(handle.probe().is_leader());
     handle.stop().unwrap();
 }
 

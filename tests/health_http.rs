@@ -63,7 +63,9 @@ fn pair(name: &str) -> Pair {
     let (a, a_events) = spawn(&server, name, "a", &clock);
     wait_started(&a_events);
     let (b, _b_events) = spawn(&server, name, "b", &clock);
-    eventually("b to see a lead", || b.leader().as_deref() == Some("a"));
+    eventually("b to see a lead", || {
+        b.probe().leader().as_deref() == Some("a")
+    });
     Pair {
         server,
         clock,
@@ -241,7 +243,7 @@ fn readyz_is_503_for_a_follower_whose_every_request_is_forbidden_while_healthz_s
     let h = health(&[&b]);
     let addr = h.local_addr();
     eventually("b's first attempt refused", || {
-        b.status().consecutive_failures > 0
+        b.probe().status().consecutive_failures > 0
     });
     let answer = get(addr, "/readyz");
     assert_eq!(answer.status, 503, "{answer:?}");
@@ -258,7 +260,7 @@ fn readyz_is_503_for_a_follower_whose_every_request_is_forbidden_while_healthz_s
 
     // RBAC mended: the next successful request makes it ready again.
     server.clear_faults();
-    while b.status().consecutive_failures > 0 {
+    while b.probe().status().consecutive_failures > 0 {
         assert!(
             clock.elapsed() < Duration::from_secs(60),
             "b never got through"
@@ -282,7 +284,7 @@ fn readyz_turns_503_once_a_follower_has_not_reached_the_api_server_for_the_toler
         step(&p.clock, &[&p.a, &p.b], Duration::from_secs(2));
     }
     assert!(
-        p.b.status().consecutive_failures > 0,
+        p.b.probe().status().consecutive_failures > 0,
         "b noticed the outage"
     );
     assert_eq!(get(addr, "/readyz").status, 200);

@@ -211,9 +211,9 @@ fn never_leads(c: &mut Cluster, proxy: &HostileProxy) -> lease_elector::status::
     for _ in 0..5 {
         c.step(STEP);
         assert_eq!(c.candidates[i].started(), 0, "led on an unconfirmed write");
-        assert!(!c.candidates[i].handle().is_leader());
+        assert!(!c.candidates[i].handle().probe().is_leader());
     }
-    let status = c.candidates[i].handle().status();
+    let status = c.candidates[i].handle().probe().status();
     assert!(status.renews == 0, "{status:?}");
     status.last_error.expect("the failed attempts are reported")
 }
@@ -453,9 +453,14 @@ fn an_error_body_that_forges_a_log_line_is_logged_as_one_escaped_line() {
         timings(),
     );
     eventually("the failure is reported", || {
-        c.candidates[i].handle().status().last_error.is_some()
+        c.candidates[i]
+            .handle()
+            .probe()
+            .status()
+            .last_error
+            .is_some()
     });
-    let status = c.candidates[i].handle().status();
+    let status = c.candidates[i].handle().probe().status();
     let message = status.last_error.unwrap().message;
     assert!(!message.contains(char::is_control), "{message:?}");
     let logged: Vec<String> = logs()

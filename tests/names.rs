@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use lease_elector::openshift::{self, LeaderElection};
+use lease_elector::openshift::LeaderElection;
 use lease_elector::testing::TestApiServer;
 use lease_elector::{ClientConfig, Error, EventRecorder, LeaderElector, LeaseLock};
 
@@ -47,8 +47,8 @@ fn the_openshift_config_refuses_them_too() {
     let server = TestApiServer::start().unwrap();
     server.add_namespace(NS);
     for (namespace, name) in [("a\0b", "lock"), ("ns", "lo\0ck"), ("ns", "UPPER")] {
-        let cfg = openshift::defaulted(&LeaderElection::default(), namespace, name);
-        let result = openshift::from_config(client(&server), &cfg, "component", "me").map(|_| ());
+        let cfg = LeaderElection::default().defaulted(namespace, name);
+        let result = cfg.elector(client(&server), "component", "me").map(|_| ());
         assert!(
             matches!(result, Err(Error::InvalidConfig(_))),
             "{namespace:?}/{name:?}: {result:?}"

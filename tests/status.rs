@@ -53,9 +53,9 @@ fn a_forbidden_setup_is_visible_in_status_and_logged_once_with_what_to_check() {
     let clock = ManualClock::auto_advancing();
     let (handle, _events) = spawn(&server, "rbac", "a", &clock, |l| l);
     eventually("three failed attempts", || {
-        handle.status().consecutive_failures >= 3
+        handle.probe().status().consecutive_failures >= 3
     });
-    let s = handle.status();
+    let s = handle.probe().status();
     assert!(!s.leading);
     let e = s.last_error.expect("the error is kept");
     assert_eq!(e.kind, FailureKind::Forbidden);
@@ -72,8 +72,8 @@ fn a_forbidden_setup_is_visible_in_status_and_logged_once_with_what_to_check() {
     // Recovery from a warned failure is logged once, at warn too (the
     // default level tells the whole story), and clears the failure.
     server.clear_faults();
-    eventually("leading", || handle.status().leading);
-    let s = handle.status();
+    eventually("leading", || handle.probe().status().leading);
+    let s = handle.probe().status();
     assert_eq!(s.consecutive_failures, 0);
     assert!(s.renews >= 1 && s.last_renew_wall.is_some());
     assert_eq!(
@@ -110,7 +110,7 @@ fn labels_are_kept_on_every_write_and_the_slow_path_is_counted() {
     assert!(clock.wait_for_sleepers(1, WAIT));
     clock.advance(Duration::from_secs(2));
     eventually("the slow-path renew", || {
-        handle.status().slow_path_renews == 1
+        handle.probe().status().slow_path_renews == 1
     });
     let labels = label(&server);
     assert_eq!(labels["app.kubernetes.io/name"], "op");
@@ -157,8 +157,10 @@ fn prometheus_text_carries_client_go_names_and_ours() {
         LeaderEvent::StartedLeading { .. }
     ) {}
     let (b, _b_events) = spawn(&server, "metrics", "b", &clock, |l| l);
-    eventually("b to see a", || b.status().holder.as_deref() == Some("a"));
-    let text = render_prometheus(&[a.status(), b.status()]);
+    eventually("b to see a", || {
+        b.probe().status().holder.as_deref() == Some("a")
+    });
+    let text = render_prometheus(&[a.probe().status(), b.probe().status()]);
     let samples = parse(&text);
     let get = |name: &str, labels: &str| {
         samples
@@ -192,7 +194,7 @@ fn prometheus_text_carries_client_go_names_and_ours() {
             .as_secs_f64()
     };
     let renewed = get("lease_elector_last_renew_timestamp_seconds", "metrics").unwrap();
-    assert_eq!(renewed, wall(a.status().last_renew_wall.unwrap()));
+    assert_eq!(renewed, wall(a.probe().status().last_renew_wall.unwrap()));
     let succeeded = get("lease_elector_last_success_timestamp_seconds", "metrics").unwrap();
     assert!(succeeded >= renewed, "{succeeded} < {renewed}");
     assert_eq!(
@@ -275,7 +277,7 @@ fn a_healthy_follower_counts_no_failures_and_an_outage_does() {
     for _ in 0..20 {
         c.step(Duration::from_millis(500));
     }
-    let f = c.candidates[follower].handle().status();
+    let f = c.candidates[follower].handle().probe().status();
     // At least one attempt per 2.2 retry periods (jittered), each finding
     // the lease held.
     assert!(f.attempts >= 3 && f.held_by_other == f.attempts, "{f:?}");
@@ -301,7 +303,7 @@ fn a_healthy_follower_counts_no_failures_and_an_outage_does() {
     c.server.set_outage(true);
     c.step_until(Duration::from_millis(500), Duration::from_secs(10), |c| {
         c.candidates.iter().all(|cand| {
-            let s = cand.handle().status();
+            let s = cand.handle().probe().status();
             s.failed_requests >= 1 && s.consecutive_failures >= 1
         })
     });
@@ -318,7 +320,7 @@ fn creating_the_lease_or_losing_the_create_race_is_not_a_failure() {
     c.step_until(Duration::from_millis(500), Duration::from_secs(5), |c| {
         c.candidates[0].started() == 1
     });
-    let s = c.candidates[0].handle().status();
+    let s = c.candidates[0].handle().probe().status();
     assert_eq!((s.failed_requests, s.consecutive_failures), (0, 0), "{s:?}");
 
     // The leader renews with PUTs only: the next GET, answered 404 as if
@@ -329,13 +331,13 @@ fn creating_the_lease_or_losing_the_create_race_is_not_a_failure() {
     for _ in 0..10 {
         c.step(Duration::from_millis(500));
     }
-    let l = c.candidates[late].handle().status();
+    let l = c.candidates[late].handle().probe().status();
     assert!(l.attempts >= 2 && l.held_by_other >= 1, "{l:?}");
     assert_eq!((l.failed_requests, l.consecutive_failures), (0, 0), "{l:?}");
     assert!(l.last_error.is_none(), "{l:?}");
-    let lease = c.candidates[late].handle().status().name;
+    let lease = c.candidates[late].handle().probe().status().name;
     assert_eq!(lines_about(&lease, log::Level::Warn, "AlreadyExists"), 0);
-    assert_eq!(c.candidates[0].handle().status().failed_requests, 0);
+    assert_eq!(c.candidates[0].handle().probe().status().failed_requests, 0);
 }
 
 /// A server that answers every read 404 and every create 409
@@ -395,11 +397,11 @@ fn a_watching_follower_counts_only_the_requests_it_sent() {
             .filter(|r| r.method == "GET" && !r.path.contains("watch=true"))
             .count() as u64
     };
-    let (before, sent_before) = (c.candidates[follower].handle().status(), reads(&c));
+    let (before, sent_before) = (c.candidates[follower].handle().probe().status(), reads(&c));
     for _ in 0..20 {
         c.step(Duration::from_millis(500));
     }
-    let after = c.candidates[follower].handle().status();
+    let after = c.candidates[follower].handle().probe().status();
     assert!(after.attempts - before.attempts >= 3, "{after:?}");
     assert_eq!(
         after.requests - before.requests,
@@ -428,6 +430,7 @@ fn readiness_fails_for_a_forbidden_or_cut_off_candidate_where_health_does_not() 
     c.step_until(Duration::from_millis(500), Duration::from_secs(10), |c| {
         c.candidates[follower]
             .handle()
+            .probe()
             .status()
             .consecutive_failures
             >= 1
@@ -440,6 +443,7 @@ fn readiness_fails_for_a_forbidden_or_cut_off_candidate_where_health_does_not() 
     c.step_until(Duration::from_millis(500), Duration::from_secs(10), |c| {
         c.candidates[follower]
             .handle()
+            .probe()
             .status()
             .consecutive_failures
             == 0
@@ -451,6 +455,7 @@ fn readiness_fails_for_a_forbidden_or_cut_off_candidate_where_health_does_not() 
     c.step_until(Duration::from_secs(1), Duration::from_secs(20), |c| {
         c.candidates[follower]
             .handle()
+            .probe()
             .check_ready(tolerance)
             .is_err()
     });
@@ -467,6 +472,7 @@ fn readiness_fails_for_a_forbidden_or_cut_off_candidate_where_health_does_not() 
     c.step_until(Duration::from_secs(1), Duration::from_secs(10), |c| {
         c.candidates[follower]
             .handle()
+            .probe()
             .check_ready(tolerance)
             .is_ok()
     });

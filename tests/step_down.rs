@@ -120,12 +120,10 @@ fn api(code: u16, retry_after: Option<Duration>) -> Error {
     Error::Api {
         target: "lease test/scripted".into(),
         action: "test",
-        status: ApiStatus {
-            code,
-            kind: ApiStatus::classify(code, reason),
-            reason: reason.into(),
-            message: String::new(),
-            retry_after,
+        status: {
+            let mut status = ApiStatus::new(code, reason, "");
+            status.retry_after = retry_after;
+            status
         },
     }
 }
@@ -237,7 +235,7 @@ fn lateness_under(answer: Answer) -> Duration {
     server.steady("a", answer);
     let (at, reason) = wait_stopped(&rx);
     assert_eq!(reason, StopReason::Lost);
-    let last = handle.last_renew().expect("it led");
+    let last = handle.probe().last_renew().expect("it led");
     at.saturating_duration_since(last + config().renew_deadline)
 }
 
@@ -268,7 +266,7 @@ fn every_request_of_a_round_gets_the_cap_and_never_more_than_is_left() {
     wait_started(&rx);
     server.steady("a", Answer::SlowStatus(0.99, 500));
     let (stopped, _) = wait_stopped(&rx);
-    let last = handle.last_renew().unwrap();
+    let last = handle.probe().last_renew().unwrap();
     let round_end = last + config().renew_deadline;
     let cap = config().request_cap();
     assert_eq!(cap, Duration::from_secs(5));
@@ -303,7 +301,7 @@ fn one_request_held_past_the_cap_does_not_cost_the_term() {
         );
         std::thread::yield_now();
     }
-    assert!(handle.is_leader() || !handle.is_finished());
+    assert!(handle.probe().is_leader() || !handle.is_finished());
     let reqs = server.requests_of("a");
     let (held_verb, held_at, held_budget) = reqs[before];
     assert_eq!(held_budget, config().request_cap(), "{held_verb}");
@@ -397,7 +395,10 @@ fn two_candidates_with_one_identity_never_both_lead() {
     for _ in 0..40 {
         clock.advance(Duration::from_millis(500));
         assert!(clock.wait_for_sleepers(2, WAIT));
-        assert!(!(a.is_leader() && b.is_leader()), "two leaders");
+        assert!(
+            !(a.probe().is_leader() && b.probe().is_leader()),
+            "two leaders"
+        );
         assert!(
             !b_rx
                 .try_iter()
@@ -405,14 +406,14 @@ fn two_candidates_with_one_identity_never_both_lead() {
             "the second process with the same identity started leading"
         );
     }
-    assert!(a.is_leader());
-    assert!(b.duplicate_identity(), "the duplicate is reported");
+    assert!(a.probe().is_leader());
+    assert!(b.probe().duplicate_identity(), "the duplicate is reported");
     // Once the first stops renewing (a crash), the second takes over after
     // one lease duration, like from any other holder.
     a.stop().unwrap();
     let last_write_of_a = server.with(|st| st.writes.last().unwrap().1);
     let writes_of_a = server.with(|st| st.writes.len());
-    while !b.is_leader() {
+    while !b.probe().is_leader() {
         clock.advance(Duration::from_millis(500));
         assert!(
             clock.elapsed() < Duration::from_secs(600),
@@ -465,7 +466,7 @@ fn a_restart_with_the_same_identity_takes_over_at_once_after_a_release() {
                 "took over after {waited:?}"
             );
         }
-        assert!(!b.duplicate_identity());
+        assert!(!b.probe().duplicate_identity());
         drop(b);
     }
 }
@@ -476,16 +477,16 @@ fn check_reports_a_process_still_running_after_its_term_was_lost() {
     let server = Server::new(clock.clone());
     let (handle, rx) = server.spawn("a", config());
     wait_started(&rx);
-    assert!(handle.check(Duration::from_secs(20)).is_ok());
+    assert!(handle.probe().check(Duration::from_secs(20)).is_ok());
     server.steady("a", Answer::Hang);
     let (lost_at, reason) = wait_stopped(&rx);
     assert_eq!(reason, StopReason::Lost);
     assert!(
-        handle.check(Duration::from_secs(20)).is_ok(),
+        handle.probe().check(Duration::from_secs(20)).is_ok(),
         "within the tolerance"
     );
     clock.advance(Duration::from_secs(21));
-    let err = handle.check(Duration::from_secs(20)).unwrap_err();
+    let err = handle.probe().check(Duration::from_secs(20)).unwrap_err();
     assert!(err.to_string().contains("lost"), "{err}");
     assert!(clock.now() > lost_at);
 }

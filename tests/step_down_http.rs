@@ -63,7 +63,9 @@ fn leader_faulted_while_follower_is_healthy(faults: &[Fault]) -> Duration {
     );
     wait_started(&a_rx);
     let (b, b_rx) = spawn(ClientConfig::new(server.url()).token("b"), "b", short());
-    eventually("b to see a lead", || b.leader().as_deref() == Some("a"));
+    eventually("b to see a lead", || {
+        b.probe().leader().as_deref() == Some("a")
+    });
     for f in faults {
         server.inject(f.clone().bearer("a"));
     }
@@ -75,7 +77,7 @@ fn leader_faulted_while_follower_is_healthy(faults: &[Fault]) -> Duration {
         "two leaders for {:?}",
         a_stopped - b_started
     );
-    let bound = a.last_renew().unwrap() + short().renew_deadline;
+    let bound = a.probe().last_renew().unwrap() + short().renew_deadline;
     let late = a_stopped.saturating_duration_since(bound);
     eprintln!("StoppedLeading {late:?} after last renew + renewDeadline");
     late
@@ -155,7 +157,7 @@ fn one_held_request_over_tls_does_not_cost_the_term() {
     );
     // The abandoned connection is not reused: the retry opened a new one.
     assert!(server.stats().connections > before.connections);
-    assert!(a.is_leader());
+    assert!(a.probe().is_leader());
     assert!(
         a_rx.try_iter()
             .all(|e| !matches!(e, LeaderEvent::StoppedLeading { .. })),
@@ -173,7 +175,7 @@ fn a_server_that_hangs_every_request_ends_the_term_within_the_renew_deadline() {
     server.inject(Fault::hang().forever());
     let (at, reason) = wait_stopped(&a_rx);
     assert_eq!(reason, StopReason::Lost);
-    let bound = a.last_renew().unwrap() + short().renew_deadline;
+    let bound = a.probe().last_renew().unwrap() + short().renew_deadline;
     let late = at.saturating_duration_since(bound);
     assert!(late <= SLACK, "StoppedLeading {late:?} after the bound");
     server.clear_faults();

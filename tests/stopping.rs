@@ -54,14 +54,14 @@ fn a_stopper_ends_the_term_at_once_while_the_server_hangs() {
     let server = TestApiServer::start().unwrap();
     server.add_namespace(NS);
     let (handle, events) = leader_with_a_hung_renew(&server);
-    let term = handle.term().expect("leading");
+    let term = handle.probe().term().expect("leading");
     let stopper = handle.stopper();
     let took = stopped_after(&events, || stopper.stop());
     assert!(
         took < Duration::from_millis(100),
         "StoppedLeading after {took:?}"
     );
-    assert!(!term.is_current() && !handle.is_leader());
+    assert!(!term.is_current() && !handle.probe().is_leader());
     drop(term); // the work lets go: now the release is tried
                 // The release cannot get through: a value, one line, naming the lease.
     let err = handle.stop().expect_err("the release hangs");

@@ -55,14 +55,17 @@ fn tokens_grow_with_every_takeover_and_equal_the_stored_lease_transitions() {
     let first = last_term(&c.candidates[a]);
     assert_eq!(first.token(), 0, "the creating term writes 0");
     assert_eq!((first.identity(), first.lease()), ("a", "test/the-lease"));
-    assert_eq!(c.candidates[a].handle().term(), Some(first.clone()));
+    assert_eq!(c.candidates[a].handle().probe().term(), Some(first.clone()));
     // Renews never change the token.
     for _ in 0..5 {
         c.step(Duration::from_secs(2));
     }
     assert!(first.is_current());
     assert_eq!(stored_transitions(&c), first.token());
-    assert_eq!(c.candidates[a].handle().status().term_token, Some(0));
+    assert_eq!(
+        c.candidates[a].handle().probe().status().term_token,
+        Some(0)
+    );
 
     let mut tokens = vec![first.token()];
 
@@ -116,7 +119,7 @@ fn a_new_term_on_our_own_earlier_record_takes_a_new_token() {
     assert_ne!(first, second);
     assert_eq!(second.token(), first.token() + 1);
     assert_eq!(stored_transitions(&c), second.token());
-    let loss = c.candidates[a].handle().status().last_loss;
+    let loss = c.candidates[a].handle().probe().status().last_loss;
     assert!(
         loss.as_deref()
             .is_some_and(|l| l.contains("renew deadline") && l.contains("10s")),
@@ -140,7 +143,7 @@ fn a_thread_woken_past_its_deadline_steps_down_before_any_request() {
     // Current no more, before the elector thread has even run.
     assert!(c.clock.now() > valid_until);
     assert!(!term.is_current());
-    assert!(!c.candidates[a].handle().is_leader());
+    assert!(!c.candidates[a].handle().probe().is_leader());
     let (_, reason) = wait_stopped(&c.candidates[a].events);
     assert_eq!(reason, StopReason::Lost);
     assert!(term.wait_ended(Duration::ZERO));
@@ -174,7 +177,7 @@ fn a_renew_that_lands_after_a_freeze_does_not_revive_the_term() {
         !term.is_current(),
         "latched: the landed renew changes nothing"
     );
-    assert!(!c.candidates[a].handle().is_leader());
+    assert!(!c.candidates[a].handle().probe().is_leader());
     c.settle();
     let stats = c.server.stats();
     assert_eq!(
@@ -215,12 +218,12 @@ fn an_acquire_timeout_ends_the_elector_between_attempts_without_a_write() {
     let five = c.add("five", with_timeout(SECOND * 5));
     c.settle();
     assert!(c.candidates[once].handle().is_finished(), "0: one attempt");
-    assert_eq!(c.candidates[once].handle().status().attempts, 1);
+    assert_eq!(c.candidates[once].handle().probe().status().attempts, 1);
     let took = c.step_until(STEP, SECOND * 10, |c| {
         c.candidates[five].handle().is_finished()
     });
     assert!(took >= SECOND * 5, "gave up after {took:?}");
-    assert!(c.candidates[five].handle().status().attempts >= 2);
+    assert!(c.candidates[five].handle().probe().status().attempts >= 2);
     for i in [once, five] {
         let cand = &mut c.candidates[i];
         cand.drain();

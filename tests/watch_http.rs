@@ -25,7 +25,7 @@ fn leader_with_watching_follower() -> Cluster {
     c.step_until(STEP, Duration::from_secs(5), |c| c.leaders() == ["a"]);
     c.add("b", watching());
     c.step_until(STEP, Duration::from_secs(5), |c| {
-        c.candidates[1].handle().leader().as_deref() == Some("a")
+        c.candidates[1].handle().probe().leader().as_deref() == Some("a")
     });
     eventually("b's watch to connect", || c.server.stats().watches >= 1);
     c
@@ -69,7 +69,7 @@ fn the_watch_works_over_tls_with_a_client_certificate_or_a_token() {
         let b = tls_lock(&c, "b");
         c.add_lock("b", b, watching());
         c.step_until(STEP, Duration::from_secs(5), |c| {
-            c.candidates[1].handle().leader().as_deref() == Some("a")
+            c.candidates[1].handle().probe().leader().as_deref() == Some("a")
         });
         eventually("b's watch to connect", || c.server.stats().watches >= 1);
         release_reaches_the_watcher(c);
@@ -93,7 +93,7 @@ fn a_silent_watch_connection_is_noticed_and_reopened() {
     };
     c.add("b", quick);
     c.step_until(STEP, Duration::from_secs(5), |c| {
-        c.candidates[1].handle().leader().as_deref() == Some("a")
+        c.candidates[1].handle().probe().leader().as_deref() == Some("a")
     });
     // The first watch hangs; only a reconnect can be served.
     eventually("b's watch to reconnect after silence", || {
@@ -125,7 +125,7 @@ fn release_reaches_the_watcher(mut c: Cluster) {
     // a's release and b's takeover: one PUT each, b read the Lease from the
     // watch event instead of a GET.
     assert_eq!((stats.updates, stats.gets), (2, 0), "{stats:?}");
-    assert!(b.handle().is_leader());
+    assert!(b.handle().probe().is_leader());
     assert_eq!(c.holder(), "b");
     assert!(b.handle().watch_changes() >= 1);
 }

@@ -2,7 +2,6 @@
 //! [`Probe`] that can also stop it), and [`Stopper`]: a stop that any
 //! thread can ask for without owning the handle.
 
-use std::ops::Deref;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
@@ -15,8 +14,9 @@ use crate::watch::Watcher;
 /// Controls a running elector; dropping it stops the elector (releasing
 /// the lease when configured) and joins its thread.
 ///
-/// It derefs to its [`Probe`]: `is_leader()`, `term()`, `status()`,
-/// `check()` and the rest are the probe's.
+/// What it says about the election is on its [`Probe`]
+/// (`handle.probe().is_leader()`, `.term()`, `.status()`, `.check()`), a
+/// cheap view other threads can keep.
 #[derive(Debug)]
 pub struct ElectorHandle {
     probe: Probe,
@@ -86,14 +86,6 @@ impl Stopper {
     /// True once a stop was asked for.
     pub fn is_stopped(&self) -> bool {
         self.shared.wake.is_stopped()
-    }
-}
-
-impl Deref for ElectorHandle {
-    type Target = Probe;
-
-    fn deref(&self) -> &Probe {
-        &self.probe
     }
 }
 

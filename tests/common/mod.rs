@@ -248,7 +248,7 @@ impl Cluster {
     pub fn leaders(&self) -> Vec<&str> {
         self.candidates
             .iter()
-            .filter(|c| c.handle.as_ref().is_some_and(|h| h.is_leader()))
+            .filter(|c| c.handle.as_ref().is_some_and(|h| h.probe().is_leader()))
             .map(|c| c.id.as_str())
             .collect()
     }

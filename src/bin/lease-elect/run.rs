@@ -209,7 +209,7 @@ fn run(args: Args, logger: &logger::Stderr, out: &Outlet) -> Result<ExitCode, Bo
     // Whether the last attempt was answered: giving up because another
     // candidate holds the lease (75) is not giving up because the API
     // server could not be asked (an error).
-    let last_failure = match handle.status() {
+    let last_failure = match handle.probe().status() {
         s if s.consecutive_failures > 0 => s.last_error,
         _ => None,
     };
