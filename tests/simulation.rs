@@ -38,7 +38,8 @@ fn schedules_of_faults_never_give_two_leaders_or_backward_tokens() {
     let count = env_u64("LEASE_ELECTOR_SIM_SCHEDULES").unwrap_or(300);
     let first = env_u64("LEASE_ELECTOR_SIM_FIRST").unwrap_or(0);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let summary = sim::run_many(first, count, threads, 5);
+    let max_failures = env_u64("LEASE_ELECTOR_SIM_MAX_FAILURES").unwrap_or(5) as usize;
+    let summary = sim::run_many(first, count, threads, max_failures);
     let failing = summary.failures.len();
     println!(
         "simulation: {} schedules, {failing} violations, {:.1} s",

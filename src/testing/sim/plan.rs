@@ -132,6 +132,12 @@ pub(super) enum Fault {
         how: Cut,
         until: Duration,
     },
+    /// The elector thread stalls (descheduled, a blocked logger) while
+    /// the work runs on and reads its `Term`.
+    Stall {
+        who: usize,
+        until: Duration,
+    },
     /// The whole process stops (SIGSTOP, a VM pause) and resumes.
     Pause {
         who: usize,
@@ -300,7 +306,7 @@ fn draw_faults(r: &mut Rng, n: usize, t: &Timing, end: Duration) -> Vec<Timed> {
         (0.35, 1.0), // wall clock
         (0.3, 1.0),  // watch off
         (0.45, 1.5), // another writer
-        (0.0, 0.0),
+        (0.3, 1.0),  // elector thread stalled
     ];
     let periods = (end.as_secs_f64() / t.lease.as_secs_f64()).max(1.0);
     for (kind, (p_in, per_lease)) in kinds.iter().enumerate() {
@@ -345,6 +351,10 @@ fn draw_faults(r: &mut Rng, n: usize, t: &Timing, end: Duration) -> Vec<Timed> {
                     },
                 },
                 5 => Fault::WatchOff {
+                    who,
+                    until: lasting(r),
+                },
+                7 => Fault::Stall {
                     who,
                     until: lasting(r),
                 },

@@ -29,6 +29,8 @@ struct Proc {
     /// The state machine, until it ends or the process is killed.
     driven: Option<Driven>,
     paused: bool,
+    /// Its elector thread stalls; its work runs on.
+    stalled: bool,
     /// Since when, and how long it has been paused in all.
     paused_at: Duration,
     paused_total: Duration,
@@ -49,6 +51,7 @@ struct Proc {
 enum Applied {
     Nothing,
     Paused(usize),
+    Stalled(usize),
 }
 
 pub(super) struct World {
@@ -176,7 +179,11 @@ impl World {
     fn step(&mut self, due: Due) {
         match due {
             Due::Poll(p) => self.poll(p),
-            Due::Arrive { p, call, op } => self.net.borrow_mut().serve(p, call, op),
+            Due::Arrive { p, call, op } => {
+                let before = self.net.borrow().revision;
+                self.net.borrow_mut().serve(p, call, op);
+                self.check_write(p, before);
+            }
             Due::Answer { p, call, answer } => self.answer(p, call, answer),
             Due::Watch { p, lease } => {
                 let delivered = self.net.borrow_mut().deliver(p, lease);
@@ -264,6 +271,7 @@ impl World {
             clock,
             driven,
             paused: false,
+            stalled: false,
             paused_at: Duration::ZERO,
             paused_total: Duration::ZERO,
             resumed_at: None,
@@ -291,7 +299,7 @@ impl World {
     /// Poll process `p`'s state machine, then read its events.
     fn poll(&mut self, p: usize) {
         let pr = &mut self.procs[p];
-        if pr.paused || pr.killed {
+        if pr.paused || pr.killed || pr.stalled {
             return;
         }
         let Some(driven) = &mut pr.driven else {
@@ -434,6 +442,14 @@ impl World {
                 self.net.borrow_mut().cut[who] = Some(how);
                 self.net.borrow_mut().at(until, Due::Heal(i));
             }
+            Fault::Stall { who, until } => {
+                let free = |pr: &Proc| !pr.paused && !pr.stalled && pr.stop_at.is_none();
+                if let Some(p) = self.current(who).filter(|&p| free(&self.procs[p])) {
+                    self.procs[p].stalled = true;
+                    self.applied[i] = Applied::Stalled(p);
+                    self.net.borrow_mut().at(until, Due::Heal(i));
+                }
+            }
             Fault::Pause { who, until } => {
                 if let Some(p) = self.current(who).filter(|&p| !self.procs[p].paused) {
                     self.procs[p].paused = true;
@@ -457,7 +473,8 @@ impl World {
             Fault::Stop { who, restart } => {
                 // A paused process cannot take a stop (its signal thread
                 // is paused too).
-                if let Some(p) = self.current(who).filter(|&p| !self.procs[p].paused) {
+                let free = |pr: &Proc| !pr.paused && !pr.stalled;
+                if let Some(p) = self.current(who).filter(|&p| free(&self.procs[p])) {
                     if self.procs[p].stop_at.is_none() {
                         self.procs[p].stop_at = Some((now, self.procs[p].paused_total));
                         if let Some(d) = &self.procs[p].driven {
@@ -491,6 +508,11 @@ impl World {
                     self.resume(p);
                 }
             }
+            Fault::Stall { .. } => {
+                if let Applied::Stalled(p) = self.applied[i] {
+                    self.unstall(p);
+                }
+            }
             _ => {}
         }
     }
@@ -508,6 +530,16 @@ impl World {
         self.poll(p);
     }
 
+    fn unstall(&mut self, p: usize) {
+        if !self.procs[p].stalled {
+            return;
+        }
+        self.procs[p].stalled = false;
+        self.procs[p].resumed_at = Some(self.now());
+        self.log(|| format!("p{p}'s elector thread runs again"));
+        self.poll(p);
+    }
+
     /// The faults are over: everything heals, everyone runs.
     fn calm(&mut self) {
         self.log(|| "calm: every fault healed".into());
@@ -515,6 +547,7 @@ impl World {
         for p in 0..self.procs.len() {
             let offset = self.plan.candidates[self.procs[p].slot].wall_offset_ms;
             self.procs[p].clock.heal_wall(offset);
+            self.unstall(p);
             self.resume(p);
         }
         for c in 0..self.slots.len() {
@@ -574,6 +607,33 @@ impl World {
         net.store_record(Some(record), None);
     }
 
+    /// A write that process `p` landed while it leads stores its term's
+    /// token as `leaseTransitions`: the Lease names the term its holder
+    /// runs (a term that went on under another value would sit, in the
+    /// Lease's history, after terms with greater tokens).
+    fn check_write(&mut self, p: usize, before: u64) {
+        let now = self.now();
+        let net = self.net.borrow();
+        let Some(stored) = net.store.as_ref().filter(|_| net.revision != before) else {
+            return;
+        };
+        let pr = &self.procs[p];
+        let (Some(term), true) = (&pr.term, pr.holding.leading) else {
+            return;
+        };
+        let written = stored.record.leader_transitions;
+        if stored.writer == Some(p)
+            && i64::from(written) != i64::try_from(term.token()).unwrap_or(i64::MAX)
+        {
+            let token = term.token();
+            drop(net);
+            self.check.violation(
+                now,
+                format!("p{p} wrote leaseTransitions {written} during its term with token {token}"),
+            );
+        }
+    }
+
     /// After every step: the one-leader rule, revived terms, terms that
     /// outlived their end, and a leader once settled.
     fn check_now(&mut self) {
@@ -592,7 +652,10 @@ impl World {
                     .violation(now, format!("p{p}'s term is current again after it ended"));
             }
             pr.holding.was_current = current;
-            let held = pr.holding.leading || current || (pr.holding.stopped && pr.term.is_some());
+            // A stalled elector cannot tell its work: the work holds while
+            // its term is current (it reads `Term::is_current`).
+            let leading = pr.holding.leading && !pr.stalled;
+            let held = leading || current || (pr.holding.stopped && pr.term.is_some());
             let token = pr.term.as_ref().map_or(0, Term::token);
             let version = pr.holding.version;
             let revoked = net.revocations.iter().any(|r| r.revokes(p, token, version));
@@ -601,7 +664,7 @@ impl World {
                 holders.push((p, format!("p{p} {:?} (token {token})", pr.identity)));
             }
             // A term past its end must have been stepped down from by now.
-            if pr.holding.leading && !current && pr.resumed_at != Some(now) {
+            if pr.holding.leading && !current && !pr.stalled && pr.resumed_at != Some(now) {
                 if let Some(term) = &pr.term {
                     let end = pr.clock.true_time_of(term.valid_until());
                     if now > end + Duration::from_millis(1) {
