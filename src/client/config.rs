@@ -119,7 +119,7 @@ impl ClientConfig {
         let var = |k: &str| {
             std::env::var(k).map_err(|_| {
                 Error::InvalidConfig(format!(
-                    "{k} is not set: not running in a cluster (use ClientConfig::new for out-of-cluster)"
+                    "{k} is not set: not running in a cluster (ClientConfig::infer reads the kubeconfig outside one, as kubectl does)"
                 ))
             })
         };
@@ -385,5 +385,23 @@ impl fmt::Debug for OidcConfig {
             "oidc auth-provider of {} (issuer {})",
             self.user, self.issuer
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ClientConfig;
+
+    #[test]
+    fn outside_a_cluster_the_error_points_to_infer() {
+        if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+            eprintln!("skipped: running in a cluster");
+            return;
+        }
+        let err = ClientConfig::in_cluster().unwrap_err().to_string();
+        assert!(
+            err.contains("not running in a cluster") && err.contains("ClientConfig::infer"),
+            "{err}"
+        );
     }
 }
