@@ -354,8 +354,22 @@ fn update_conflicts_on_stale_resource_version() {
         (400, "BadRequest")
     );
 
+    // The body's uid is a precondition: a PUT of the Lease as read before
+    // it was deleted (a renew in flight) is a 409, not a creation.
+    let before = server.lease_value(NS, "l1").unwrap();
     server.delete_lease(NS, "l1");
     assert!(server.lease_value(NS, "l1").is_none());
+    let stale = call(&a, "PUT", &url, None, Some(&before)).unwrap();
+    assert_eq!(stale.code, 409);
+    let uid = before["metadata"]["uid"].as_str().unwrap();
+    assert!(
+        stale.status().message.contains(&format!(
+            "Precondition failed: UID in precondition: {uid}, UID in object meta: "
+        )),
+        "{}",
+        stale.status().message
+    );
+    assert!(server.lease_value(NS, "l1").is_none(), "not created again");
 }
 
 /// As kube-apiserver decodes into its Go types: an unknown field is

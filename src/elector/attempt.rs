@@ -109,20 +109,8 @@ impl<I: Io> Run<I> {
         mut record: LeaderElectionRecord,
         deadline: &Deadline,
     ) -> Result<bool> {
+        self.lease_gone();
         let now = self.now();
-        if self.gone_until.is_none() {
-            let last = self.observed.as_ref();
-            let held = self.unseen_write || last.is_some_and(|r| !r.holder_identity.is_empty());
-            let duration = last
-                .map_or(Duration::ZERO, LeaderElectionRecord::lease_duration)
-                .max(self.cfg().lease_duration);
-            self.gone_until = Some(if held {
-                add_saturating(now, duration)
-            } else {
-                now
-            });
-            self.observed_at = now;
-        }
         let held = self.gone_until.is_some_and(|until| until > now);
         if self.term.is_some() || held {
             log::debug!(
@@ -154,6 +142,27 @@ impl<I: Io> Run<I> {
         }
     }
 
+    /// The Lease was found missing: unless already so, it is held from now
+    /// on for a lease duration by whoever held it last (the holder we saw,
+    /// or one unseen after our write was refused), or by nobody.
+    pub(super) fn lease_gone(&mut self) {
+        if self.gone_until.is_some() {
+            return;
+        }
+        let now = self.now();
+        let last = self.observed.as_ref();
+        let held = self.unseen_write || last.is_some_and(|r| !r.holder_identity.is_empty());
+        let duration = last
+            .map_or(Duration::ZERO, LeaderElectionRecord::lease_duration)
+            .max(self.cfg().lease_duration);
+        self.gone_until = Some(if held {
+            add_saturating(now, duration)
+        } else {
+            now
+        });
+        self.observed_at = now;
+    }
+
     /// What our write over `old` keeps of it. A renew keeps the term's
     /// acquire time and token (also when another writer changed the
     /// stored `leaseTransitions`: the stored value is the term's token). A
@@ -183,7 +192,7 @@ impl<I: Io> Run<I> {
 
     /// Read the record, counted as a request unless a watch event answered
     /// it: `lease_elector_requests_total` counts requests sent.
-    async fn read(&mut self, deadline: &Deadline) -> Result<Read> {
+    pub(super) async fn read(&mut self, deadline: &Deadline) -> Result<Read> {
         let result = self.io.get(deadline).await;
         let sent = result.as_ref().map_or(true, |read| !read.local);
         // A 404 is an answer: the Lease does not exist yet, the way into a

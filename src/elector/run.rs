@@ -264,8 +264,9 @@ impl<I: Io> Run<I> {
                 .checked_sub(self.cfg().renew_deadline)
                 .unwrap_or(round_end);
             let next = (last_start + self.cfg().retry_period).min(round_end);
-            if self.pause(next.saturating_duration_since(self.now())).await {
-                return TermEnd::Stopped;
+            let pause = next.saturating_duration_since(self.now());
+            if let Some(end) = self.renew_pause(pause, &term, round_end).await {
+                return end;
             }
             loop {
                 let start = self.now();
@@ -318,9 +319,53 @@ impl<I: Io> Run<I> {
                     .saturating_duration_since(now)
                     .max(retry_after(&attempt))
                     .min(left);
-                if self.pause(pause).await {
-                    return TermEnd::Stopped;
+                if let Some(end) = self.renew_pause(pause, &term, round_end).await {
+                    return end;
                 }
+            }
+        }
+    }
+
+    /// Sleep `d` between renews. A poke (the watch saw the Lease change)
+    /// is looked at at once, from what the watch delivered: a record that
+    /// is not ours any more, or a Lease deleted, ends the term there rather
+    /// than at the next renew (a retry period later). `None` when the
+    /// pause ran out.
+    async fn renew_pause(
+        &mut self,
+        d: Duration,
+        term: &Term,
+        round_end: Instant,
+    ) -> Option<TermEnd> {
+        let until = self.now() + d;
+        loop {
+            let left = until.saturating_duration_since(self.now());
+            if left.is_zero() {
+                return self.shared.wake.is_stopped().then_some(TermEnd::Stopped);
+            }
+            match self.io.sleep(left, &self.shared.wake).await {
+                Wake::Stopped => return Some(TermEnd::Stopped),
+                Wake::Elapsed => return None,
+                Wake::Poked => {}
+            }
+            let deadline = self.deadline(round_end).capped(self.cfg().request_cap());
+            let ours = match self.read(&deadline).await {
+                Ok(read) => {
+                    self.observe(read.record.clone(), read.version);
+                    self.is_ours(&read.record)
+                }
+                Err(e) if e.is_not_found() => {
+                    self.lease_gone();
+                    false
+                }
+                Err(_) => true,
+            };
+            if !ours {
+                let why = self.why_not_ours();
+                self.shared
+                    .end_term(term, StopReason::Lost, Some(why.clone()));
+                self.maybe_report_transition();
+                return Some(TermEnd::Lost(why));
             }
         }
     }

@@ -308,9 +308,11 @@ fn create(
     Ok(warned(json_response(201, &view(api, stored)), &warnings))
 }
 
-/// Update from a decoded body: a missing object is created when the
-/// resource allows it; the resourceVersion precondition (required for
-/// Leases), validation, then storage.
+/// Update from a decoded body: the body's `uid` is a precondition (as
+/// kube-apiserver's `defaultUpdatedObjectInfo` makes it), so a `PUT` that
+/// names the uid of an object deleted since is a 409, not a creation; a
+/// missing object is created when the resource allows it; then the
+/// resourceVersion precondition (required for Leases), validation, storage.
 fn update(
     store: &mut Store,
     api: Api,
@@ -327,7 +329,19 @@ fn update(
         )));
     }
     let c = api.collection();
-    let Some(stored) = store.get(c, ns, name) else {
+    let stored = store.get(c, ns, name);
+    if let Some(want) = meta_str(&d.object, "uid").filter(|u| !u.is_empty()) {
+        let have = stored.and_then(|s| meta_str(s, "uid")).unwrap_or_default();
+        if want != have {
+            return Err(status::precondition_failed(
+                api.resource(),
+                ns,
+                name,
+                &format!("UID in precondition: {want}, UID in object meta: {have}"),
+            ));
+        }
+    }
+    let Some(stored) = stored else {
         if api.create_on_update() {
             return create(store, api, ns, d, opts, owners);
         }

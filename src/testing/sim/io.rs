@@ -136,15 +136,14 @@ impl Io for SimIo {
         let seen = self.net.borrow().procs[self.p]
             .cached
             .as_ref()
-            .map(|s| s.version);
-        let Some(seen) = seen else {
+            .map(|s| (s.version, s.uid));
+        let Some((version, uid)) = seen else {
             return Err(Error::NotInitialized {
                 lock: "sim/lease".into(),
             });
         };
-        let stored = self
-            .call(Op::Update(record.clone(), Some(seen)), "update", deadline)
-            .await?;
+        let op = Op::Update(record.clone(), Some(version), Some(uid));
+        let stored = self.call(op, "update", deadline).await?;
         Ok(self.written(stored))
     }
 

@@ -28,8 +28,9 @@ pub(super) struct Stored {
 pub(super) enum Op {
     Get,
     Create(LeaderElectionRecord),
-    /// Conditional on the version the lock last saw.
-    Update(LeaderElectionRecord, Option<u64>),
+    /// Conditional on the version the lock last saw, and on its uid when
+    /// it sends one (`LeaseLock` sends the Lease it read, uid included).
+    Update(LeaderElectionRecord, Option<u64>, Option<u64>),
 }
 
 /// What the server answered.
@@ -289,7 +290,7 @@ impl Net {
     /// Send `op` for process `p`, due back by `deadline` (its clock).
     pub(super) fn send(&mut self, p: usize, op: Op, deadline: Instant) -> u64 {
         let pn = &mut self.procs[p];
-        if let Op::Create(r) | Op::Update(r, _) = &op {
+        if let Op::Create(r) | Op::Update(r, ..) = &op {
             pn.sent.push(r.clone());
         }
         pn.calls += 1;
@@ -409,9 +410,15 @@ impl Net {
                 }
                 self.create(p, record)
             }
-            // Leases allow create-on-update, as kube-apiserver has them.
-            Op::Update(record, _) if self.store.is_none() => self.create(p, record),
-            Op::Update(record, version) => match &self.store {
+            // The uid in the body is a precondition (kube-apiserver's
+            // `defaultUpdatedObjectInfo`): an update of a Lease deleted
+            // since, or deleted and created again, is a 409. Without one, a
+            // missing Lease is created (Leases allow create-on-update).
+            Op::Update(_, _, Some(uid)) if self.store.as_ref().map(|s| s.uid) != Some(uid) => {
+                conflict()
+            }
+            Op::Update(record, _, None) if self.store.is_none() => self.create(p, record),
+            Op::Update(record, version, _) => match &self.store {
                 None => not_found(),
                 Some(s) if Some(s.version) != version => conflict(),
                 Some(_) => {
