@@ -217,3 +217,28 @@ fn stop_joins_the_watch_at_once() {
         t0.elapsed()
     );
 }
+
+/// A watching leader whose Lease another writer frees (or takes) steps
+/// down on the watch event, with the clock frozen: not a retry period
+/// later, at its next renew.
+#[test]
+fn a_watching_leader_steps_down_when_the_watch_shows_its_lease_taken() {
+    use common::RawLeases;
+    let mut c = Cluster::new();
+    c.add("a", watching());
+    c.step_until(STEP, Duration::from_secs(5), |c| c.leaders() == ["a"]);
+    eventually("a's watch to connect", || c.server.stats().watches >= 1);
+    c.settle();
+    let frozen = c.clock.elapsed();
+    let mut lease = c.server.lease_value(NS, LEASE).unwrap();
+    lease["spec"]["holderIdentity"] = "someone-else".into();
+    c.server.put_value(NS, lease);
+    let (_, reason) = wait_stopped(&c.candidates[0].events);
+    assert_eq!(reason, lease_elector::StopReason::Lost);
+    assert_eq!(
+        c.clock.elapsed(),
+        frozen,
+        "only the watch could have told it"
+    );
+    assert!(!c.candidates[0].handle().probe().is_leader());
+}
