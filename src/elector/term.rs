@@ -137,13 +137,17 @@ impl Term {
             if left.is_zero() {
                 return false;
             }
-            st = self
-                .inner
-                .ended_cv
-                .wait_timeout(st, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+            st = self.wait(st, left);
         }
+    }
+
+    /// Wait at most `d` for the term to end or its holders to change.
+    fn wait<'a>(&'a self, st: MutexGuard<'a, State>, d: Duration) -> MutexGuard<'a, State> {
+        self.inner
+            .ended_cv
+            .wait_timeout(st, d)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -214,13 +218,7 @@ impl Term {
             }
             // The elector's clock may not be the system's (a ManualClock in
             // tests): wake at least every 50 ms to look at it again.
-            let wait = left.min(left_in_term).min(Duration::from_millis(50));
-            st = self
-                .inner
-                .ended_cv
-                .wait_timeout(st, wait)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+            st = self.wait(st, left.min(left_in_term).min(Duration::from_millis(50)));
         }
     }
 
