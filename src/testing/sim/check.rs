@@ -43,8 +43,10 @@ pub(super) struct Holding {
     pub(super) stopped: bool,
     /// The last `Term::is_current()` seen, to catch a revived term.
     pub(super) was_current: bool,
-    /// The store revision of the write that began its term.
+    /// The store revision of the write that began its term, and the
+    /// Lease's creation (uid) it was on.
     pub(super) version: u64,
+    pub(super) uid: u64,
 }
 
 /// A term, once started.

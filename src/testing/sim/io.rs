@@ -99,7 +99,7 @@ impl Io for SimIo {
         let pn = &mut net.procs[self.p];
         pn.reads += 1;
         if let Some(w) = stored.writer {
-            let term = (w, stored.record.leader_transitions);
+            let term = (w, stored.uid, stored.record.leader_transitions);
             if !pn.read_from.contains(&term) {
                 pn.read_from.push(term);
             }

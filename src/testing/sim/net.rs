@@ -52,7 +52,13 @@ pub(super) enum Due {
     /// Look at process `p` again (a sleep or a deadline ends).
     Poll(usize),
     /// Request `call` of process `p` reaches the server.
-    Arrive { p: usize, call: u64, op: Op },
+    Arrive {
+        p: usize,
+        call: u64,
+        op: Op,
+        /// When it was sent (true time).
+        sent: Duration,
+    },
     /// Its answer reaches the process.
     Answer { p: usize, call: u64, answer: Answer },
     /// A watch event reaches process `p` (`None`: DELETED).
@@ -99,14 +105,20 @@ impl Ord for Item {
 #[derive(Debug, Clone)]
 pub(super) struct Revocation {
     pub(super) revision: u64,
-    pub(super) unless_read: Option<Vec<(usize, i32)>>,
+    pub(super) unless_read: Option<Vec<TermId>>,
 }
+
+/// A term as its records show it: the process that wrote them, the
+/// Lease's creation (uid) and `leaseTransitions`. (A record an acquire
+/// wrote but never learned of carries the same process and value as the
+/// term that process starts later on another creation of the Lease.)
+pub(super) type TermId = (usize, u64, i32);
 
 impl Revocation {
     /// Whether it revokes the term of process `p` with `token`, begun at
-    /// `revision`.
-    pub(super) fn revokes(&self, p: usize, token: u64, revision: u64) -> bool {
-        let term = (p, i32::try_from(token).unwrap_or(i32::MAX));
+    /// `revision` on the Lease's creation `uid`.
+    pub(super) fn revokes(&self, p: usize, uid: u64, token: u64, revision: u64) -> bool {
+        let term = (p, uid, i32::try_from(token).unwrap_or(i32::MAX));
         self.revision > revision
             && self
                 .unless_read
@@ -146,7 +158,7 @@ pub(super) struct ProcNet {
     /// Every record this process sent in a write.
     pub(super) sent: Vec<LeaderElectionRecord>,
     /// The terms (writer, `leaseTransitions`) whose records it has read.
-    pub(super) read_from: Vec<(usize, i32)>,
+    pub(super) read_from: Vec<TermId>,
     rng: Rng,
 }
 
@@ -318,7 +330,8 @@ impl Net {
             Some(Cut::Silent) => {}
             None => {
                 let at = self.now + out;
-                self.at(at, Due::Arrive { p, call, op });
+                let sent = self.now;
+                self.at(at, Due::Arrive { p, call, op, sent });
             }
         }
         self.at(deadline_at, Due::Poll(p));

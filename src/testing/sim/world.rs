@@ -179,10 +179,10 @@ impl World {
     fn step(&mut self, due: Due) {
         match due {
             Due::Poll(p) => self.poll(p),
-            Due::Arrive { p, call, op } => {
+            Due::Arrive { p, call, op, sent } => {
                 let before = self.net.borrow().revision;
                 self.net.borrow_mut().serve(p, call, op);
-                self.check_write(p, before);
+                self.check_write(p, before, sent);
             }
             Due::Answer { p, call, answer } => self.answer(p, call, answer),
             Due::Watch { p, lease } => {
@@ -329,11 +329,12 @@ impl World {
                 LeaderEvent::StartedLeading { term, .. } => {
                     let token = term.token();
                     self.log(|| format!("p{p}: StartedLeading, token {token}"));
-                    let (max_seen, lowered, version) = {
+                    let (max_seen, lowered, version, uid) = {
                         let net = self.net.borrow();
                         let pn = &net.procs[p];
-                        let version = pn.cached.as_ref().map_or(0, |s| s.version);
-                        (pn.max_seen, net.lowered, version)
+                        let (version, uid) =
+                            pn.cached.as_ref().map_or((0, 0), |s| (s.version, s.uid));
+                        (pn.max_seen, net.lowered, version, uid)
                     };
                     self.check
                         .started(now, TermSeen { p, token, version }, max_seen, lowered);
@@ -344,6 +345,7 @@ impl World {
                         stopped: false,
                         was_current: true,
                         version,
+                        uid,
                     };
                 }
                 LeaderEvent::StoppedLeading { reason, .. } => {
@@ -611,7 +613,9 @@ impl World {
     /// token as `leaseTransitions`: the Lease names the term its holder
     /// runs (a term that went on under another value would sit, in the
     /// Lease's history, after terms with greater tokens).
-    fn check_write(&mut self, p: usize, before: u64) {
+    /// (A write sent before the term began, landing late, is a leftover of
+    /// an earlier attempt, not a write of this term.)
+    fn check_write(&mut self, p: usize, before: u64, sent: Duration) {
         let now = self.now();
         let net = self.net.borrow();
         let Some(stored) = net.store.as_ref().filter(|_| net.revision != before) else {
@@ -621,6 +625,9 @@ impl World {
         let (Some(term), true) = (&pr.term, pr.holding.leading) else {
             return;
         };
+        if sent < pr.clock.true_time_of(term.started_at()) {
+            return;
+        }
         let written = stored.record.leader_transitions;
         if stored.writer == Some(p)
             && i64::from(written) != i64::try_from(term.token()).unwrap_or(i64::MAX)
@@ -658,7 +665,11 @@ impl World {
             let held = leading || current || (pr.holding.stopped && pr.term.is_some());
             let token = pr.term.as_ref().map_or(0, Term::token);
             let version = pr.holding.version;
-            let revoked = net.revocations.iter().any(|r| r.revokes(p, token, version));
+            let uid = pr.holding.uid;
+            let revoked = net
+                .revocations
+                .iter()
+                .any(|r| r.revokes(p, uid, token, version));
             any_holder |= held;
             if held && !revoked {
                 holders.push((p, format!("p{p} {:?} (token {token})", pr.identity)));
@@ -684,8 +695,15 @@ impl World {
         }
         drop(net);
         if holders.len() > 1 {
-            let store = show_store(&self.net.borrow().store);
-            self.log(|| format!("VIOLATION: two leaders; the store holds {store}"));
+            let net = self.net.borrow();
+            let store = show_store(&net.store);
+            let revocations = format!("{:?}", net.revocations);
+            drop(net);
+            self.log(|| {
+                format!(
+                    "VIOLATION: two leaders; the store holds {store}; revocations {revocations}"
+                )
+            });
         }
         self.check.one_leader(now, &holders);
     }
