@@ -177,9 +177,15 @@ impl<I: Io> Run<I> {
             record.acquire_time = old.acquire_time;
             record.leader_transitions = i32::try_from(term.token()).unwrap_or(i32::MAX);
         } else if self.acquire_writes.iter().any(|w| w == old)
-            // Not if a higher value was seen since: another writer may
-            // have written our record back, lowered.
-            && self.max_transitions.is_none_or(|m| old.leader_transitions >= m)
+            // Not if a higher value was seen or sent since: another writer
+            // may have written our record back, lowered (equal, then, to an
+            // earlier write of ours that never landed).
+            && self
+                .acquire_writes
+                .iter()
+                .map(|w| w.leader_transitions)
+                .chain(self.max_transitions)
+                .all(|m| old.leader_transitions >= m)
         {
             record.acquire_time = old.acquire_time;
             record.leader_transitions = old.leader_transitions;

@@ -3,9 +3,7 @@
 //!
 //! - **One leader.** Never two running processes holding a term at once.
 //!   A process holds from `StartedLeading` while its `Term` is current or
-//!   until its `StoppedLeading`, whichever is later; after a *stop*, also
-//!   until its work has let go of the `Term` (the lease is released only
-//!   then). A paused process holds nothing while paused (it cannot act),
+//!   until its `StoppedLeading`, whichever is later. A paused process holds nothing while paused (it cannot act),
 //!   and must step down the moment it resumes past its deadline. A term is
 //!   *revoked*, and holds no more, when after its first write another
 //!   writer frees the Lease or gives it to someone else, or, once another
@@ -29,6 +27,8 @@
 //!   never turns current again once it was not.
 //! - **Liveness.** Once the faults are over and the world has settled, a
 //!   leader.
+//! - **Release after the work.** A release is written only once the
+//!   work has let go of its term.
 //! - **Bounds.** A stop ends the process within the release's budget
 //!   (after the work let go); nothing panics.
 
@@ -39,8 +39,6 @@ use std::time::Duration;
 pub(super) struct Holding {
     /// Between `StartedLeading` and `StoppedLeading`.
     pub(super) leading: bool,
-    /// Its term was ended by a stop: its work holds until it lets go.
-    pub(super) stopped: bool,
     /// The last `Term::is_current()` seen, to catch a revived term.
     pub(super) was_current: bool,
     /// The store revision of the write that began its term, and the

@@ -88,7 +88,14 @@ impl Io for SimIo {
     async fn get(&mut self, deadline: &Deadline) -> Result<Read> {
         let local = self.net.borrow_mut().local_read(self.p);
         let (stored, local) = match local {
-            Some(stored) => (stored, true),
+            Some(stored) => {
+                let p = self.p;
+                let shown = super::net::show_store(&Some(stored.clone()));
+                self.net
+                    .borrow_mut()
+                    .log(|| format!("p{p} reads what its watch delivered: {shown}"));
+                (stored, true)
+            }
             None => {
                 let stored = self.call(Op::Get, "get", deadline).await?;
                 self.net.borrow_mut().procs[self.p].cached = Some(stored.clone());

@@ -72,7 +72,9 @@ pub(super) enum Due {
     /// The faults are over: everything heals.
     Calm,
     /// Process `p`'s work lets go of its term.
-    LetGo(usize),
+    /// (the term with the token given: an older term's work may wind down
+    /// while a newer term runs)
+    LetGo(usize, u64),
 }
 
 struct Item {

@@ -38,6 +38,8 @@ struct Proc {
     killed: bool,
     /// The term its work holds.
     term: Option<Term>,
+    /// The terms its work still holds (each a hold the release waits for).
+    work: Vec<Term>,
     holding: Holding,
     /// When the world stopped it, and how long it had been paused then
     /// (a stop's bound counts only the time it could run).
@@ -198,8 +200,10 @@ impl World {
             Due::Heal(i) => self.heal(i),
             Due::Start(c) => self.start(c),
             Due::Calm => self.calm(),
-            Due::LetGo(p) => {
-                if self.procs[p].term.take().is_some() {
+            Due::LetGo(p, token) => {
+                let work = &mut self.procs[p].work;
+                if let Some(i) = work.iter().position(|t| t.token() == token) {
+                    work.remove(i);
                     self.log(|| format!("p{p}: its work lets go of the term"));
                 }
                 self.poll(p);
@@ -277,6 +281,7 @@ impl World {
             resumed_at: None,
             killed: false,
             term: None,
+            work: Vec::new(),
             holding: Holding::default(),
             stop_at: None,
             config,
@@ -339,10 +344,12 @@ impl World {
                     self.check
                         .started(now, TermSeen { p, token, version }, max_seen, lowered);
                     let pr = &mut self.procs[p];
-                    pr.term = Some(term);
+                    // The world's own copy, to ask is_current (not a
+                    // hold); the work's is the received one.
+                    pr.term = Some(term.share());
+                    pr.work.push(term);
                     pr.holding = Holding {
                         leading: true,
-                        stopped: false,
                         was_current: true,
                         version,
                         uid,
@@ -367,7 +374,6 @@ impl World {
         let now = self.now();
         let pr = &mut self.procs[p];
         pr.holding.leading = false;
-        pr.holding.stopped = reason == StopReason::Stopped;
         let lag = self.plan.candidates[pr.slot].work_lag;
         if reason == StopReason::Lost && pr.resumed_at != Some(now) {
             // Ended on time: by the renew deadline after the start of the
@@ -389,7 +395,8 @@ impl World {
                 }
             }
         }
-        self.net.borrow_mut().at(now + lag, Due::LetGo(p));
+        let token = self.procs[p].term.as_ref().map_or(0, Term::token);
+        self.net.borrow_mut().at(now + lag, Due::LetGo(p, token));
     }
 
     /// Process `p`'s state machine returned.
@@ -467,6 +474,7 @@ impl World {
                     // The process and its work die at once.
                     pr.driven = None;
                     pr.term = None;
+                    pr.work.clear();
                     pr.holding = Holding::default();
                     self.net.borrow_mut().procs[p].alive = false;
                     self.net.borrow_mut().at(now + restart, Due::Start(who));
@@ -622,6 +630,18 @@ impl World {
             return;
         };
         let pr = &self.procs[p];
+        // A release: only once the work has let go of its terms.
+        if stored.writer == Some(p)
+            && stored.record.holder_identity.is_empty()
+            && !pr.work.is_empty()
+        {
+            drop(net);
+            self.check.violation(
+                now,
+                format!("p{p} released the lease while its work still held its term"),
+            );
+            return;
+        }
         let (Some(term), true) = (&pr.term, pr.holding.leading) else {
             return;
         };
@@ -662,7 +682,7 @@ impl World {
             // A stalled elector cannot tell its work: the work holds while
             // its term is current (it reads `Term::is_current`).
             let leading = pr.holding.leading && !pr.stalled;
-            let held = leading || current || (pr.holding.stopped && pr.term.is_some());
+            let held = leading || current;
             let token = pr.term.as_ref().map_or(0, Term::token);
             let version = pr.holding.version;
             let uid = pr.holding.uid;
