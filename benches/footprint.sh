@@ -11,12 +11,14 @@ bin="target/$target/release/examples/elect"
 strip "$bin" 2>/dev/null || true
 size=$(stat -c %s "$bin")
 linkage=$(file -b "$bin" | grep -o 'static[^,]*' | head -n1 || true)
-crates=$(cargo tree -e normal --prefix none | sort -u | wc -l)
+# Distinct crates, this one included: cargo tree repeats a crate it has
+# shown already with " (*)", which is not another crate.
+crates=$(cargo tree -e normal --prefix none | sed 's/ (\*)$//' | sort -u | wc -l)
 
 echo "| figure | value | goal |"
 echo "|---|---|---|"
 printf '| elect binary (release, +crt-static, stripped) | %s bytes (%.2f MB), %s | < 3 MB |\n' \
   "$size" "$(awk -v s="$size" 'BEGIN{print s/1000000}')" "${linkage:-see file(1)}"
-echo "| crates in the default dependency tree (cargo tree -e normal --prefix none \| sort -u \| wc -l) | $crates | < 45 |"
+echo "| distinct crates in the default dependency tree, this one included | $crates | <= 37 |"
 echo
 cargo run --quiet --release --example bench -- --elect "$bin"

@@ -1,46 +1,61 @@
-//! Synchronous, blocking Kubernetes leader election on `coordination.k8s.io/v1`
-//! Leases: client-go's `tools/leaderelection` semantics and OpenShift
-//! library-go's defaults, for programs without an async runtime.
+//! Kubernetes leader election on `coordination.k8s.io/v1` Leases for
+//! programs without an async runtime: client-go's `tools/leaderelection`
+//! semantics and OpenShift library-go's defaults, one thread per elector,
+//! blocking calls (`ureq` and `rustls`).
 //!
-//! One thread per elector renews the Lease; the caller learns about
-//! leadership through a channel of [`LeaderEvent`]s and never has code run
-//! on that thread. [`ElectorHandle`] answers `is_leader()` without touching
-//! the network and stops the elector, releasing the lease when asked.
+//! # In a cluster
 //!
-//! - [`client`]: in-cluster or explicit API server access ([`ClientConfig`];
-//!   [`ClientConfig::infer`] picks in-cluster config in a pod, else the
-//!   kubeconfig).
-//! - [`kubeconfig`]: kubeconfig files (YAML as kubectl writes them, or
-//!   JSON), `$KUBECONFIG` lists merged as kubectl merges them.
-//! - [`lock`]: the [`Lock`] trait and the Lease implementation ([`LeaseLock`]).
-//! - [`elector`]: the state machine and its thread ([`LeaderElector`]).
-//! - [`openshift`]: OpenShift's `LeaderElection` stanza, defaults, the
-//!   single-node profile and tolerances.
-//! - [`events`]: Kubernetes Events for transitions.
-//! - [`status`]: what an owner reads ([`ElectorStatus`]) and the Prometheus text.
-//! - `health` (feature `health`): a small `/healthz` `/readyz` `/leader` `/metrics` endpoint.
-//! - [`clock`]: injectable time ([`ManualClock`] for tests).
-//! - [`deadline`]: time budgets as values ([`Deadline`]).
-//! - [`text`]: text from a server or a file, escaped before it is shown.
-//! - `testing` (feature `testing`): an embedded API server with fault injection.
+//! A whole program (`cargo add lease-elector env_logger log signal-hook`).
+//! It works while this replica leads; on SIGTERM the work is told to stop,
+//! and the Lease is released once the work has returned, so that the next
+//! replica takes over at its next attempt, never while this one works:
 //!
-//! # Example
+//! ```no_run
+#![doc = include_str!("../docs/in-cluster.rs")]
+//! ```
 //!
-//! Two candidates on the embedded test API server; the leader releases and
-//! the other takes over on its next retry instead of waiting out the lease.
+//! [`LeaderElector::run`] calls the closure on a thread of its own for each
+//! term, with the [`Term`]: loop while [`Term::is_current`], and send
+//! [`Term::token`] with every write to a store that can refuse stale tokens
+//! (see [Terms and fencing](#terms-and-fencing)). A stop from the
+//! [`Stopper`] ends the term at once; with
+//! [`release_on_cancel`](ElectorBuilder::release_on_cancel) the release
+//! waits for the closure to return, at most
+//! [`release_grace`](ElectorBuilder::release_grace) (10 s), after which the
+//! Lease is left to expire. A lost term (no renew within the renew
+//! deadline, or another holder) ends the call with [`StopReason::Lost`]:
+//! exit and let the orchestrator start a fresh candidate, as client-go's
+//! users do, or build with [`rejoin`](ElectorBuilder::rejoin).
+//!
+//! For a loop of your own, [`LeaderElector::spawn`] gives an
+//! [`ElectorHandle`] and the [`LeaderEvents`] channel (`StartedLeading`
+//! with its [`Term`], `StoppedLeading`, `NewLeader`); no user code ever runs
+//! on the elector's thread. [`ElectorHandle::probe`] gives a [`Probe`] for
+//! other threads: [`Probe::is_leader`] answers without touching the network.
+//!
+//! [`ClientConfig::infer`] reads the pod's service account in a cluster,
+//! and `$KUBECONFIG` or `~/.kube/config` elsewhere, as kubectl does (see
+//! [Connecting](#connecting)). The service account needs `get`, `create`
+//! and `update` on `leases` (and `list`, `watch` with
+//! [`watch`](ElectorBuilder::watch); `create` on `events` with an
+//! [`EventRecorder`]).
+//!
+//! # Testing your program
+//!
+//! The `testing` feature embeds a Kubernetes API server (`testing::TestApiServer`):
+//! each candidate gets a client configuration of its own, and one line
+//! breaks the API server for that candidate alone. Here the leader steps
+//! down and releases, and the other takes over on its next attempt:
 //!
 //! ```
 //! use lease_elector::testing::TestApiServer;
-//! use lease_elector::{Client, ClientConfig, LeaderElector, LeaderEvent, LeaseLock};
+//! use lease_elector::{Client, LeaderElector, LeaderEvent, LeaseLock};
 //! use std::time::Duration;
 //!
 //! let server = TestApiServer::start()?;
 //! let candidate = |id: &str| -> lease_elector::Result<_> {
-//!     let client = Client::new(ClientConfig::new(server.url()))?;
-//!     let lock = LeaseLock::new(client, "default", "my-operator", id);
-//!     LeaderElector::builder(lock)
-//!         .lease_duration(Duration::from_secs(15))
-//!         .renew_deadline(Duration::from_secs(10))
+//!     let client = Client::new(server.client_config(id))?;
+//!     LeaderElector::builder(LeaseLock::new(client, "default", "my-operator", id))
 //!         .retry_period(Duration::from_millis(200))
 //!         .release_on_cancel(true)
 //!         .build()?
@@ -48,59 +63,202 @@
 //! };
 //! let (a, a_events) = candidate("a")?;
 //! while !matches!(a_events.recv()?, LeaderEvent::StartedLeading { .. }) {}
-//!
 //! let (b, b_events) = candidate("b")?;
-//! match b_events.recv()? {
-//!     LeaderEvent::NewLeader { identity, .. } => assert_eq!(identity, "a"),
-//!     other => panic!("{other:?}"),
-//! }
-//! a.stop()?; // StoppedLeading for a, then the lease is released
+//! a.stop()?; // StoppedLeading for "a", then the Lease is released
 //! while !matches!(b_events.recv()?, LeaderEvent::StartedLeading { .. }) {}
-//! assert!(b.is_leader());
+//! assert!(b.probe().is_leader());
+//! assert_eq!(server.holder("default", "my-operator").as_deref(), Some("b"));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! # Terms and stopping
+//! kubectl talks to it too (`TestApiServer::write_kubeconfig`), and it
+//! answers the calls the official Go, Python and JavaScript clients make
+//! as kube-apiserver 1.34 does; the crate's tests run all three against it.
 //!
-//! `StartedLeading` carries a [`Term`]: a fencing token and whether the term
-//! is still current; hand it to the work. [`ElectorHandle::stopper`] gives a
-//! [`Stopper`] that any thread (a SIGTERM handler's) can use to stop the
-//! elector; `StoppedLeading` then comes at once.
+//! # How it behaves
+//!
+//! Timings are client-go's: `lease_duration > renew_deadline > 1.2 ×
+//! retry_period` (15 s / 10 s / 2 s by default), expiry judged by the local
+//! time a record was seen to change, never by the holder's `renewTime`.
+//!
+//! | situation | what happens |
+//! |---|---|
+//! | the Lease is missing | the first candidate creates it; the others get 409 and follow |
+//! | the leader renews | one `PUT` with the cached `resourceVersion`; on 409, `GET` and `PUT` at once |
+//! | the API server fails, hangs or is cut off | one deadline per renew round, the last successful renew's start + `renew_deadline`; every request, 401 retry and exec-plugin run draws from what is left, capped per request at `max(renew_deadline / 2, 1 s)` ([`request_timeout`](ElectorBuilder::request_timeout)). The term ends by that deadline, before the Lease can expire for anyone else |
+//! | the API server is down, for a candidate | one attempt per jittered retry period (`× [1, 2.2)`), or the server's `Retry-After` (429, 503; clamped to 60 s) if longer |
+//! | the process froze past its deadline (SIGSTOP, a pause, a suspend) | [`Term::is_current`] and [`Probe::is_leader`] are false from the deadline on; woken, the elector steps down before it sends anything; a renew confirmed late does not revive the term. The clock counts suspended time (`CLOCK_BOOTTIME`) |
+//! | the elector thread is held up (a logger that blocks) | a thread waiting on [`LeaderEvents`] ends the term itself at its deadline; the elector acts first and logs after |
+//! | another holder, or a freed Lease, seen by the leader | the term ends at once; with [`watch`](ElectorBuilder::watch), at the watch event, without waiting for the next renew |
+//! | the Lease deleted | its last holder is deemed to hold it for a lease duration from when it was seen missing; a leader whose `PUT` recreates it steps down (kube-apiserver creates a Lease on update) |
+//! | a writer lowers or drops `leaseTransitions` | the next term's token is the highest seen or stored + 1 |
+//! | a holder's wall clock stands still or steps | any change of `resourceVersion` counts as a renew seen |
+//! | two processes with one identity | a record under our identity that this process did not write is waited out like another holder's; [`Probe::duplicate_identity`] turns true |
+//! | [`ElectorHandle::stop`] or [`Stopper::stop`] | `StoppedLeading` at once, whatever the server is doing; the request in flight is abandoned; with `release_on_cancel`, the release (its own 5 s budget, [`release_timeout`](ElectorBuilder::release_timeout)) waits for the work to drop its `Term`s |
+//! | the handle dropped during a panic, or the work panicking under `run` | the elector stops without releasing: the Lease expires |
+//! | the leader crashed | a follower takes over a lease duration after it last saw the record change (at once after a release) |
+//! | [`acquire_timeout`](ElectorBuilder::acquire_timeout) passes | the elector ends without leading (`run` returns [`Error::AcquireTimeout`]), judged between attempts |
+//!
+//! Limits: a candidate that never read the Lease and finds it missing
+//! after a deletion creates it at once, as client-go does; a Lease freed
+//! or retaken by another writer is learned of at the holder's next renew,
+//! up to a retry period later (at once when watching); each candidate's
+//! clock must run within ±(LD − RD) / (LD + RD) of true time (±20 % at
+//! 15 s / 10 s, ±12.3 % at 137 s / 107 s, ±5.9 % at 270 s / 240 s).
+//!
+//! # Terms and fencing
+//!
+//! | [`Term`] | what it says |
+//! |---|---|
+//! | [`token`](Term::token) | the fencing token: the Lease's `leaseTransitions` as written on acquiring, greater than every earlier term's on this Lease |
+//! | [`is_current`](Term::is_current) | false from the moment the renew deadline passes without a renew or the term ends, and never true again (reads the clock only) |
+//! | [`valid_until`](Term::valid_until) | when `is_current` turns false unless a renew succeeds first: refuse to start an operation that would end after it |
+//! | [`wait_ended`](Term::wait_ended) | blocks until the term ends |
+//!
+//! A lease cannot stop a process that is not running: a leader frozen
+//! whole (a stopped VM, a long pause) may write after another took over,
+//! and checking `is_current()` first does not help if the freeze falls
+//! between the check and the write. client-go offers no fencing; lock
+//! services close the gap as Chubby's sequencers and ZooKeeper's zxid do:
+//! send `term.token()` with every write, and have the store keep the
+//! highest token it has seen and refuse a lower one (a conditional update
+//! in a database, a conditional put in an object store).
+//! `cargo run --example fencing` shows it. The token fences only the
+//! resources that check it. Deleting the Lease restarts `leaseTransitions`
+//! at 0: reset the store's highest token with it. Only candidates that
+//! increment `leaseTransitions` give new terms new tokens: client-go does
+//! on a change of holder; this crate also on a new term on its own earlier
+//! record; the official Python client does not.
+//!
+//! # Connecting
+//!
+//! [`ClientConfig::in_cluster`] reads `KUBERNETES_SERVICE_HOST`/`_PORT`,
+//! the service account's `ca.crt` and namespace, and its rotating token
+//! (re-read every minute and after a 401). [`ClientConfig::from_kubeconfig`]
+//! and [`ClientConfig::infer`] read kubeconfig files as kubectl does: YAML
+//! as kubectl, kind, k3s, minikube, `oc login` and cloud CLIs write it (or
+//! JSON), `$KUBECONFIG` lists merged, exec credential plugins (`aws eks
+//! get-token`, `gke-gcloud-auth-plugin`, `kubelogin`) with their token
+//! cached until it expires, the oidc auth-provider and its refresh,
+//! impersonation, `proxy-url` and `HTTPS_PROXY`/`NO_PROXY`,
+//! `tls-server-name`, `insecure-skip-tls-verify` (warned about at every
+//! load). A context without a namespace means `default`; credentials are
+//! used only over TLS. The crate's tests hand the same kubeconfigs to kubectl
+//! and compare the requests. [`ClientConfig::new`] is an explicit
+//! configuration (`kubectl proxy`: `ClientConfig::new("http://127.0.0.1:8001")`).
+//!
+//! # Security
+//!
+//! An elector leads on the API server's word that its write was stored,
+//! and anyone allowed to update the Lease writes the text the others read.
+//!
+//! **Refused**, with an [`Error`] naming what and where, never a panic: a
+//! redirect (a followed one turns a `PUT` into a `GET` whose answer looks
+//! like the write's); a write whose answer is not the Lease written
+//! ([`Error::WriteNotConfirmed`]); a bearer token over plain `http://` to a
+//! host that is not loopback (unless
+//! [`allow_token_over_http`](ClientConfig::allow_token_over_http)); SOCKS
+//! proxies; a file to read that is not a regular file (a FIFO is never
+//! waited on); credentials Kubernetes or kubectl removed (basic auth, the
+//! `gcp` and `azure` auth-providers: the error names the exec plugin that
+//! replaces each); `insecure-skip-tls-verify` with a CA; names Kubernetes
+//! would refuse (checked when an elector is built).
+//!
+//! **Bounded**: an answer body or watch event, 1 MiB; `Retry-After`, 60 s;
+//! an exec plugin run, the request's budget (its process group killed and
+//! reaped after, with feature `process`); files read, 8 MiB for a
+//! kubeconfig, 1 MiB for certificates and keys, 64 KiB for tokens; a
+//! kubeconfig's YAML, linear time and at most 4 × the file's size and
+//! 1 MiB of memory (a "billion laughs" file is an error).
+//!
+//! **Escaped**: text from a server or a file (identities, `Status`
+//! messages, error bodies, names, paths) has its control characters,
+//! bidirectional marks and Unicode line separators written as escapes
+//! before it reaches a log line or an error's `Display`, which is always
+//! one line ([`text::escape`] does the same for your own output).
+//! [`ApiStatus`] keeps the raw text for programs that read it.
+//!
+//! **Never logged**, nor shown in an error or a `Debug` dump: bearer
+//! tokens, oidc refresh tokens and client secrets, proxy passwords (shown
+//! as `***@`). ureq, underneath, logs the bytes of every request at trace
+//! level, the `Authorization` header among them: keep its targets at info
+//! (see [Logging](#logging)).
+//!
+//! # Status and metrics
+//!
+//! [`Probe::status`] is a snapshot that never touches the network
+//! ([`ElectorStatus`]: leading, holder, term token, the last error and its
+//! [`FailureKind`] with what to check, why the last term was lost,
+//! counters). [`Probe::check`] is client-go's liveness check (leader not
+//! renewed for the lease duration + a tolerance, or a lost term that
+//! outlived it); [`Probe::check_ready`] also fails for a candidate with no
+//! successful request for longer than the tolerance, or refused 403.
+//!
+//! The `health` feature's `health::HealthServer` serves them as
+//! `/healthz`, `/readyz`, `/leader` and `/metrics`: client-go's
+//! `leader_election_master_status` and `leader_election_slowpath_total`,
+//! and the crate's `lease_elector_*` series (attempts, renews, failed
+//! requests, held by another, consecutive failures, transitions, requests,
+//! last renew and last success timestamps, duplicate identity, term token,
+//! last error kind). A healthy follower's failure series stay at 0: alert
+//! on `rate(lease_elector_failed_requests_total[5m]) > 0` or
+//! `time() - lease_elector_last_success_timestamp_seconds > 60`.
 //!
 //! # Logging
 //!
 //! The crate logs through the [`log`](https://docs.rs/log) facade only, at
-//! client-go's levels: info for transitions, debug for each renew, warn once
-//! per kind of failure with what to check (and again when requests succeed
-//! after it), warn for a lost lease with the reason. Without a logger none
-//! of it shows; any `log` implementation works:
+//! client-go's levels: info for transitions, debug for each renew, warn
+//! once per kind of failure with what to check (and when requests succeed
+//! again), warn for a lost lease with the reason. A lost term ends before
+//! anything is logged, so a logger that blocks never delays it. Any logger
+//! works; keep ureq's targets at info, since its trace output carries the
+//! bearer token. With `env_logger`, as in the program above:
 //!
 //! ```
-//! struct Stderr;
-//! impl log::Log for Stderr {
-//!     fn enabled(&self, m: &log::Metadata) -> bool {
-//!         // ureq and ureq_proto write request headers (a bearer token
-//!         // among them) at trace: keep those targets below trace.
-//!         !(m.target().starts_with("ureq") && m.level() == log::Level::Trace)
+//! env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+//!     .filter_module("ureq", log::LevelFilter::Info)
+//!     .init();
+//! ```
+//!
+//! That also holds under `RUST_LOG=trace` or `RUST_LOG=ureq=trace`; a
+//! `RUST_LOG` naming a longer target (`ureq_proto=trace`) overrides it.
+//!
+//! # OpenShift
+//!
+//! Operators configured the OpenShift way carry a `config.openshift.io/v1`
+//! `LeaderElection` stanza; [`openshift::LeaderElection`] reads it (JSON or
+//! YAML), applies library-go's defaults (137 s / 107 s / 26 s, or the
+//! single-node 270 s / 240 s / 60 s) and turns it into an elector with
+//! `release_on_cancel(true)` and an Event per transition:
+//!
+//! ```no_run
+//! use lease_elector::openshift::LeaderElection;
+//! use lease_elector::{Client, ClientConfig};
+//!
+//! let stanza = LeaderElection::from_file("/etc/my-operator/leader-election.json")?;
+//! let stanza = stanza.defaulted("", "my-operator-lock"); // .single_node() on SNO
+//! let client = Client::new(ClientConfig::in_cluster()?)?;
+//! match stanza.elector(client, "my-operator", "")? {
+//!     None => run_operator(|| true), // "disable": true: lead without electing
+//!     Some(builder) => {
+//!         builder.build()?.run(|term| run_operator(|| term.is_current()))?;
 //!     }
-//!     fn log(&self, r: &log::Record) {
-//!         if self.enabled(r.metadata()) {
-//!             // One write per line, so that lines do not mix with stdout's
-//!             // in a container log.
-//!             let line = format!("{} {}: {}\n", r.level(), r.target(), r.args());
-//!             let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-//!         }
-//!     }
-//!     fn flush(&self) {}
 //! }
-//! static LOGGER: Stderr = Stderr;
-//! let _ = log::set_logger(&LOGGER);
-//! log::set_max_level(log::LevelFilter::Warn);
+//! # fn run_operator(_keep_going: impl Fn() -> bool) {}
+//! # Ok::<(), lease_elector::Error>(())
 //! ```
 //!
-//! Text from the server (holder identities, `Status` messages) is escaped
-//! of control characters in the crate's own log lines and errors; escape it
-//! with [`text::escape`] before you print it yourself.
+//! [`LeaderElection::tolerances`](openshift::LeaderElection::tolerances)
+//! says what the timings tolerate (retries, clock skew, API server
+//! downtime, worst-case acquisition), as library-go logs it.
+//!
+//! # Features
+//!
+//! All off by default. `testing`: the embedded API server. `health`: the
+//! `/healthz` endpoint (std only). `process`: exec plugins' process groups
+//! killed and reaped (kill(2) through rustix). `cli`: the `lease-elect`
+//! tool, which runs a command only while leading (turns on `health` and
+//! `process`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -218,8 +218,8 @@ impl LeaderElection {
 /// What a set of timings tolerates, as reasoned in library-go's defaulting.
 ///
 /// ```
-/// use lease_elector::openshift::{defaulted, LeaderElection};
-/// let t = defaulted(&LeaderElection::default(), "ns", "lock").tolerances();
+/// use lease_elector::openshift::LeaderElection;
+/// let t = LeaderElection::default().defaulted("ns", "lock").tolerances();
 /// assert_eq!(t.to_string(), "leader election tolerates 4 retries \
 ///     (renewDeadline 1m47s / retryPeriod 26s), 30s of clock skew, 1m18s of \
 ///     API server downtime; worst-case acquisition 2m43s (non-graceful), 26s (graceful)");

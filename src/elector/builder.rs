@@ -141,10 +141,10 @@ impl ElectorBuilder {
 ///     match events.recv().expect("elector running") {
 ///         LeaderEvent::StartedLeading { .. } => break,
 ///         LeaderEvent::NewLeader { identity, .. } => println!("leader is {identity}"),
-///         LeaderEvent::StoppedLeading { .. } => unreachable!("never led"),
+///         other => unreachable!("never led: {other:?}"),
 ///     }
 /// }
-/// assert!(handle.is_leader());
+/// assert!(handle.probe().is_leader());
 /// handle.stop()?; // releases the lease
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```

@@ -41,7 +41,7 @@ use crate::clock::{add_saturating, Clock};
 ///     }
 /// };
 /// assert_eq!(term.token(), 0); // the Lease was created: leaseTransitions 0
-/// assert!(term.is_current() && handle.term().is_some());
+/// assert!(term.is_current() && handle.probe().term().is_some());
 /// handle.stop()?;
 /// assert!(!term.is_current()); // and never again
 /// assert!(term.wait_ended(Duration::ZERO));

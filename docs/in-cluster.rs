@@ -1,0 +1,31 @@
+use lease_elector::{identity, Client, ClientConfig, LeaderElector, LeaseLock, StopReason};
+use signal_hook::{consts::{SIGINT, SIGTERM}, iterator::Signals};
+use std::time::Duration;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // ureq logs each request's bytes, the bearer token among them, at trace: hold it to info.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .filter_module("ureq", log::LevelFilter::Info)
+        .init();
+    // In a pod: its service account. Elsewhere: $KUBECONFIG or ~/.kube/config.
+    let config = ClientConfig::infer()?;
+    let namespace = config.namespace().unwrap_or("default").to_string();
+    let lock = LeaseLock::new(Client::new(config)?, namespace, "my-operator", identity());
+    let elector = LeaderElector::builder(lock).release_on_cancel(true).build()?;
+
+    // SIGTERM (the pod is stopping) or Ctrl-C ends the term.
+    let stopper = elector.stopper();
+    let mut signals = Signals::new([SIGTERM, SIGINT])?;
+    std::thread::spawn(move || signals.forever().for_each(|_| stopper.stop()));
+    // The work runs on a thread of its own while this replica leads.
+    let ended = elector.run(|term| {
+        while term.is_current() {
+            log::info!("leading with token {}: one step of the work", term.token());
+            std::thread::sleep(Duration::from_secs(5)); // your step here
+        }
+    })?;
+    match ended {
+        StopReason::Lost => Err("leadership lost".into()), // exit 1: start afresh
+        _ => Ok(()),
+    }
+}
