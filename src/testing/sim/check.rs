@@ -24,7 +24,10 @@
 //! - **Term ends.** `StoppedLeading` for a lost term comes no later than
 //!   the renew deadline after the start of the last successful renew, on
 //!   the process's clock (at its resume if it was paused then); a term
-//!   never turns current again once it was not.
+//!   never turns current again once it was not. A term another writer
+//!   took away (the Lease freed, or given to someone else) is not taken
+//!   back: a write of its holder's own record under it is a violation
+//!   (retaking the Lease starts a new term).
 //! - **Liveness.** Once the faults are over and the world has settled, a
 //!   leader.
 //! - **Release after the work.** A release is written only once the

@@ -108,6 +108,9 @@ impl Ord for Item {
 pub(super) struct Revocation {
     pub(super) revision: u64,
     pub(super) unless_read: Option<Vec<TermId>>,
+    /// The holder another writer wrote ("" for a free); `None` for a
+    /// creation.
+    pub(super) wrote_holder: Option<String>,
 }
 
 /// A term as its records show it: the process that wrote them, the
@@ -451,6 +454,7 @@ impl Net {
             self.revocations.push(Revocation {
                 revision: self.revision + 1,
                 unless_read: Some(self.procs[p].read_from.clone()),
+                wrote_holder: None,
             });
         }
         self.uid += 1;

@@ -593,6 +593,7 @@ impl World {
                 net.revocations.push(Revocation {
                     revision,
                     unless_read: None,
+                    wrote_holder: Some(h.clone()),
                 });
                 record = LeaderElectionRecord {
                     holder_identity: h,
@@ -608,6 +609,7 @@ impl World {
                 net.revocations.push(Revocation {
                     revision,
                     unless_read: None,
+                    wrote_holder: Some(String::new()),
                 });
                 record.holder_identity = String::new();
                 record.lease_duration_seconds = 1;
@@ -647,6 +649,27 @@ impl World {
         };
         if sent < pr.clock.true_time_of(term.started_at()) {
             return;
+        }
+        // A term another writer took away (freed, or gave to someone
+        // else) is over for good: the Lease taken back is a new term.
+        if stored.writer == Some(p) && stored.record.holder_identity == pr.identity {
+            let taken = net.revocations.iter().find(|r| {
+                r.wrote_holder.as_ref().is_some_and(|h| *h != pr.identity)
+                    && r.revision > pr.holding.version
+                    && r.revision < stored.version
+            });
+            if let Some(revision) = taken.map(|r| r.revision) {
+                let token = term.token();
+                drop(net);
+                self.check.violation(
+                    now,
+                    format!(
+                        "p{p} wrote the Lease as its own under its term with token {token}, \
+                         which another writer took from it at revision {revision}"
+                    ),
+                );
+                return;
+            }
         }
         let written = stored.record.leader_transitions;
         if stored.writer == Some(p)
