@@ -382,22 +382,35 @@ impl<I: Io> Run<I> {
     /// transitions counter, a `NewLeader` event (and a log line when the
     /// new leader is not us).
     pub(super) fn maybe_report_transition(&mut self) {
+        if let Some(holder) = self.publish_holder() {
+            self.announce_holder(holder);
+        }
+    }
+
+    /// The first half of `maybe_report_transition`, no log and no event:
+    /// the status's `leader` and the transitions counter, so that whoever
+    /// sees a term end (right after) also sees who holds the lease now.
+    /// `Some(holder)` when it changed, to announce.
+    pub(super) fn publish_holder(&mut self) -> Option<Option<String>> {
         let holder = self
             .observed
             .as_ref()
             .map(|r| r.holder_identity.clone())
             .filter(|h| !h.is_empty());
         if holder == self.reported_leader {
-            return;
+            return None;
         }
         self.reported_leader = holder.clone();
-        {
-            let mut st = self.shared.lock();
-            st.leader = holder.clone();
-            if holder.is_some() {
-                st.counters.transitions += 1;
-            }
+        let mut st = self.shared.lock();
+        st.leader = holder.clone();
+        if holder.is_some() {
+            st.counters.transitions += 1;
         }
+        Some(holder)
+    }
+
+    /// The second half: the log line and the `NewLeader` event.
+    pub(super) fn announce_holder(&self, holder: Option<String>) {
         if let Some(identity) = holder {
             if identity != self.io.identity() {
                 log::info!(

@@ -294,12 +294,17 @@ impl<I: Io> Run<I> {
                     Err(_) => None,
                 };
                 // Act first, tell after: the term ends before anything is
-                // logged (a logger is the caller's code, and may block).
+                // logged (a logger is the caller's code, and may block),
+                // and the new holder is in the status before it ends (who
+                // sees the end asks who holds the lease now).
+                let holder = self.publish_holder();
                 if let Some(TermEnd::Lost(why)) = &ended {
                     self.shared
                         .end_term(&term, StopReason::Lost, Some(why.clone()));
                 }
-                self.maybe_report_transition();
+                if let Some(holder) = holder {
+                    self.announce_holder(holder);
+                }
                 self.note_attempt(&attempt, "renewing");
                 if let Some(end) = ended {
                     return end;
@@ -362,9 +367,12 @@ impl<I: Io> Run<I> {
             };
             if !ours {
                 let why = self.why_not_ours();
+                let holder = self.publish_holder();
                 self.shared
                     .end_term(term, StopReason::Lost, Some(why.clone()));
-                self.maybe_report_transition();
+                if let Some(holder) = holder {
+                    self.announce_holder(holder);
+                }
                 return Some(TermEnd::Lost(why));
             }
         }
