@@ -123,6 +123,8 @@ mod tests {
     #[test]
     fn the_provider_is_rings_without_chacha() {
         let ours = provider();
+        // Deprecated from rustls 0.23.48 (no post-quantum key exchange).
+        #[allow(deprecated)]
         let rings = rustls::crypto::ring::default_provider();
         let names = |p: &CryptoProvider| -> Vec<String> {
             p.cipher_suites
