@@ -293,18 +293,11 @@ impl<I: Io> Run<I> {
                     Err(_) if stopped => Some(TermEnd::Stopped),
                     Err(_) => None,
                 };
-                // Act first, tell after: the term ends before anything is
-                // logged (a logger is the caller's code, and may block),
-                // and the new holder is in the status before it ends (who
-                // sees the end asks who holds the lease now).
-                let holder = self.publish_holder();
-                if let Some(TermEnd::Lost(why)) = &ended {
-                    self.shared
-                        .end_term(&term, StopReason::Lost, Some(why.clone()));
-                }
-                if let Some(holder) = holder {
-                    self.announce_holder(holder);
-                }
+                let lost = match &ended {
+                    Some(TermEnd::Lost(why)) => Some(why.as_str()),
+                    _ => None,
+                };
+                self.report_holder_ending(&term, lost);
                 self.note_attempt(&attempt, "renewing");
                 if let Some(end) = ended {
                     return end;
@@ -367,14 +360,26 @@ impl<I: Io> Run<I> {
             };
             if !ours {
                 let why = self.why_not_ours();
-                let holder = self.publish_holder();
-                self.shared
-                    .end_term(term, StopReason::Lost, Some(why.clone()));
-                if let Some(holder) = holder {
-                    self.announce_holder(holder);
-                }
+                self.report_holder_ending(term, Some(&why));
                 return Some(TermEnd::Lost(why));
             }
+        }
+    }
+
+    /// Report the observed holder, ending `term` as lost on the way when
+    /// `lost` says why. Act first, tell after: the term ends before
+    /// anything is logged (a logger is the caller's code, and may block),
+    /// and the new holder is in the status before it ends (whoever sees
+    /// the end asks who holds the lease now, as `lease-elect` does to
+    /// choose SIGKILL over the grace).
+    fn report_holder_ending(&mut self, term: &Term, lost: Option<&str>) {
+        let holder = self.publish_holder();
+        if let Some(why) = lost {
+            self.shared
+                .end_term(term, StopReason::Lost, Some(why.to_string()));
+        }
+        if let Some(holder) = holder {
+            self.announce_holder(holder);
         }
     }
 
