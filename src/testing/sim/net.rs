@@ -107,10 +107,17 @@ impl Ord for Item {
 #[derive(Debug, Clone)]
 pub(super) struct Revocation {
     pub(super) revision: u64,
-    pub(super) unless_read: Option<Vec<TermId>>,
-    /// The holder another writer wrote ("" for a free); `None` for a
-    /// creation.
-    pub(super) wrote_holder: Option<String>,
+    pub(super) by: RevokedBy,
+}
+
+/// Who revoked the terms before a revision.
+#[derive(Debug, Clone)]
+pub(super) enum RevokedBy {
+    /// Another writer, writing this holder ("" for a free).
+    Writer(String),
+    /// A process creating the Lease after a deletion: the terms it had
+    /// read are not revoked.
+    Creation { read: Vec<TermId> },
 }
 
 /// A term as its records show it: the process that wrote them, the
@@ -125,10 +132,10 @@ impl Revocation {
     pub(super) fn revokes(&self, p: usize, uid: u64, token: u64, revision: u64) -> bool {
         let term = (p, uid, i32::try_from(token).unwrap_or(i32::MAX));
         self.revision > revision
-            && self
-                .unless_read
-                .as_ref()
-                .is_none_or(|read| !read.contains(&term))
+            && match &self.by {
+                RevokedBy::Writer(_) => true,
+                RevokedBy::Creation { read } => !read.contains(&term),
+            }
     }
 }
 
@@ -453,8 +460,9 @@ impl Net {
         if self.deleted {
             self.revocations.push(Revocation {
                 revision: self.revision + 1,
-                unless_read: Some(self.procs[p].read_from.clone()),
-                wrote_holder: None,
+                by: RevokedBy::Creation {
+                    read: self.procs[p].read_from.clone(),
+                },
             });
         }
         self.uid += 1;

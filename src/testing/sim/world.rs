@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use super::check::{Checker, Holding, TermSeen};
 use super::clock::SimClock;
 use super::io::SimIo;
-use super::net::{show_store, Answer, Due, Net, Revocation};
+use super::net::{show_store, Answer, Due, Net, Revocation, RevokedBy};
 use super::plan::{Fault, Plan, Write};
 use crate::clock::Clock;
 use crate::elector::driven::{drive, Driven};
@@ -592,8 +592,7 @@ impl World {
                 let revision = net.revision + 1;
                 net.revocations.push(Revocation {
                     revision,
-                    unless_read: None,
-                    wrote_holder: Some(h.clone()),
+                    by: RevokedBy::Writer(h.clone()),
                 });
                 record = LeaderElectionRecord {
                     holder_identity: h,
@@ -608,8 +607,7 @@ impl World {
                 let revision = net.revision + 1;
                 net.revocations.push(Revocation {
                     revision,
-                    unless_read: None,
-                    wrote_holder: Some(String::new()),
+                    by: RevokedBy::Writer(String::new()),
                 });
                 record.holder_identity = String::new();
                 record.lease_duration_seconds = 1;
@@ -654,7 +652,7 @@ impl World {
         // else) is over for good: the Lease taken back is a new term.
         if stored.writer == Some(p) && stored.record.holder_identity == pr.identity {
             let taken = net.revocations.iter().find(|r| {
-                r.wrote_holder.as_ref().is_some_and(|h| *h != pr.identity)
+                matches!(&r.by, RevokedBy::Writer(h) if *h != pr.identity)
                     && r.revision > pr.holding.version
                     && r.revision < stored.version
             });
