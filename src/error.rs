@@ -108,6 +108,16 @@ pub enum Error {
         /// The acquire time-out it was given.
         waited: Duration,
     },
+    /// A stop asked for a release (`release_on_cancel`), but the work
+    /// still held its term when `release_grace` ran out: the lease was not
+    /// released, and expires by itself one lease duration after the last
+    /// renew (the next candidate leads then, not at once).
+    NotReleased {
+        /// The lock, as `namespace/name`.
+        lock: String,
+        /// How long the release waited for the work (`release_grace`).
+        waited: Duration,
+    },
     /// The elector thread panicked (a bug); its lease was not released.
     ThreadPanicked {
         /// The lock, as `namespace/name`.
@@ -317,6 +327,11 @@ impl Error {
             Error::AcquireTimeout { lock, waited } => write!(
                 f,
                 "did not lead lease {lock} within the acquire time-out of {}",
+                humantime::format_duration(*waited)
+            ),
+            Error::NotReleased { lock, waited } => write!(
+                f,
+                "lease {lock} not released: the work still held its term {} after the stop (release_grace); the lease expires by itself one lease duration after the last renew",
                 humantime::format_duration(*waited)
             ),
             Error::ThreadPanicked { lock } => write!(

@@ -291,6 +291,9 @@ pub mod lock;
 mod names;
 pub mod openshift;
 mod random;
+#[cfg(any(feature = "cli", feature = "testing"))]
+#[doc(hidden)]
+pub mod session;
 #[doc(hidden)]
 pub mod status;
 #[cfg(test)]

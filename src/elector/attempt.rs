@@ -125,7 +125,7 @@ impl<I: Io> Run<I> {
         // AlreadyExists).
         self.observed = None;
         self.observed_version = None;
-        // A new term, above every token seen.
+        // A new term: one more transition than any seen.
         record.leader_transitions = self.max_transitions.map_or(0, |m| m.saturating_add(1));
         match self.write(&record, deadline, true).await {
             // Another candidate created it first: held by someone else, as
@@ -164,29 +164,17 @@ impl<I: Io> Run<I> {
     }
 
     /// What our write over `old` keeps of it. A renew keeps the term's
-    /// acquire time and token (also when another writer changed the
-    /// stored `leaseTransitions`: the stored value is the term's token). A
-    /// record we wrote in this acquire phase (its answer lost) is kept as
-    /// it is. Anything else is a new term, whose token is one more than
-    /// the highest `leaseTransitions` this candidate has seen on this
-    /// Lease or finds stored, so that tokens never go backwards from what
-    /// it has seen, whoever deleted the Lease or lowered the field.
-    /// (client-go adds one to the stored value on a change of holder.)
+    /// acquire time and the `leaseTransitions` it began with. A record we
+    /// wrote in this acquire phase (its answer lost) is kept as it is.
+    /// Anything else is a new term, which writes one more than the highest
+    /// `leaseTransitions` this candidate has seen on this Lease or finds
+    /// stored (client-go adds one to the stored value on a change of
+    /// holder; the term's token is the write's `resourceVersion`, not this).
     fn carry_over(&self, record: &mut LeaderElectionRecord, old: &LeaderElectionRecord) {
-        if let Some(term) = &self.term {
+        if self.term.is_some() {
             record.acquire_time = old.acquire_time;
-            record.leader_transitions = i32::try_from(term.token()).unwrap_or(i32::MAX);
-        } else if self.acquire_writes.iter().any(|w| w == old)
-            // Not if a higher value was seen or sent since: another writer
-            // may have written our record back, lowered (equal, then, to an
-            // earlier write of ours that never landed).
-            && self
-                .acquire_writes
-                .iter()
-                .map(|w| w.leader_transitions)
-                .chain(self.max_transitions)
-                .all(|m| old.leader_transitions >= m)
-        {
+            record.leader_transitions = self.term_transitions;
+        } else if self.acquire_writes.iter().any(|w| w == old) {
             record.acquire_time = old.acquire_time;
             record.leader_transitions = old.leader_transitions;
         } else {
@@ -298,7 +286,7 @@ impl<I: Io> Run<I> {
 
     /// Remember `record` (at `version`) as observed. A change of either
     /// restarts its expiry from now; the highest `leaseTransitions` seen
-    /// is kept for the next term's token.
+    /// is kept for the next term's.
     pub(super) fn observe(&mut self, record: LeaderElectionRecord, version: Option<String>) {
         let t = record.leader_transitions;
         self.max_transitions = Some(self.max_transitions.map_or(t, |m| m.max(t)));

@@ -14,7 +14,7 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use super::term::Term;
+use super::term::{LetGo, Term};
 use crate::clock::{Clock, Wake, Wakeup};
 use crate::deadline::Deadline;
 use crate::error::Result;
@@ -60,9 +60,9 @@ pub(crate) trait Io {
     ) -> Result<Written>;
     /// Sleep `d` on the elector's clock, or until `wake` fires.
     async fn sleep(&mut self, d: Duration, wake: &Wakeup) -> Wake;
-    /// Wait, at most `grace`, until the caller holds no `Term` of `term`;
-    /// true when it holds none.
-    async fn let_go(&mut self, term: &Term, grace: Duration) -> bool;
+    /// Wait, at most `grace`, until the caller holds no `Term` of `term`,
+    /// or until `stop` fires.
+    async fn let_go(&mut self, term: &Term, grace: Duration, stop: &Wakeup) -> LetGo;
     /// This candidate's identity.
     fn identity(&self) -> &str;
     /// Record a transition (an Event); must not block.
@@ -115,8 +115,8 @@ impl Io for ThreadIo {
         self.clock.sleep(d, wake)
     }
 
-    async fn let_go(&mut self, term: &Term, grace: Duration) -> bool {
-        term.wait_let_go(grace)
+    async fn let_go(&mut self, term: &Term, grace: Duration, stop: &Wakeup) -> LetGo {
+        term.wait_let_go(grace, stop)
     }
 
     fn identity(&self) -> &str {

@@ -115,7 +115,8 @@ pub use handle::{ElectorHandle, Stopper};
 pub use lost::{exit_on_lost_leadership, wait_for_lost_leadership, LeadershipEnd};
 pub use probe::Probe;
 pub use receiver::LeaderEvents;
-pub use term::Term;
+pub(crate) use term::LetGo;
+pub use term::{stop_margin, Term};
 
 /// What the elector tells the caller. `at` is the elector clock's reading
 /// when the state changed, so events from several electors sharing a clock

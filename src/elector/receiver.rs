@@ -12,8 +12,8 @@ use std::sync::mpsc::{Receiver, RecvError, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::shared::Shared;
-use super::{LeaderEvent, StopReason};
+use super::shared::{Shared, TermEnd};
+use super::LeaderEvent;
 
 /// The events of one elector, as [`LeaderElector::spawn`](super::LeaderElector::spawn)
 /// returns them; it disconnects when the elector ends.
@@ -100,8 +100,8 @@ impl LeaderEvents {
                     .saturating_duration_since(self.shared.now()),
             );
         }
-        self.shared
-            .end_term(&term, StopReason::Lost, Some(self.shared.deadline_passed()));
+        let why = self.shared.deadline_passed();
+        self.shared.end_term(&term, &TermEnd::Expired(why));
         None
     }
 

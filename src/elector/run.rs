@@ -12,22 +12,14 @@ use std::time::{Duration, Instant};
 
 use super::config::{ElectorConfig, JITTER_FACTOR};
 use super::io::Io;
-use super::shared::Shared;
-use super::term::Term;
-use super::StopReason;
+use super::shared::{Shared, TermEnd};
+use super::term::{LetGo, Term};
 use crate::client::MAX_RETRY_AFTER;
-use crate::clock::{add_saturating, Wake};
+use crate::clock::{add_saturating, Wake, Wakeup};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::lease::{LeaderElectionRecord, MicroTime};
 use crate::random::SplitMix64;
-
-/// How a leadership term ended.
-enum TermEnd {
-    Stopped,
-    /// Lost, and why (for the log line and `ElectorStatus::last_loss`).
-    Lost(String),
-}
 
 /// The state owned by the elector thread. Its methods are in three files:
 /// this one (the state machine), `attempt.rs` (one attempt, and the record
@@ -52,8 +44,13 @@ pub(super) struct Run<I: Io> {
     /// holds a record we have not read.
     pub(super) unseen_write: bool,
     /// The highest `leaseTransitions` seen on this Lease (read or written):
-    /// the next term's token is above it.
+    /// a new term writes more (client-go adds one on a change of holder).
     pub(super) max_transitions: Option<i32>,
+    /// The `leaseTransitions` the term in progress wrote when it began:
+    /// its renews keep it.
+    pub(super) term_transitions: i32,
+    /// A lock version that is not a decimal integer was warned about.
+    warned_version: bool,
     /// Records written since this acquire phase began (a term's start
     /// ends it): read back, such a record is ours to keep as it is.
     pub(super) acquire_writes: Vec<LeaderElectionRecord>,
@@ -87,6 +84,8 @@ impl<I: Io> Run<I> {
             gone_until: None,
             unseen_write: false,
             max_transitions: None,
+            term_transitions: 0,
+            warned_version: false,
             acquire_writes: Vec::new(),
             observed_at: shared.now(),
             confirmed: None,
@@ -120,36 +119,71 @@ impl<I: Io> Run<I> {
             if !self.acquire(give_up_at.take()).await {
                 return Ok(());
             }
-            match self.renew().await {
-                TermEnd::Stopped => {
-                    let ended = self.step_down(StopReason::Stopped, None);
-                    if !self.cfg().release_on_cancel {
-                        return Ok(());
-                    }
-                    // Release only once the work has let go of its term:
-                    // a lease handed over while the work still runs would
-                    // give the next leader company.
-                    let grace = self.cfg().release_grace;
-                    if let Some(term) = ended {
-                        if !self.io.let_go(&term, grace).await {
-                            log::warn!(
-                                "the work still holds its term on lease {} {} after the stop: not releasing (the lease expires by itself)",
-                                self.shared.describe,
-                                humantime::format_duration(grace)
-                            );
-                            return Ok(());
-                        }
-                    }
-                    return self.release().await;
-                }
-                TermEnd::Lost(why) => {
-                    self.step_down(StopReason::Lost, Some(why));
-                    if !self.cfg().rejoin {
-                        return Ok(());
-                    }
+            let end = self.renew().await;
+            let term = self.step_down(&end);
+            if end == TermEnd::Stopped {
+                return self.release_after(term).await;
+            }
+            if !self.cfg().rejoin {
+                return Ok(());
+            }
+            // One piece of work at a time: the next term is not sought
+            // while the work of this one still runs (it holds a `Term`).
+            if let Some(term) = term {
+                if !self.wait_for_work(&term).await {
+                    return Ok(());
                 }
             }
         }
+    }
+
+    /// After a lost term, with `rejoin`: wait until the work has let go of
+    /// `term` before acquiring again (saying so once if it takes longer
+    /// than the lease's slack). False when stopped meanwhile.
+    async fn wait_for_work(&mut self, term: &Term) -> bool {
+        let wake = self.shared.wake.clone();
+        let slack = self
+            .cfg()
+            .lease_duration
+            .saturating_sub(self.cfg().renew_deadline);
+        match self.io.let_go(term, slack, &wake).await {
+            LetGo::Released => return true,
+            LetGo::Stopped => return false,
+            LetGo::Held => {}
+        }
+        log::warn!(
+            "the work of the lost term on lease {} still runs {} after the term ended: not seeking the lease again until it returns",
+            self.shared.describe,
+            humantime::format_duration(slack)
+        );
+        self.io.let_go(term, Duration::MAX, &wake).await == LetGo::Released
+    }
+
+    /// A stop ended the term: release the lease (when configured) once the
+    /// work has let go of it. A lease handed over while the work still runs
+    /// would give the next leader company; work that outlives
+    /// `release_grace` leaves the lease to expire (`Error::NotReleased`).
+    async fn release_after(&mut self, term: Option<Term>) -> Result<()> {
+        if !self.cfg().release_on_cancel {
+            return Ok(());
+        }
+        let grace = self.cfg().release_grace;
+        if let Some(term) = term {
+            // The stop has fired: this wait is bounded by the grace alone.
+            let never = Wakeup::new();
+            if self.io.let_go(&term, grace, &never).await != LetGo::Released {
+                log::warn!(
+                    "the work still holds its term on lease {} {} after the stop: not releasing (the lease expires by itself)",
+                    self.shared.describe,
+                    humantime::format_duration(grace)
+                );
+                return Err(Error::NotReleased {
+                    lock: self.shared.describe.clone(),
+                    waited: grace,
+                });
+            }
+        }
+        self.release().await
     }
 
     /// Attempt until the lease is ours; false when stopped, or at
@@ -215,21 +249,33 @@ impl<I: Io> Run<I> {
         }
     }
 
-    /// The lease is ours: a new term, whose token is the
-    /// `leaseTransitions` we just wrote.
+    /// The lease is ours: a new term, whose token is the `resourceVersion`
+    /// of the write that began it (see [`Term::token`]).
     fn start_term(&mut self, start: Instant) {
-        let token = self
-            .observed
-            .as_ref()
-            .map_or(0, |r| u64::try_from(r.leader_transitions).unwrap_or(0));
+        let transitions = self.observed.as_ref().map_or(0, |r| r.leader_transitions);
+        let token = match self.observed_version.as_deref().map(revision) {
+            Some(Some(revision)) => revision,
+            unordered => {
+                if let (Some(None), false) = (&unordered, self.warned_version) {
+                    self.warned_version = true;
+                    log::warn!(
+                        "lease {}: the lock's version {:?} is not a decimal integer: term tokens are its leaseTransitions instead, which a writer can lower or a deletion restart",
+                        self.shared.describe,
+                        crate::text::Escaped(self.observed_version.as_deref().unwrap_or_default())
+                    );
+                }
+                u64::try_from(transitions).unwrap_or(0)
+            }
+        };
         let term = Term::new(
             token,
             self.io.identity(),
             &self.shared.describe,
             start,
-            self.cfg().renew_deadline,
+            self.cfg(),
             self.shared.clock.clone(),
         );
+        self.term_transitions = transitions;
         self.acquire_writes.clear();
         self.shared.start_term(&term, start);
         self.term = Some(term);
@@ -251,7 +297,7 @@ impl<I: Io> Run<I> {
     async fn renew(&mut self) -> TermEnd {
         let desc = self.shared.describe.clone();
         let Some(term) = self.term.as_ref().map(Term::share) else {
-            return TermEnd::Lost("no term in progress".into());
+            return TermEnd::Expired("no term in progress".into());
         };
         loop {
             let round_end = term.valid_until();
@@ -271,11 +317,10 @@ impl<I: Io> Run<I> {
             loop {
                 let start = self.now();
                 if start >= round_end {
-                    let why = self.shared.deadline_passed();
-                    self.shared
-                        .end_term(&term, StopReason::Lost, Some(why.clone()));
+                    let end = TermEnd::Expired(self.shared.deadline_passed());
+                    self.shared.end_term(&term, &end);
                     log::info!("failed to renew lease {desc}: timed out waiting for the condition");
-                    return TermEnd::Lost(why);
+                    return end;
                 }
                 let attempt = self.try_acquire_or_renew(&self.deadline(round_end)).await;
                 let renewed = matches!(attempt, Ok(true)) && term.renewed(start);
@@ -285,19 +330,15 @@ impl<I: Io> Run<I> {
                     // Renewed after the term ended: by a stop, or by its
                     // deadline (the answer came too late).
                     Ok(true) if stopped => Some(TermEnd::Stopped),
-                    Ok(true) => Some(TermEnd::Lost(self.shared.deadline_passed())),
+                    Ok(true) => Some(TermEnd::Expired(self.shared.deadline_passed())),
                     // Not ours any more: taken, freed, deleted or created
                     // anew by someone else. The term is over; a new one
                     // (with `rejoin`) gets a new token.
-                    Ok(false) => Some(TermEnd::Lost(self.why_not_ours())),
+                    Ok(false) => Some(TermEnd::Taken(self.why_not_ours())),
                     Err(_) if stopped => Some(TermEnd::Stopped),
                     Err(_) => None,
                 };
-                let lost = match &ended {
-                    Some(TermEnd::Lost(why)) => Some(why.as_str()),
-                    _ => None,
-                };
-                self.report_holder_ending(&term, lost);
+                self.report_holder_ending(&term, ended.as_ref());
                 self.note_attempt(&attempt, "renewing");
                 if let Some(end) = ended {
                     return end;
@@ -335,7 +376,7 @@ impl<I: Io> Run<I> {
         term: &Term,
         round_end: Instant,
     ) -> Option<TermEnd> {
-        let until = self.now() + d;
+        let until = add_saturating(self.now(), d);
         loop {
             let left = until.saturating_duration_since(self.now());
             if left.is_zero() {
@@ -359,24 +400,23 @@ impl<I: Io> Run<I> {
                 Err(_) => true,
             };
             if !ours {
-                let why = self.why_not_ours();
-                self.report_holder_ending(term, Some(&why));
-                return Some(TermEnd::Lost(why));
+                let end = TermEnd::Taken(self.why_not_ours());
+                self.report_holder_ending(term, Some(&end));
+                return Some(end);
             }
         }
     }
 
-    /// Report the observed holder, ending `term` as lost on the way when
-    /// `lost` says why. Act first, tell after: the term ends before
+    /// Report the observed holder, ending `term` on the way when `end`
+    /// says it was lost. Act first, tell after: the term ends before
     /// anything is logged (a logger is the caller's code, and may block),
     /// and the new holder is in the status before it ends (whoever sees
     /// the end asks who holds the lease now, as `lease-elect` does to
     /// choose SIGKILL over the grace).
-    fn report_holder_ending(&mut self, term: &Term, lost: Option<&str>) {
+    fn report_holder_ending(&mut self, term: &Term, end: Option<&TermEnd>) {
         let holder = self.publish_holder();
-        if let Some(why) = lost {
-            self.shared
-                .end_term(term, StopReason::Lost, Some(why.to_string()));
+        if let Some(end) = end.filter(|e| **e != TermEnd::Stopped) {
+            self.shared.end_term(term, end);
         }
         if let Some(holder) = holder {
             self.announce_holder(holder);
@@ -396,13 +436,13 @@ impl<I: Io> Run<I> {
     /// End the term and tell the caller (before any release, so the caller
     /// stops working before anyone else can start), then log it. A stop may
     /// have ended it already, from the stopping thread. The term ended.
-    fn step_down(&mut self, reason: StopReason, why: Option<String>) -> Option<Term> {
+    fn step_down(&mut self, end: &TermEnd) -> Option<Term> {
         let term = self.term.take()?;
-        self.shared.end_term(&term, reason, why.clone());
+        self.shared.end_term(&term, end);
         self.io
             .record_event(&format!("{} stopped leading", self.io.identity()));
         let desc = &self.shared.describe;
-        match why {
+        match end.why() {
             Some(why) => log::warn!("lost lease {desc}: {why}; stopped leading"),
             None => log::info!("stopped leading lease {desc}"),
         }
@@ -413,10 +453,7 @@ impl<I: Io> Run<I> {
     /// transitions kept. Its own budget, `release_timeout`, not cut by the
     /// stop that asked for it.
     async fn release(&mut self) -> Result<()> {
-        if !self.cfg().release_on_cancel
-            || self.shared.skip_release.load(Ordering::Relaxed)
-            || !self.is_leader_of_observed()
-        {
+        if self.shared.skip_release.load(Ordering::Relaxed) || !self.is_leader_of_observed() {
             return Ok(());
         }
         let deadline = Deadline::after(self.shared.clock.clone(), self.cfg().release_timeout);
@@ -467,7 +504,7 @@ impl<I: Io> Run<I> {
 
     /// Sleep `d`, ignoring pokes; true when stopped.
     async fn pause(&mut self, d: Duration) -> bool {
-        let until = self.now() + d;
+        let until = add_saturating(self.now(), d);
         loop {
             let left = until.saturating_duration_since(self.now());
             if left.is_zero() {
@@ -485,6 +522,16 @@ impl<I: Io> Run<I> {
     fn jittered(&mut self, d: Duration) -> Duration {
         d.mul_f64(1.0 + self.jitter.unit() * JITTER_FACTOR)
     }
+}
+
+/// A `resourceVersion` as the revision it is: a decimal integer (KEP-5504:
+/// no sign, no leading zero), or `None`.
+pub(super) fn revision(version: &str) -> Option<u64> {
+    let digits = version.bytes().all(|b| b.is_ascii_digit());
+    if !digits || version.is_empty() || version.starts_with('0') {
+        return None;
+    }
+    version.parse().ok()
 }
 
 /// The server's `Retry-After` (429, 503) clamped to

@@ -17,6 +17,35 @@ use super::{LeaderEvent, StopReason};
 use crate::clock::{Clock, Wakeup};
 use crate::status::{FailureKind, LastError};
 
+/// How a leadership term ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum TermEnd {
+    /// A stop ended it.
+    Stopped,
+    /// No renew succeeded within the renew deadline; why.
+    Expired(String),
+    /// The Lease was taken from us: another holder, freed by another
+    /// writer, deleted (or created anew by someone else); why.
+    Taken(String),
+}
+
+impl TermEnd {
+    pub(super) fn reason(&self) -> StopReason {
+        match self {
+            TermEnd::Stopped => StopReason::Stopped,
+            TermEnd::Expired(_) | TermEnd::Taken(_) => StopReason::Lost,
+        }
+    }
+
+    /// Why it was lost, for the log and `ElectorStatus::last_loss`.
+    pub(super) fn why(&self) -> Option<&str> {
+        match self {
+            TermEnd::Stopped => None,
+            TermEnd::Expired(why) | TermEnd::Taken(why) => Some(why),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub(super) struct Counters {
     pub(super) attempts: u64,
@@ -150,17 +179,18 @@ impl Shared {
     /// End `term` if it is still the current one: mark it over, record a
     /// loss and its reason, and send `StoppedLeading`. False when it had
     /// already been ended (by a stop on another thread).
-    pub(super) fn end_term(&self, term: &Term, reason: StopReason, why: Option<String>) -> bool {
+    pub(super) fn end_term(&self, term: &Term, end: &TermEnd) -> bool {
         let mut st = self.lock();
         if !st.term.as_ref().is_some_and(|t| t.same_term(term)) {
             return false;
         }
         st.term = None;
-        term.end();
+        term.end(matches!(end, TermEnd::Taken(_)));
         let at = self.now();
+        let reason = end.reason();
         if reason == StopReason::Lost {
             st.lost_at = Some(at);
-            st.last_loss = why;
+            st.last_loss = end.why().map(str::to_string);
         }
         Self::send(&st, LeaderEvent::StoppedLeading { at, reason });
         true
@@ -173,7 +203,7 @@ impl Shared {
     pub(super) fn request_stop(&self) {
         self.wake.stop();
         if let Some(term) = self.current_term() {
-            self.end_term(&term, StopReason::Stopped, None);
+            self.end_term(&term, &TermEnd::Stopped);
         }
     }
 

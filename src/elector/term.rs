@@ -9,16 +9,19 @@
 //! A lease cannot stop a process that is not running: a leader frozen past
 //! its lease (a long pause, a stopped VM) wakes up believing it leads while
 //! another has taken over. What closes that gap is fencing, as Chubby's
-//! sequencers and ZooKeeper's zxid do it: each term carries a number that
-//! only grows, and the shared resource refuses a number lower than one it
-//! has seen. Here that number is the Lease's `leaseTransitions` as this
-//! candidate wrote it when it acquired.
+//! sequencers and etcd's election revisions do it: each term carries a
+//! number that only grows, and the shared resource refuses a number lower
+//! than one it has seen. Here that number is the `resourceVersion` the API
+//! server gave the write that began the term: etcd's revision, which grows
+//! with every write to the cluster, across deletions and recreations of the
+//! Lease, whatever anyone writes into it (KEP-5504 documents it as a
+//! comparable integer since Kubernetes 1.35; on etcd it always was one).
 
 use std::fmt;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::clock::{add_saturating, Clock};
+use crate::clock::{add_saturating, Clock, Wakeup};
 
 /// One leadership term of this candidate: its fencing token, and whether it
 /// is still current. Cheap to clone (clones share the term), `Send + Sync`.
@@ -40,7 +43,9 @@ use crate::clock::{add_saturating, Clock};
 ///         break term;
 ///     }
 /// };
-/// assert_eq!(term.token(), 0); // the Lease was created: leaseTransitions 0
+/// // The Lease's resourceVersion after the write that began the term.
+/// let stored = server.lease("default", "jobs").and_then(|l| l.metadata.resource_version);
+/// assert_eq!(Some(term.token().to_string()), stored);
 /// assert!(term.is_current() && handle.probe().term().is_some());
 /// handle.stop()?;
 /// assert!(!term.is_current()); // and never again
@@ -59,6 +64,9 @@ struct Inner {
     lease: String,
     started: Instant,
     renew_deadline: Duration,
+    /// What the work has after the last renew before anyone else may lead:
+    /// the lease duration less a margin for clock rates and for stopping.
+    budget: Duration,
     clock: Arc<dyn Clock>,
     state: Mutex<State>,
     ended_cv: Condvar,
@@ -68,6 +76,9 @@ struct State {
     /// The start of the last successful renew of this term.
     last_renew: Instant,
     ended: bool,
+    /// Ended because the Lease was taken: another writer took, freed or
+    /// deleted it. Another candidate may lead already.
+    taken: bool,
     /// `Term` values the caller holds.
     holders: usize,
 }
@@ -78,20 +89,23 @@ impl Term {
         identity: &str,
         lease: &str,
         started: Instant,
-        renew_deadline: Duration,
+        timings: &super::ElectorConfig,
         clock: Arc<dyn Clock>,
     ) -> Term {
+        let (ld, rd) = (timings.lease_duration, timings.renew_deadline);
         Term {
             inner: Arc::new(Inner {
                 token,
                 identity: identity.to_string(),
                 lease: lease.to_string(),
                 started,
-                renew_deadline,
+                renew_deadline: rd,
+                budget: ld.saturating_sub(stop_margin(ld, rd)),
                 clock,
                 state: Mutex::new(State {
                     last_renew: started,
                     ended: false,
+                    taken: false,
                     holders: 0,
                 }),
                 ended_cv: Condvar::new(),
@@ -125,17 +139,28 @@ impl Term {
 
     /// Block until the caller holds no `Term` of this term, at most
     /// `grace` of real time (the work runs in real time, whatever clock
-    /// the elector reads); true when it holds none.
-    pub(super) fn wait_let_go(&self, grace: Duration) -> bool {
+    /// the elector reads), or until `stop` fires.
+    pub(super) fn wait_let_go(&self, grace: Duration, stop: &Wakeup) -> LetGo {
         let until = add_saturating(Instant::now(), grace);
+        // A stop wakes the wait (it holds the condition variable's lock
+        // while it notifies, so the wake-up cannot fall between a look at
+        // `is_stopped` and the wait).
+        let inner = self.inner.clone();
+        let _hook = stop.on_stop(move || {
+            let _st = inner.state.lock().unwrap_or_else(PoisonError::into_inner);
+            inner.ended_cv.notify_all();
+        });
         let mut st = self.lock();
         loop {
             if st.holders == 0 {
-                return true;
+                return LetGo::Released;
+            }
+            if stop.is_stopped() {
+                return LetGo::Stopped;
             }
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return false;
+                return LetGo::Held;
             }
             st = self.wait(st, left);
         }
@@ -158,12 +183,19 @@ impl Term {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The fencing token: the Lease's `leaseTransitions` that this
-    /// candidate wrote when it acquired the lease for this term. It never
+    /// The fencing token: the Lease's `resourceVersion` as the API server
+    /// stored the write that began this term (etcd's revision). It never
     /// changes during the term, and is greater than the token of every
-    /// earlier term on this Lease, of any holder that increments
-    /// `leaseTransitions` as client-go does (deleting the Lease starts it
-    /// at 0 again; the field is an int32, which stops at `i32::MAX`).
+    /// earlier term on this Lease, of any candidate, across deletions and
+    /// recreations of the Lease and whatever anyone writes into its
+    /// `leaseTransitions`; a later term's is always greater.
+    ///
+    /// A lock whose versions are not decimal integers (not the API
+    /// server's: kube-apiserver's are etcd revisions, and KEP-5504
+    /// documents them as comparable integers since Kubernetes 1.35), or a
+    /// [`Lock`](crate::Lock) of your own without versions, gets the
+    /// `leaseTransitions` it wrote instead, which only candidates that
+    /// increment it keep growing (a warning says so once).
     pub fn token(&self) -> u64 {
         self.inner.token
     }
@@ -198,7 +230,7 @@ impl Term {
     /// ended. Wakes at [`Term::valid_until`] even if the elector thread
     /// cannot run to end it.
     pub fn wait_ended(&self, timeout: Duration) -> bool {
-        let give_up = Instant::now() + timeout;
+        let give_up = add_saturating(Instant::now(), timeout);
         let mut st = self.lock();
         loop {
             if st.ended {
@@ -238,6 +270,55 @@ impl Term {
         self.inner.started
     }
 
+    /// True once the term ended because the Lease was taken from this
+    /// candidate: another writer took it, freed it or deleted it (anyone
+    /// may create a deleted Lease at once). Another candidate may lead
+    /// already, so the work has no time left ([`Term::time_to_stop`] is
+    /// zero): stop at once, without finishing the step. False while the
+    /// term is current, and when it ended by a stop or at its deadline.
+    pub fn taken_over(&self) -> bool {
+        self.lock().taken
+    }
+
+    /// How long the work may still run before another candidate may lead:
+    /// its time budget. Until the lease duration after the last renew, less
+    /// a margin (1 s, or half of `lease_duration − renew_deadline` when
+    /// that is less) for clock rates and for stopping; zero once the term
+    /// was [taken over](Term::taken_over).
+    ///
+    /// While the term is current this is more than [`Term::valid_until`]
+    /// leaves: after a term ends at its deadline the work still has
+    /// `lease_duration − renew_deadline − margin` (4 s with client-go's
+    /// 15 s / 10 s, 29 s with OpenShift's 137 s / 107 s) to finish its step
+    /// before anyone else can take the Lease. A step that may take longer
+    /// than that must not start: check `time_to_stop() > step` first.
+    ///
+    /// ```
+    /// # use lease_elector::testing::TestApiServer;
+    /// # use lease_elector::{Client, ClientConfig, LeaderElector, LeaseLock};
+    /// # use std::time::Duration;
+    /// # let server = TestApiServer::start()?;
+    /// # let lock = LeaseLock::new(Client::new(ClientConfig::new(server.url()))?, "default", "jobs", "me");
+    /// # let elector = LeaderElector::builder(lock).build()?;
+    /// # let stopper = elector.stopper();
+    /// elector.run(|term| {
+    ///     let step = Duration::from_secs(1);
+    ///     while term.is_current() && term.time_to_stop() > step {
+    ///         // one step of the work, at most `step` long
+    /// #       stopper.stop();
+    ///     }
+    /// })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn time_to_stop(&self) -> Duration {
+        let st = self.lock();
+        if st.taken {
+            return Duration::ZERO;
+        }
+        add_saturating(st.last_renew, self.inner.budget)
+            .saturating_duration_since(self.inner.clock.now())
+    }
+
     fn deadline(&self, st: &State) -> Instant {
         add_saturating(st.last_renew, self.inner.renew_deadline)
     }
@@ -256,9 +337,12 @@ impl Term {
         true
     }
 
-    /// Mark the term over and wake its waiters.
-    pub(super) fn end(&self) {
-        self.lock().ended = true;
+    /// Mark the term over (`taken`: the Lease was taken from us) and wake
+    /// its waiters.
+    pub(super) fn end(&self, taken: bool) {
+        let mut st = self.lock();
+        st.ended = true;
+        st.taken |= taken;
         self.inner.ended_cv.notify_all();
     }
 
@@ -303,5 +387,40 @@ impl fmt::Debug for Term {
             .field("identity", &self.inner.identity)
             .field("ended", &self.lock().ended)
             .finish()
+    }
+}
+
+/// How a wait for the work to let go of a term ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LetGo {
+    /// The caller holds no `Term` of it any more.
+    Released,
+    /// Still held when the time ran out.
+    Held,
+    /// The elector was asked to stop meanwhile.
+    Stopped,
+}
+
+/// How long before the lease could expire for others the work of a term
+/// must have stopped at the latest: 1 s, or half of `lease_duration −
+/// renew_deadline` if less. It covers clock rates within the documented
+/// bound and the time to deliver a stop (`lease-elect`'s SIGKILL).
+pub fn stop_margin(lease_duration: Duration, renew_deadline: Duration) -> Duration {
+    (lease_duration.saturating_sub(renew_deadline) / 2).min(Duration::from_secs(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stop_margin_is_a_second_or_half_the_slack_of_the_lease() {
+        let s = Duration::from_secs;
+        assert_eq!(stop_margin(s(15), s(10)), s(1));
+        assert_eq!(stop_margin(s(137), s(107)), s(1));
+        assert_eq!(
+            stop_margin(s(2), Duration::from_millis(1500)),
+            Duration::from_millis(250)
+        );
     }
 }

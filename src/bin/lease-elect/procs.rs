@@ -22,43 +22,15 @@ use rustix::process::{Pid, Signal as Sig, WaitOptions};
 
 use signal_hook::consts::{SIGINT, SIGTERM};
 
-/// What can be asked of COMMAND.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Signal {
-    Term,
-    Int,
-    Kill,
-}
+/// What can be asked of COMMAND (the library's, which the session decides with).
+pub use lease_elector::session::Signal;
 
-impl Signal {
-    /// The name the protocol uses.
-    pub fn name(self) -> &'static str {
-        match self {
-            Signal::Term => "TERM",
-            Signal::Int => "INT",
-            Signal::Kill => "KILL",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Signal> {
-        [Signal::Term, Signal::Int, Signal::Kill]
-            .into_iter()
-            .find(|s| s.name() == name)
-    }
-
-    /// SIGTERM and SIGINT, as signal-hook reports them.
-    pub fn from_raw(sig: i32) -> Option<Signal> {
-        match sig {
-            SIGTERM => Some(Signal::Term),
-            SIGINT => Some(Signal::Int),
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Display for Signal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SIG{}", self.name())
+/// SIGTERM and SIGINT, as signal-hook reports them.
+pub fn signal_from_raw(sig: i32) -> Option<Signal> {
+    match sig {
+        SIGTERM => Some(Signal::Term),
+        SIGINT => Some(Signal::Int),
+        _ => None,
     }
 }
 

@@ -3,23 +3,16 @@
 //!
 //! # When COMMAND may run
 //!
-//! COMMAND starts on `StartedLeading` while the handle says we lead, and is
-//! stopped (SIGTERM, SIGKILL after `--grace`) on `StoppedLeading`, on a
-//! signal to `lease-elect`, or when the handle stops saying we lead. The
+//! The rules (when COMMAND starts, is signalled, gets its `--grace`, is
+//! killed) are the library's `lease_elector::session`, which the seeded
+//! simulation runs too; [`Driver`] carries them out on real processes.
+//! COMMAND starts on `StartedLeading` while the handle says we lead. The
 //! lease is released only after COMMAND (its supervisor) has been reaped:
 //! `ElectorHandle::stop` sends `StoppedLeading` and releases at once, so it
-//! is called last.
-//!
-//! While COMMAND is being stopped the elector keeps renewing, so `--grace`
-//! may be long. But nobody else can take the lease before `leaseDuration`
-//! after our last successful renew started (others time expiry from when
-//! *they* saw that renew), and that is the one bound a term that ran out
-//! leaves: COMMAND gets SIGKILL no later than [`kill_margin`] before it,
-//! whatever `--grace` says. The term ends at most `renewDeadline` after
-//! that renew, so a term that ran out leaves `leaseDuration - renewDeadline
-//! - margin` for a graceful exit (4 s at 15s/10s/2s). A term lost because
-//! another holder was seen leaves nothing (that holder may run COMMAND
-//! already): SIGKILL at once. `--grace` is for orderly ends.
+//! is called last. While COMMAND is being stopped the elector keeps
+//! renewing, so `--grace` may be long; a Lease seen taken over (another
+//! holder, freed by another writer, deleted) kills it at once, whatever
+//! is being done.
 //!
 //! # Act first, tell after
 //!
@@ -44,9 +37,10 @@ use std::process::{ExitCode, ExitStatus};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use lease_elector::events::EventRecorder;
+use lease_elector::session::{Action, End, Input, Session, SessionConfig};
 use lease_elector::text::Escaped;
 use lease_elector::{
     Client, Clock, ElectorHandle, LeaderElector, LeaderEvent, LeaderEvents, LeaseLock, Probe,
@@ -60,7 +54,7 @@ use crate::args::Args;
 use crate::logger;
 use crate::outlet::Outlet;
 use crate::procs;
-use crate::procs::Signal;
+use crate::procs::{signal_from_raw, Signal};
 use crate::supervise::{self, Supervised};
 
 type BoxError = Box<dyn std::error::Error>;
@@ -133,7 +127,7 @@ fn run(args: Args, logger: &logger::Stderr, out: &Outlet) -> Result<ExitCode, Bo
                 for sig in signals.forever() {
                     let msg = match sig {
                         SIGTSTP => Msg::Suspend,
-                        sig => Signal::from_raw(sig).map_or(Msg::Child, Msg::Signal),
+                        sig => signal_from_raw(sig).map_or(Msg::Child, Msg::Signal),
                     };
                     if tx.send(msg).is_err() {
                         break;
@@ -188,7 +182,7 @@ fn run(args: Args, logger: &logger::Stderr, out: &Outlet) -> Result<ExitCode, Bo
     let end = if args.command.is_empty() {
         follow(&rx)
     } else {
-        Session::new(&args, probe, clock).run(&rx)
+        Driver::new(&args, probe, clock).run(&rx)?
     };
     if let End::SupervisorKilled = end {
         if !subreaper {
@@ -242,10 +236,6 @@ fn run(args: Args, logger: &logger::Stderr, out: &Outlet) -> Result<ExitCode, Bo
         End::ElectorEnded => {
             stopped?;
             Err("the elector ended unexpectedly".into())
-        }
-        End::Failed(e) => {
-            stopped?;
-            Err(e)
         }
         End::SupervisorKilled => {
             stopped?;
@@ -338,29 +328,6 @@ fn health_addrs(addr: &str) -> Result<Vec<SocketAddr>, BoxError> {
     }
 }
 
-/// Why the lease was lost, for the WARN line that says so: the elector's
-/// own reason, else the last failed request, else the deadline of `term`
-/// (`now` on the elector's clock).
-fn loss_reason(probe: &Probe, term: &Term, now: Instant) -> String {
-    let status = probe.status();
-    let late = now.saturating_duration_since(term.valid_until());
-    match (status.last_loss, status.last_error) {
-        (Some(why), _) => why,
-        (None, Some(e)) => format!(
-            "no renew within the renew deadline; last error: {}",
-            e.message
-        ),
-        // Nothing failed: this process did not run (frozen, suspended).
-        (None, None) if late > Duration::from_millis(100) => format!(
-            "no renew within the renew deadline: this process did not run until {} past it",
-            humantime::format_duration(Duration::from_millis(
-                u64::try_from(late.as_millis()).unwrap_or(u64::MAX)
-            ))
-        ),
-        (None, None) => "no renew within the renew deadline".to_string(),
-    }
-}
-
 /// Pass events to the main loop, then print them: printing never delays
 /// stopping COMMAND (nor waits for stdout: `out` queues), and STOPPED is
 /// printed as soon as the elector sends it, before the release that
@@ -390,22 +357,6 @@ fn forward_events(
         })
 }
 
-/// How the main loop ended.
-enum End {
-    /// SIGTERM, SIGINT or stdin closing.
-    Stopped(String),
-    /// COMMAND exited on its own (without `--restart`) with this status.
-    CommandExited(u8),
-    Lost,
-    ElectorEnded,
-    /// COMMAND could not be started.
-    Failed(BoxError),
-    /// The supervisor died of a signal: COMMAND may still run.
-    SupervisorKilled,
-    /// `--acquire-timeout` passed without leading.
-    GaveUp,
-}
-
 /// Without COMMAND: print (the forwarder does) until told to stop.
 fn follow(rx: &Receiver<Msg>) -> End {
     loop {
@@ -415,40 +366,6 @@ fn follow(rx: &Receiver<Msg>) -> End {
             Ok(Msg::ElectorEnded) | Err(_) => return End::ElectorEnded,
             Ok(Msg::Event(_) | Msg::Child | Msg::Suspend) => {}
         }
-    }
-}
-
-/// How watching a running COMMAND ended.
-enum Watch {
-    Exited(ExitStatus),
-    Lost,
-    Signal(Signal),
-}
-
-/// The first pause before `--restart` starts COMMAND again, the longest,
-/// and how long a run must last for the pause to start again from the first.
-const RESTART_FIRST: Duration = Duration::from_secs(1);
-const RESTART_MAX: Duration = Duration::from_secs(30);
-const RESTART_RESET: Duration = Duration::from_secs(10);
-
-/// The exit status when `--acquire-timeout` passes without leading:
-/// COMMAND's status as the supervisor passes it on, said in words: 128 +
-/// S is how a shell (and the supervisor) reports a kill by signal S.
-fn described(code: u8) -> String {
-    const NAMES: [(u8, &str); 6] = [
-        (1, "SIGHUP"),
-        (2, "SIGINT"),
-        (6, "SIGABRT"),
-        (9, "SIGKILL"),
-        (11, "SIGSEGV"),
-        (15, "SIGTERM"),
-    ];
-    match code.checked_sub(128).filter(|s| (1..=64).contains(s)) {
-        Some(sig) => match NAMES.iter().find(|(n, _)| *n == sig) {
-            Some((_, name)) => format!("status {code} (killed by {name})"),
-            None => format!("status {code} (killed by signal {sig})"),
-        },
-        None => format!("status {code}"),
     }
 }
 
@@ -464,368 +381,144 @@ fn term_env(term: &Term) -> [(&'static str, String); 3] {
     ]
 }
 
-/// How long before the lease could expire for others COMMAND gets SIGKILL
-/// at the latest: 1 s, or half of `leaseDuration - renewDeadline` if less.
-/// It covers delivering SIGKILL and the supervisor reaping COMMAND.
-fn kill_margin(lease_duration: Duration, renew_deadline: Duration) -> Duration {
-    (lease_duration.saturating_sub(renew_deadline) / 2).min(Duration::from_secs(1))
-}
-
-/// With COMMAND: run it while leading.
-struct Session {
+/// With COMMAND: run it while leading. The decisions are the library's
+/// [`Session`] (the seeded simulation runs the same); this carries them
+/// out on real processes.
+struct Driver {
     command: Vec<OsString>,
-    grace: Duration,
-    restart: bool,
-    acquire_timeout: Option<Duration>,
     level: LevelFilter,
-    probe: Probe,
+    session: Session,
     /// The elector's clock: every instant here is on it.
     clock: Arc<dyn Clock>,
-    lease_duration: Duration,
-    margin: Duration,
-    /// From a term's end to SIGKILL, as the supervisor enforces it: the
-    /// grace, but never closer than `margin` to the lease's expiry.
-    kill_after: Duration,
+    child: Option<Supervised>,
+    /// An input that came while COMMAND's end was told first.
+    stashed: Option<Input>,
 }
 
-/// How a term ended for COMMAND: what it was sent first.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Ending {
-    /// SIGTERM or SIGINT, then SIGKILL after the grace.
-    Graceful,
-    /// SIGKILL at once.
-    Killed,
-}
-
-impl Session {
-    fn new(args: &Args, probe: Probe, clock: Arc<dyn Clock>) -> Session {
+impl Driver {
+    fn new(args: &Args, probe: Probe, clock: Arc<dyn Clock>) -> Driver {
         let timings = args.elector_config();
-        let (lease_duration, renew_deadline) = (timings.lease_duration, timings.renew_deadline);
-        let margin = kill_margin(lease_duration, renew_deadline);
-        Session {
-            command: args.command.clone(),
+        let config = SessionConfig {
             grace: args.grace,
             restart: args.restart,
-            acquire_timeout: args.acquire_timeout,
-            level: log::max_level(),
-            probe,
-            clock,
-            lease_duration,
-            margin,
-            kill_after: args.grace.min(
-                lease_duration
-                    .saturating_sub(renew_deadline)
-                    .saturating_sub(margin),
-            ),
-        }
-    }
-
-    fn now(&self) -> Instant {
-        self.clock.now()
-    }
-
-    /// SIGKILL COMMAND by then at the latest: `margin` before the lease
-    /// could expire for anyone else.
-    fn lease_deadline(&self) -> Instant {
-        match self.probe.last_renew() {
-            Some(at) => (at + self.lease_duration)
-                .checked_sub(self.margin)
-                .unwrap_or(at),
-            None => self.now(),
-        }
-    }
-
-    /// How often the main loop looks at the handle while COMMAND runs, in
-    /// case no event comes: it sees a missed renew deadline with `margin`
-    /// to spare (`margin` is at most half of leaseDuration - renewDeadline),
-    /// and passes a renew on to the supervisor well before the term's old
-    /// end.
-    fn tick(&self) -> Duration {
-        self.margin.max(Duration::from_millis(10))
-    }
-
-    /// Whether the term was lost to another holder (or to a Lease freed or
-    /// gone under us), not just run out: the last holder the elector saw is
-    /// not this candidate.
-    fn seen_other_holder(&self) -> bool {
-        self.probe.leader().as_deref() != Some(self.probe.identity())
-    }
-
-    fn run(&self, rx: &Receiver<Msg>) -> End {
-        let mut term = loop {
-            match rx.recv() {
-                Ok(Msg::Event(LeaderEvent::StartedLeading { term, .. })) => break term,
-                Ok(Msg::Signal(sig)) => return End::Stopped(sig.to_string()),
-                Ok(Msg::Suspend) => ignored_suspend(),
-                // Before leading, the elector ends by itself only when
-                // --acquire-timeout passed (it never wrote the Lease).
-                Ok(Msg::ElectorEnded) | Err(_) if self.acquire_timeout.is_some() => {
-                    return End::GaveUp
-                }
-                Ok(Msg::ElectorEnded) | Err(_) => return End::ElectorEnded,
-                Ok(_) => {}
-            }
+            acquire_timeout: args.acquire_timeout.is_some(),
+            lease_duration: timings.lease_duration,
+            renew_deadline: timings.renew_deadline,
         };
-        let mut pause = RESTART_FIRST;
+        Driver {
+            command: args.command.clone(),
+            level: log::max_level(),
+            session: Session::new(config, probe),
+            clock,
+            child: None,
+            stashed: None,
+        }
+    }
+
+    /// Until the session ends: feed it what happens, do what it says.
+    fn run(&mut self, rx: &Receiver<Msg>) -> Result<End, BoxError> {
+        let mut input = Input::Tick;
         loop {
-            // With --restart, the term in progress (the same one while it lasts).
-            if let Some(current) = self.probe.term() {
-                term = current;
+            let now = self.clock.now();
+            for action in self.session.step(now, input) {
+                self.act(action)?;
             }
-            if !self.probe.is_leader() || !term.is_current() {
-                return End::Lost;
+            if let Some(end) = self.session.end() {
+                return Ok(end.clone());
             }
-            let mut child = match Supervised::start(
-                &self.command,
-                self.level,
-                &term_env(&term),
-                &term,
-                &*self.clock,
-                self.kill_after,
-            ) {
-                Ok(child) => child,
-                Err(e) => return End::Failed(format!("cannot start COMMAND: {e}").into()),
-            };
-            let started = Instant::now();
-            log::info!(
-                "leading (term {}): started {}",
-                term.token(),
-                supervise::show(&self.command)
-            );
-            let status = match self.watch(rx, &mut child, &term) {
-                Watch::Exited(status) => status,
-                Watch::Lost => {
-                    // Act first: the log line after.
-                    let ending = if self.seen_other_holder() {
-                        child.signal(Signal::Kill);
-                        Ending::Killed
-                    } else {
-                        child.signal(Signal::Term);
-                        Ending::Graceful
-                    };
-                    let why = loss_reason(&self.probe, &term, self.now());
-                    match ending {
-                        Ending::Killed => log::warn!(
-                            "leadership lost ({why}): killed COMMAND at once (SIGKILL, no --grace: the new holder may be running it)"
-                        ),
-                        Ending::Graceful => log::warn!("leadership lost ({why}): stopping COMMAND"),
-                    }
-                    return self.terminate(rx, &mut child, &term, ending, End::Lost);
-                }
-                Watch::Signal(sig) => {
+            input = self.next_input(rx);
+        }
+    }
+
+    fn act(&mut self, action: Action) -> Result<(), BoxError> {
+        match action {
+            Action::Start { term, kill_after } => {
+                let child = Supervised::start(
+                    &self.command,
+                    self.level,
+                    &term_env(&term),
+                    &term,
+                    &*self.clock,
+                    kill_after,
+                )
+                .map_err(|e| format!("cannot start COMMAND: {e}"))?;
+                self.child = Some(child);
+            }
+            Action::Signal(sig) => {
+                if let Some(child) = &mut self.child {
                     child.signal(sig);
-                    log::info!("{sig}: stopping COMMAND");
-                    return self.terminate(
-                        rx,
-                        &mut child,
-                        &term,
-                        Ending::Graceful,
-                        End::Stopped(sig.to_string()),
-                    );
                 }
-            };
-            let Some(code) = command_status(status) else {
-                return End::SupervisorKilled;
-            };
-            if !term.is_current() {
-                // The supervisor ended COMMAND at the term's end: this
-                // process did not run then (stopped, frozen, stuck).
-                log::warn!(
-                    "leadership lost ({}): COMMAND's supervisor ended COMMAND at the end of the term ({})",
-                    loss_reason(&self.probe, &term, self.now()),
-                    described(code)
-                );
-                return End::Lost;
             }
-            if !self.restart {
-                // A failure is news at the default level; a success is
-                // not (a cron job would mail it every run).
-                let level = if code == 0 {
-                    log::Level::Info
-                } else {
-                    log::Level::Warn
-                };
-                log::log!(
+            Action::Relay(until) => {
+                if let Some(child) = &mut self.child {
+                    child.relay(until, &*self.clock);
+                }
+            }
+            Action::KillBelow => {
+                // The supervisor is left for `child` to reap (when dropped).
+                let pid = self.child.as_ref().map(Supervised::pid);
+                let n = procs::kill_all_below(pid.as_slice());
+                log::error!("killed every process below lease-elect ({n} processes)");
+            }
+            Action::Log(level, line) => match line.strip_prefix("leading (term") {
+                // COMMAND named as the user gave it.
+                Some(rest) => log::log!(
                     level,
-                    "COMMAND exited with {}; releasing the lease",
-                    described(code)
-                );
-                return End::CommandExited(code);
-            }
-            pause = if started.elapsed() >= RESTART_RESET {
-                RESTART_FIRST
-            } else {
-                pause
-            };
-            log::warn!(
-                "COMMAND exited with {}; starting it again in {}",
-                described(code),
-                humantime::format_duration(pause)
-            );
-            if let Some(end) = self.pause(rx, pause, &term) {
-                return match end {
-                    Watch::Signal(sig) => End::Stopped(sig.to_string()),
-                    _ => End::Lost,
-                };
-            }
-            pause = (pause * 2).min(RESTART_MAX);
-        }
-    }
-
-    /// How long to wait for the next message while COMMAND runs under
-    /// `term`: a tick, and never past the end of the term, so that a wait
-    /// begun before a freeze (SIGSTOP, a paused VM) ends the moment the
-    /// process runs again if the term ended meanwhile, and a renew that
-    /// lands just before the end reaches the supervisor at the end. A
-    /// sleep's deadline is absolute: the kernel wakes the thread at once on
-    /// thawing when that deadline has passed.
-    fn wait_in(&self, term: &Term) -> Duration {
-        term.valid_until()
-            .saturating_duration_since(self.now())
-            .min(self.tick())
-    }
-
-    /// Until COMMAND exits, leadership ends or a signal comes; every renew
-    /// is passed on to the supervisor.
-    fn watch(&self, rx: &Receiver<Msg>, child: &mut Supervised, term: &Term) -> Watch {
-        loop {
-            child.relay(term, &*self.clock);
-            match child.try_wait() {
-                Ok(Some(status)) => return Watch::Exited(status),
-                Ok(None) => {}
-                Err(e) => log::error!("waiting for COMMAND's supervisor: {e}"),
-            }
-            if !term.is_current() || !self.probe.is_leader() {
-                return Watch::Lost;
-            }
-            match rx.recv_timeout(self.wait_in(term)) {
-                Ok(Msg::Event(LeaderEvent::StoppedLeading { .. }) | Msg::ElectorEnded)
-                | Err(RecvTimeoutError::Disconnected) => {
-                    // The supervisor may have ended COMMAND already, at
-                    // the term's end, while this process did not run.
-                    return match child.try_wait() {
-                        Ok(Some(status)) => Watch::Exited(status),
-                        _ => Watch::Lost,
-                    };
-                }
-                Ok(Msg::Signal(sig)) => return Watch::Signal(sig),
-                Ok(Msg::Suspend) => ignored_suspend(),
-                Ok(_) | Err(RecvTimeoutError::Timeout) => {}
-            }
-        }
-    }
-
-    /// `d` between runs of COMMAND; `Some` if leadership ended or a signal came.
-    fn pause(&self, rx: &Receiver<Msg>, d: Duration, term: &Term) -> Option<Watch> {
-        let until = Instant::now() + d;
-        loop {
-            if !term.is_current() || !self.probe.is_leader() {
-                return Some(Watch::Lost);
-            }
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return None;
-            }
-            match rx.recv_timeout(left.min(self.wait_in(term))) {
-                Ok(Msg::Event(LeaderEvent::StoppedLeading { .. }) | Msg::ElectorEnded)
-                | Err(RecvTimeoutError::Disconnected) => return Some(Watch::Lost),
-                Ok(Msg::Signal(sig)) => return Some(Watch::Signal(sig)),
-                Ok(Msg::Suspend) => ignored_suspend(),
-                Ok(_) | Err(RecvTimeoutError::Timeout) => {}
-            }
-        }
-    }
-
-    /// How long the supervisor has to report COMMAND's end once SIGKILL
-    /// was ordered: half the margin, which leaves the other half for
-    /// killing it and everything below it ourselves (`kill_below`).
-    fn answer_within(&self) -> Duration {
-        self.margin / 2
-    }
-
-    /// The supervisor has not reported COMMAND's end in time after SIGKILL
-    /// was ordered: it is stopped (COMMAND may `kill -STOP $PPID`) or hung.
-    /// SIGKILL it and every process below us (COMMAND's come to us, a child
-    /// subreaper), reap them all, and return `end`.
-    fn kill_below(&self, child: &mut Supervised, end: End) -> End {
-        // The supervisor is left for `child` to reap (when dropped).
-        let n = procs::kill_all_below(&[child.pid()]);
-        log::error!(
-            "COMMAND's supervisor had not reported COMMAND's end {} after SIGKILL was ordered (stopped or hung?): killed it and every process below it ({n} processes)",
-            humantime::format_duration(self.answer_within())
-        );
-        end
-    }
-
-    /// COMMAND was sent its first signal (`ending`): SIGKILL after `--grace`
-    /// or at the lease deadline, whichever is first (or at a second
-    /// SIGTERM/SIGINT); return `end` once COMMAND has been reaped: by the
-    /// supervisor, or by ourselves if the supervisor does not answer
-    /// (`kill_below`). Renews go on being passed on to the supervisor (a
-    /// stop leaves the term running until COMMAND has ended).
-    fn terminate(
-        &self,
-        rx: &Receiver<Msg>,
-        child: &mut Supervised,
-        term: &Term,
-        ending: Ending,
-        end: End,
-    ) -> End {
-        let grace_end = self.now() + self.grace;
-        let mut killed_at = (ending == Ending::Killed).then(|| self.now());
-        loop {
-            child.relay(term, &*self.clock);
-            match child.try_wait() {
-                Ok(Some(status)) => {
-                    return match command_status(status) {
-                        Some(code) => {
-                            log::info!("COMMAND has ended (status {code})");
-                            end
-                        }
-                        None => End::SupervisorKilled,
-                    };
-                }
-                Ok(None) => {}
-                Err(e) => log::error!("waiting for COMMAND's supervisor: {e}"),
-            }
-            let now = self.now();
-            let lease_end = self.lease_deadline();
-            let kill_by = grace_end.min(lease_end);
-            let wait = match killed_at {
-                None if now >= kill_by => {
-                    child.signal(Signal::Kill);
-                    killed_at = Some(now);
-                    if lease_end < grace_end {
-                        log::warn!("COMMAND still ran and the lease could soon expire: SIGKILL");
-                    } else {
-                        log::warn!(
-                            "COMMAND still ran after --grace {}: SIGKILL",
-                            humantime::format_duration(self.grace)
-                        );
-                    }
-                    self.answer_within().min(KILLED_POLL)
-                }
-                None => kill_by.saturating_duration_since(now).min(self.tick()).min(
-                    term.valid_until()
-                        .saturating_duration_since(now)
-                        .max(KILLED_POLL),
+                    "leading (term{}",
+                    rest.replace("COMMAND", &supervise::show(&self.command).to_string())
                 ),
-                Some(at) => {
-                    let answer_by = at + self.answer_within();
-                    if now >= answer_by {
-                        return self.kill_below(child, end);
-                    }
-                    answer_by.saturating_duration_since(now).min(KILLED_POLL)
-                }
-            };
-            match rx.recv_timeout(wait) {
-                Ok(Msg::Signal(again)) if killed_at.is_none() => {
-                    child.signal(Signal::Kill);
-                    killed_at = Some(self.now());
-                    log::warn!("{again} again: SIGKILL");
-                }
-                Ok(Msg::Suspend) => ignored_suspend(),
-                _ => {}
+                None => log::log!(level, "{line}"),
+            },
+        }
+        Ok(())
+    }
+
+    /// What happens next: COMMAND's end (looked at first, also after a
+    /// wait: a process that was stopped and thawed finds the supervisor's
+    /// doing before its own), a message, or the time the session asked to
+    /// be woken at.
+    fn next_input(&mut self, rx: &Receiver<Msg>) -> Input {
+        if let Some(exited) = self.exited() {
+            return exited;
+        }
+        if let Some(input) = self.stashed.take() {
+            return input;
+        }
+        let msg = match self.session.wake_in(self.clock.now()) {
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(wait) => rx.recv_timeout(wait),
+        };
+        let input = match msg {
+            Ok(Msg::Event(LeaderEvent::StartedLeading { term, .. })) => Input::Started(term),
+            Ok(Msg::Signal(sig)) => Input::Signal(sig),
+            Ok(Msg::ElectorEnded) | Err(RecvTimeoutError::Disconnected) => Input::ElectorEnded,
+            Ok(Msg::Suspend) => {
+                ignored_suspend();
+                Input::Tick
+            }
+            Ok(_) | Err(RecvTimeoutError::Timeout) => Input::Tick,
+        };
+        match self.exited() {
+            Some(exited) => {
+                self.stashed = Some(input);
+                exited
+            }
+            None => input,
+        }
+    }
+
+    /// COMMAND's end, once: its supervisor's status.
+    fn exited(&mut self) -> Option<Input> {
+        let child = self.child.as_mut()?;
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                self.child = None;
+                Some(Input::Exited(command_status(status)))
+            }
+            Ok(None) => None,
+            Err(e) => {
+                log::error!("waiting for COMMAND's supervisor: {e}");
+                None
             }
         }
     }
@@ -838,9 +531,6 @@ fn ignored_suspend() {
     );
 }
 
-/// How often a killed COMMAND is looked at besides SIGCHLD.
-const KILLED_POLL: Duration = Duration::from_millis(100);
-
 /// COMMAND's exit status as its supervisor passes it on; `None` when the
 /// supervisor itself was killed, so that COMMAND may still run.
 fn command_status(supervisor: ExitStatus) -> Option<u8> {
@@ -850,21 +540,5 @@ fn command_status(supervisor: ExitStatus) -> Option<u8> {
             log::debug!("COMMAND's supervisor ended: {supervisor}");
             None
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_kill_margin_is_a_second_or_half_the_slack_of_the_lease() {
-        let s = Duration::from_secs;
-        assert_eq!(kill_margin(s(15), s(10)), s(1));
-        assert_eq!(kill_margin(s(137), s(107)), s(1));
-        assert_eq!(
-            kill_margin(s(2), Duration::from_millis(1500)),
-            Duration::from_millis(250)
-        );
     }
 }

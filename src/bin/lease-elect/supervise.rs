@@ -17,7 +17,7 @@
 //!   (`boottime.rs`: it counts a suspend, and a line read late cannot make
 //!   it later). When that instant passes without a newer one, the
 //!   supervisor does what `lease-elect` does with a term that ended: SIGTERM
-//!   to COMMAND's group ([`END_SLACK`] later, so that a renew that landed
+//!   to COMMAND's group (`session::END_SLACK` later, so that a renew that landed
 //!   just before the end can be passed on first), then SIGKILL to the group
 //!   and everything below it `KILL_AFTER` after the end: the `--grace`, cut
 //!   to end a margin (1 s, or half of `leaseDuration - renewDeadline`)
@@ -87,6 +87,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use lease_elector::session::DeadMan;
 use lease_elector::{Clock, Term};
 use log::LevelFilter;
 use signal_hook::consts::{SIGCHLD, SIGINT, SIGTERM};
@@ -98,13 +99,6 @@ use crate::procs::{self, Signal};
 
 /// The first argument that makes `lease-elect` a supervisor.
 pub const FLAG: &str = "--supervise";
-
-/// How long after the term's end the supervisor passes SIGTERM on by
-/// itself (at most half of `KILL_AFTER`): time for a renew that landed
-/// just before the end to reach it, and for a running `lease-elect` to act
-/// first. `lease-elect` looks at the term at its end, so a renew reaches the
-/// supervisor within a scheduling delay of it.
-pub const END_SLACK: Duration = Duration::from_millis(100);
 
 /// How long the supervisor waits for a stuck stderr before it exits: its
 /// exit is what lets `lease-elect` release the lease.
@@ -195,10 +189,9 @@ impl Supervised {
         self.order(signal.name());
     }
 
-    /// Tell the supervisor `term`'s end, if it moved (a renew) since it
-    /// was last told.
-    pub fn relay(&mut self, term: &Term, clock: &dyn Clock) {
-        let until = term.valid_until();
+    /// Tell the supervisor the term's end `until` (on the elector's
+    /// `clock`), if it moved (a renew) since it was last told.
+    pub fn relay(&mut self, until: Instant, clock: &dyn Clock) {
         if until != self.told {
             self.told = until;
             self.order(&format!("UNTIL {}", nanos(on_boottime(until, clock))));
@@ -290,61 +283,29 @@ fn parse_order(line: &str) -> Option<Order> {
     }
 }
 
-/// The term's end as the supervisor holds it, and what it did about it.
-struct TermEnd {
-    /// On `CLOCK_BOOTTIME`.
-    until: Duration,
-    kill_after: Duration,
-    /// SIGTERM or SIGINT was passed on (by order, or at the term's end).
-    asked: bool,
-    /// SIGTERM was passed on at the term's end, unordered.
-    ended: bool,
-    killed: bool,
-}
-
-impl TermEnd {
-    fn slack(&self) -> Duration {
-        END_SLACK.min(self.kill_after / 2)
-    }
-
-    fn term_at(&self) -> Duration {
-        self.until + self.slack()
-    }
-
-    fn kill_at(&self) -> Duration {
-        self.until + self.kill_after
-    }
-
-    /// Act on the time `now`; when the next step is due, if any.
-    fn enforce(&mut self, pid: u32, now: Duration) -> Option<Duration> {
-        if self.killed {
-            return None;
-        }
-        if now >= self.kill_at() {
+/// Act on the time `now` (the dead-man switch, `session::DeadMan`); when
+/// the next step is due, if any.
+fn enforce(term: &mut DeadMan, pid: u32, now: Duration) -> Option<Duration> {
+    let (send, next) = term.enforce(now);
+    match send {
+        Some(Signal::Kill) => {
             kill_now(pid);
-            self.killed = true;
             log::warn!(
                 "the term ended {} ago and COMMAND still ran: killed it and everything below it",
-                show_duration(now.saturating_sub(self.until))
+                show_duration(now.saturating_sub(term.until))
             );
-            return None;
         }
-        if !self.asked && now >= self.term_at() {
-            pass_on(pid, Signal::Term);
-            self.asked = true;
-            self.ended = true;
+        Some(sig) => {
+            pass_on(pid, sig);
             log::warn!(
                 "the term ended {} ago and lease-elect passed on no renew (stopped, frozen or stuck?): sent SIGTERM to COMMAND, SIGKILL in {}",
-                show_duration(now.saturating_sub(self.until)),
-                show_duration(self.kill_at().saturating_sub(now))
+                show_duration(now.saturating_sub(term.until)),
+                show_duration(next.unwrap_or(now).saturating_sub(now))
             );
         }
-        Some(if self.asked {
-            self.kill_at()
-        } else {
-            self.term_at()
-        })
+        None => {}
     }
+    next
 }
 
 fn show_duration(d: Duration) -> humantime::FormattedDuration {
@@ -378,16 +339,7 @@ pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
         level.unwrap_or(LevelFilter::Warn),
         FLUSH_WITHIN,
     );
-    let code = supervise(
-        command,
-        TermEnd {
-            until,
-            kill_after,
-            asked: false,
-            ended: false,
-            killed: false,
-        },
-    );
+    let code = supervise(command, DeadMan::new(until, kill_after));
     log::logger().flush();
     code
 }
@@ -399,7 +351,7 @@ fn usage() -> ExitCode {
     ExitCode::from(2)
 }
 
-fn supervise(command: &[OsString], mut term: TermEnd) -> ExitCode {
+fn supervise(command: &[OsString], mut term: DeadMan) -> ExitCode {
     // Before COMMAND starts: from now on nothing it starts can leave us.
     if let Err(e) = procs::become_subreaper() {
         log::warn!(
@@ -463,7 +415,7 @@ fn supervise(command: &[OsString], mut term: TermEnd) -> ExitCode {
                 .name("lease-elect/signals".into())
                 .spawn(move || {
                     for sig in signals.forever() {
-                        let order = match Signal::from_raw(sig) {
+                        let order = match procs::signal_from_raw(sig) {
                             Some(s) => Order::Signal(s),
                             None => Order::Reap,
                         };
@@ -501,7 +453,7 @@ fn supervise(command: &[OsString], mut term: TermEnd) -> ExitCode {
         // COMMAND is not reaped yet, so its pid (and group id) cannot have
         // been reused: signalling it is safe. The term's end first, whatever
         // lease-elect is doing.
-        if let Some(next) = term.enforce(pid, boottime::now()) {
+        if let Some(next) = enforce(&mut term, pid, boottime::now()) {
             if let Some(alarm) = &alarm {
                 if let Err(e) = alarm.set(next) {
                     log::warn!("cannot set the timer for the term's end ({e}); polling");
@@ -510,10 +462,6 @@ fn supervise(command: &[OsString], mut term: TermEnd) -> ExitCode {
             }
         }
         match rx.recv_timeout(poll) {
-            Ok(Order::Signal(Signal::Kill)) => {
-                kill_now(pid);
-                term.killed = true;
-            }
             Ok(Order::Orphaned) => {
                 kill_now(pid);
                 term.killed = true;
@@ -521,11 +469,11 @@ fn supervise(command: &[OsString], mut term: TermEnd) -> ExitCode {
             }
             // COMMAND already had SIGTERM at the term's end: once is enough
             // (a second one means "now" to many programs).
-            Ok(Order::Signal(Signal::Term)) if term.ended => {}
-            Ok(Order::Signal(sig)) => {
-                pass_on(pid, sig);
-                term.asked = true;
-            }
+            Ok(Order::Signal(sig)) => match term.ordered(sig) {
+                Some(Signal::Kill) => kill_now(pid),
+                Some(sig) => pass_on(pid, sig),
+                None => {}
+            },
             Ok(Order::Until(until)) => term.until = until,
             Ok(Order::Reap | Order::Alarm) | Err(_) => {
                 // Orphans that ended while COMMAND runs; never COMMAND
@@ -603,24 +551,5 @@ mod tests {
         for bad in ["UNTIL", "UNTIL -1", "UNTIL 1.5", "STOP", ""] {
             assert!(parse_order(bad).is_none(), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn sigterm_comes_a_little_after_the_terms_end_and_sigkill_at_kill_after() {
-        let end = |kill_after| TermEnd {
-            until: Duration::from_secs(100),
-            kill_after,
-            asked: false,
-            ended: false,
-            killed: false,
-        };
-        let t = end(Duration::from_millis(500));
-        assert_eq!(t.term_at(), Duration::from_millis(100_100));
-        assert_eq!(t.kill_at(), Duration::from_millis(100_500));
-        // A short kill_after leaves half of it for SIGTERM to work.
-        let t = end(Duration::from_millis(60));
-        assert_eq!(t.term_at(), Duration::from_millis(100_030));
-        let t = end(Duration::ZERO);
-        assert_eq!((t.term_at(), t.kill_at()), (t.until, t.until));
     }
 }

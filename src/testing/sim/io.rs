@@ -16,7 +16,7 @@ use super::net::{Answer, Due, Net, Op, Stored};
 use crate::clock::{Clock, Wake, Wakeup};
 use crate::deadline::Deadline;
 use crate::elector::io::{Io, Read, Written};
-use crate::elector::Term;
+use crate::elector::{LetGo, Term};
 use crate::error::{ApiStatus, Error, Result};
 use crate::lease::LeaderElectionRecord;
 
@@ -169,17 +169,18 @@ impl Io for SimIo {
         .await
     }
 
-    async fn let_go(&mut self, term: &Term, grace: Duration) -> bool {
+    async fn let_go(&mut self, term: &Term, grace: Duration, stop: &Wakeup) -> LetGo {
         let until = crate::clock::add_saturating(self.clock.now(), grace);
         {
             let mut net = self.net.borrow_mut();
             let at = net.procs[self.p].clock.true_time_of(until);
             net.at(at, Due::Poll(self.p));
         }
-        LetGo {
+        WaitLetGo {
             clock: self.clock.clone(),
             until,
             term: term.share(),
+            stop: stop.clone(),
         }
         .await
     }
@@ -218,23 +219,27 @@ impl Future for Call {
     }
 }
 
-/// The work lets go of its term (the world drops its `Term`), or the
-/// grace ends.
-struct LetGo {
+/// The work lets go of its term (the world drops its `Term`), the grace
+/// ends, or a stop comes.
+struct WaitLetGo {
     clock: Arc<dyn Clock>,
     until: Instant,
     term: Term,
+    stop: Wakeup,
 }
 
-impl Future for LetGo {
-    type Output = bool;
+impl Future for WaitLetGo {
+    type Output = LetGo;
 
-    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<bool> {
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<LetGo> {
         if self.term.holders() == 0 {
-            return Poll::Ready(true);
+            return Poll::Ready(LetGo::Released);
+        }
+        if self.stop.is_stopped() {
+            return Poll::Ready(LetGo::Stopped);
         }
         if self.clock.now() >= self.until {
-            return Poll::Ready(false);
+            return Poll::Ready(LetGo::Held);
         }
         Poll::Pending
     }
