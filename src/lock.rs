@@ -52,6 +52,14 @@ pub trait Lock: Send + fmt::Debug {
     fn version(&self) -> Option<String> {
         None
     }
+    /// Whether the last [`get`](Lock::get) found another object than the
+    /// one seen before it (a new uid: the Lease was deleted and created
+    /// again since). A leader then steps down even if the record is one
+    /// it wrote (a write of its own that landed late can recreate it).
+    /// The default: never.
+    fn last_get_recreated(&self) -> bool {
+        false
+    }
     /// Whether the last [`update`](Lock::update) created the object anew
     /// (Leases allow create-on-update: a `PUT` to a deleted Lease creates
     /// it). The elector then knows the Lease had been deleted. The default:
@@ -121,6 +129,8 @@ pub struct LeaseLock {
     local_get: bool,
     /// The last update created the Lease anew (its uid changed).
     created: bool,
+    /// The last get found a Lease with another uid than the one cached.
+    recreated: bool,
 }
 
 impl LeaseLock {
@@ -142,6 +152,7 @@ impl LeaseLock {
             watched: LatestLease::new(),
             local_get: false,
             created: false,
+            recreated: false,
         }
     }
 
@@ -311,8 +322,17 @@ impl Lock for LeaseLock {
         };
         self.check_identity(&lease, "get")?;
         let record = lease.record();
+        let uid = |l: &Lease| l.metadata.uid.clone();
+        self.recreated = matches!(
+            (self.cached.as_ref().and_then(uid), uid(&lease)),
+            (Some(was), Some(now)) if was != now
+        );
         self.cached = Some(lease);
         Ok(record)
+    }
+
+    fn last_get_recreated(&self) -> bool {
+        self.recreated
     }
 
     fn last_get_was_local(&self) -> bool {
@@ -342,7 +362,17 @@ impl Lock for LeaseLock {
         })?;
         lease.set_record(record);
         self.apply_labels(&mut lease);
-        let stored = self.client.replace_lease(&lease, deadline)?;
+        let stored = self
+            .client
+            .replace_lease(&lease, deadline)
+            .inspect_err(|e| {
+                // The Lease holds something newer than we sent against: what
+                // the watch delivered so far may be no newer, and the read
+                // that follows a conflict must see the server's.
+                if e.is_conflict() {
+                    self.watched.clear();
+                }
+            })?;
         self.watched.clear();
         self.check_identity(&stored, "update")?;
         self.check_written(&lease, &stored, "update")?;

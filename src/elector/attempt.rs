@@ -63,8 +63,9 @@ impl<I: Io> Run<I> {
         //    or its version: a holder whose wall clock stands still writes
         //    the same times), never by its renewTime.
         self.observe(old.record.clone(), old.version);
+        self.note_recreated(old.recreated);
         let old = old.record;
-        let ours = self.is_ours(&old);
+        let ours = self.is_ours(&old) && !self.recreated_seen;
         if self.term.is_some() && !ours || self.waiting_out() {
             return Ok(false);
         }
@@ -139,6 +140,16 @@ impl<I: Io> Run<I> {
                 Ok(false)
             }
             written => written,
+        }
+    }
+
+    /// A read found the Lease deleted and created again since the last one
+    /// (a new uid): under a term, that is a deletion seen, whatever record
+    /// it holds (a write of ours that landed late, its answer lost, can
+    /// have created it): the term is over.
+    pub(super) fn note_recreated(&mut self, recreated: bool) {
+        if recreated && self.term.is_some() {
+            self.recreated_seen = true;
         }
     }
 

@@ -25,7 +25,8 @@ pub(crate) struct Driven {
     pub(crate) probe: Probe,
     /// What the elector's sleeps wake on (a watch pokes it).
     pub(crate) wake: Wakeup,
-    pub(crate) events: LeaderEvents,
+    /// The events, for the owner to take (they outlive the state machine).
+    pub(crate) events: Option<LeaderEvents>,
 }
 
 /// An elector over `io` on `clock`, validated as `build()` validates.
@@ -55,6 +56,6 @@ pub(crate) fn drive<I: Io + 'static>(
         stopper: Stopper::new(shared.clone()),
         probe: Probe::new(shared),
         wake,
-        events,
+        events: Some(events),
     })
 }

@@ -78,9 +78,17 @@ impl Stopper {
     /// Stop without releasing: the work ended badly (a panic), and the
     /// lease must expire rather than pass on while it may have left
     /// things half done.
-    pub(super) fn stop_without_release(&self) {
+    pub(crate) fn stop_without_release(&self) {
         self.shared.skip_release.store(true, Ordering::Relaxed);
         self.shared.request_stop();
+    }
+
+    /// The caller reads every event (as `LeaderElector::run` does): a
+    /// term is its hold from the moment `StartedLeading` is sent.
+    pub(crate) fn read_every_event(&self) {
+        self.shared
+            .hold_on_send
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// True once a stop was asked for.

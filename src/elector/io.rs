@@ -30,6 +30,9 @@ pub(crate) struct Read {
     pub(crate) version: Option<String>,
     /// Answered from what a watch delivered: no request was sent.
     pub(crate) local: bool,
+    /// The object is another than the one last seen (a new uid): it was
+    /// deleted and created again since.
+    pub(crate) recreated: bool,
 }
 
 /// A write the server confirmed: the version it stored, and whether an
@@ -84,6 +87,7 @@ impl Io for ThreadIo {
             record,
             version: self.lock.version(),
             local: self.lock.last_get_was_local(),
+            recreated: self.lock.last_get_recreated(),
         })
     }
 

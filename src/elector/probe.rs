@@ -31,6 +31,12 @@ impl Probe {
         term.is_some_and(|t| t.is_current())
     }
 
+    /// The term in progress (current or not), without a hold.
+    #[cfg(feature = "testing")]
+    pub(crate) fn term_in_progress(&self) -> Option<Term> {
+        self.shared.current_term()
+    }
+
     /// The term in progress, while this candidate leads (it may have
     /// passed its deadline a moment ago: ask [`Term::is_current`]).
     pub fn term(&self) -> Option<Term> {

@@ -51,6 +51,8 @@ pub(super) struct Run<I: Io> {
     pub(super) term_transitions: i32,
     /// A lock version that is not a decimal integer was warned about.
     warned_version: bool,
+    /// The Lease was seen deleted and created again during the term.
+    pub(super) recreated_seen: bool,
     /// Records written since this acquire phase began (a term's start
     /// ends it): read back, such a record is ours to keep as it is.
     pub(super) acquire_writes: Vec<LeaderElectionRecord>,
@@ -86,6 +88,7 @@ impl<I: Io> Run<I> {
             max_transitions: None,
             term_transitions: 0,
             warned_version: false,
+            recreated_seen: false,
             acquire_writes: Vec::new(),
             observed_at: shared.now(),
             confirmed: None,
@@ -219,6 +222,15 @@ impl<I: Io> Run<I> {
             self.maybe_report_transition();
             self.note_attempt(&attempt, "acquiring");
             let stopped = match attempt {
+                // Confirmed only after the term it would begin was over (the
+                // process did not run meanwhile): no term; the record is
+                // ours, and the next attempt, at once, renews it into one.
+                Ok(true) if self.now() >= start + self.cfg().renew_deadline => {
+                    log::debug!(
+                        "the write acquiring lease {desc} was confirmed after its renew deadline: trying again"
+                    );
+                    false
+                }
                 Ok(true) => {
                     self.start_term(start);
                     return true;
@@ -276,6 +288,7 @@ impl<I: Io> Run<I> {
             self.shared.clock.clone(),
         );
         self.term_transitions = transitions;
+        self.recreated_seen = false;
         self.acquire_writes.clear();
         self.shared.start_term(&term, start);
         self.term = Some(term);
@@ -391,7 +404,8 @@ impl<I: Io> Run<I> {
             let ours = match self.read(&deadline).await {
                 Ok(read) => {
                     self.observe(read.record.clone(), read.version);
-                    self.is_ours(&read.record)
+                    self.note_recreated(read.recreated);
+                    self.is_ours(&read.record) && !self.recreated_seen
                 }
                 Err(e) if e.is_not_found() => {
                     self.lease_gone();
@@ -426,6 +440,7 @@ impl<I: Io> Run<I> {
     /// Why the record read in a renew is not ours any more.
     fn why_not_ours(&self) -> String {
         match self.observed.as_ref().map(|r| r.holder_identity.as_str()) {
+            _ if self.recreated_seen => "the lease was deleted and created again".to_string(),
             _ if self.gone_until.is_some() => "the lease was deleted".to_string(),
             Some("") => "the lease was freed by another writer".to_string(),
             Some(holder) => format!("the lease is now held by {}", crate::text::escape(holder)),
@@ -457,22 +472,18 @@ impl<I: Io> Run<I> {
             return Ok(());
         }
         let deadline = Deadline::after(self.shared.clock.clone(), self.cfg().release_timeout);
-        let now = MicroTime::from_system_time(self.shared.clock.system_time());
-        let observed = self.observed.clone().unwrap_or_default();
-        let record = LeaderElectionRecord {
-            holder_identity: String::new(),
-            lease_duration_seconds: 1,
-            acquire_time: Some(now),
-            renew_time: Some(now),
-            ..observed
-        };
+        let mut record = self.release_record();
         let mut result = self.io.update(&record, &deadline).await;
         // A renew that stop() cut short may have landed after all: the
         // conflict is then with ourselves, and a fresh read shows it.
-        if matches!(&result, Err(e) if e.is_conflict())
-            && matches!(self.io.get(&deadline).await, Ok(current) if self.is_ours(&current.record))
-        {
-            result = self.io.update(&record, &deadline).await;
+        if matches!(&result, Err(e) if e.is_conflict()) {
+            if let Ok(current) = self.io.get(&deadline).await {
+                if self.is_ours(&current.record) {
+                    self.observe(current.record, current.version);
+                    record = self.release_record();
+                    result = self.io.update(&record, &deadline).await;
+                }
+            }
         }
         match result {
             Ok(written) => {
@@ -494,6 +505,19 @@ impl<I: Io> Run<I> {
                 log::error!("failed to release lease {}: {e}", self.shared.describe);
                 Err(e)
             }
+        }
+    }
+
+    /// The release of the record observed: no holder, a 1 s duration,
+    /// the times now, the rest (`leaseTransitions` among it) kept.
+    fn release_record(&self) -> LeaderElectionRecord {
+        let now = MicroTime::from_system_time(self.shared.clock.system_time());
+        LeaderElectionRecord {
+            holder_identity: String::new(),
+            lease_duration_seconds: 1,
+            acquire_time: Some(now),
+            renew_time: Some(now),
+            ..self.observed.clone().unwrap_or_default()
         }
     }
 

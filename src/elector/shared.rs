@@ -94,6 +94,11 @@ pub(super) struct Shared {
     pub(super) identity: String,
     /// Set by a `Drop` during a panic: stop without releasing.
     pub(super) skip_release: AtomicBool,
+    /// The caller reads every event (`LeaderElector::run` does): a term
+    /// sent with `StartedLeading` is a hold from the moment it is sent, so
+    /// that a stop between the send and the read does not release before
+    /// the work that read will start has returned.
+    pub(super) hold_on_send: AtomicBool,
 }
 
 impl Shared {
@@ -127,6 +132,7 @@ impl Shared {
             describe,
             identity,
             skip_release: AtomicBool::new(false),
+            hold_on_send: AtomicBool::new(false),
         }
     }
 
@@ -166,14 +172,14 @@ impl Shared {
         // start can precede the previous holder's release, and `at` must
         // order terms exactly.
         let at = self.now();
-        Self::send(
-            &st,
-            LeaderEvent::StartedLeading {
-                at,
-                // Not a hold until the caller receives it (`LeaderEvents`).
-                term: term.share(),
-            },
-        );
+        // Not a hold until the caller receives it (`LeaderEvents`), unless
+        // the caller reads every event.
+        let sent = if self.hold_on_send.load(std::sync::atomic::Ordering::Relaxed) {
+            term.held()
+        } else {
+            term.share()
+        };
+        Self::send(&st, LeaderEvent::StartedLeading { at, term: sent });
     }
 
     /// End `term` if it is still the current one: mark it over, record a

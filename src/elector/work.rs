@@ -69,6 +69,8 @@ impl LeaderElector {
     {
         let stopper = self.stopper();
         let describe = self.shared.describe.clone();
+        // Every event is read here: a term is the work's from its send.
+        stopper.read_every_event();
         let acquire_timeout = self.shared.config.acquire_timeout;
         let (handle, events) = self.spawn()?;
         let name = crate::names::thread_name(&["lease-work", &describe]);

@@ -1,72 +1,149 @@
-//! The checker: what must hold at every instant of true time, whatever
-//! the schedule did.
+//! The checker: what must hold, judged on what the simulated world saw
+//! (when a request was sent, when the store took a write, when an answer
+//! was taken, when a piece of work started and stopped), never on what
+//! the elector says of itself. What the elector reports (`Probe`, its
+//! events) is checked *against* the world.
 //!
-//! - **One leader.** Never two running processes holding a term at once.
-//!   A process holds from `StartedLeading` while its `Term` is current or
-//!   until its `StoppedLeading`, whichever is later. A paused process holds nothing while paused (it cannot act),
-//!   and must step down the moment it resumes past its deadline. A term is
-//!   *revoked*, and holds no more, when after its first write another
-//!   writer frees the Lease or gives it to someone else, or, once another
-//!   writer has deleted the Lease, a process creates it again without
-//!   having read a record of that term: its holder cannot know before its
-//!   next renew or its deadline (the next holder's greater token fences it
-//!   meanwhile), and a deletion erases the history a candidate judges by
-//!   (one that never saw a holder cannot tell a deleted Lease from a new
-//!   one, and creates it at once, as client-go does).
-//! - **Tokens.** A new term's token is greater than every
-//!   `leaseTransitions` its process read in a record other than one it
-//!   wrote,
-//!   and than its own earlier terms'; and greater than the previous
-//!   term's (of any process) unless another writer deleted the Lease or
-//!   lowered its transitions since that term began. (A process that never
-//!   read the higher value cannot know it: a Lease deleted and created
-//!   anew by a fresh candidate starts again.)
-//! - **Term ends.** `StoppedLeading` for a lost term comes no later than
-//!   the renew deadline after the start of the last successful renew, on
-//!   the process's clock (at its resume if it was paused then); a term
-//!   never turns current again once it was not. A term another writer
-//!   took away (the Lease freed, or given to someone else) is not taken
-//!   back: a write of its holder's own record under it is a violation
-//!   (retaking the Lease starts a new term).
-//! - **Liveness.** Once the faults are over and the world has settled, a
+//! Safety, about the users' work:
+//! - **One piece of work at a time.** A piece of work is a `run()` work
+//!   thread, the hold of a `spawn()` program's loop on its `Term`, or a
+//!   COMMAND under `lease-elect`, from its start to its end. Two pieces of
+//!   one process never run at once. Two pieces of different processes run
+//!   at once only where the earlier one's term was taken away (another
+//!   writer freed the Lease or wrote another holder, or a candidate that
+//!   never read the term created the Lease anew after a deletion) and the
+//!   later one's token is greater, and then only until the earlier one's
+//!   holder learns of it (the first answer it takes that shows the Lease
+//!   not its own: its next renew or watch event) plus the time the work
+//!   takes to stop (SIGKILL for COMMAND: at once; a step for `run()`'s
+//!   work), or where the candidates' clocks run further apart than the
+//!   work's budget tolerates. Work that ignores its term is judged only
+//!   within its process (a release and a new term wait for it).
+//! - **The work's budget.** A piece of work that honours its term ends by
+//!   the lease duration less the margin after the last renew the world
+//!   saw its process take (`Term::time_to_stop`), unless its whole
+//!   process was frozen (then only a fenced store keeps it out).
+//! - **One leader.** Never two processes holding a current term at once
+//!   (unless the earlier term was taken away, as above).
+//! - **Tokens.** Terms' tokens grow strictly in the order the store took
+//!   the writes that began them, across deletions and whatever anyone
+//!   writes into `leaseTransitions`. (With a lock that reports no
+//!   versions, tokens are `leaseTransitions`: they may fall back after a
+//!   deletion, a writer lowering them, or at `i32::MAX`.)
+//! - **Term ends, on the world's clock.** A term's deadline is the renew
+//!   deadline after the send, on its process's clock, of the last write of
+//!   the term that the store took and whose answer the process took before
+//!   that deadline. A term is never current past it; its `StoppedLeading`
+//!   comes by then (at the resume of a paused process); a term never turns
+//!   current again. The probe never reports a renew later than the world
+//!   saw one.
+//! - **Learning.** A leader that takes an answer showing the Lease not its
+//!   own (another's record, or none) has ended its term by the end of that
+//!   step.
+//! - **Release.** A release is written only once every piece of work of
+//!   its process has ended, only over a record that process wrote, at
+//!   most once per process; and a stop with a release asked for, whose
+//!   work let go within its grace, whose record was still the Lease's and
+//!   whose link was healthy, does release.
+//!
+//! Liveness and stability:
+//! - **A healthy leader keeps its term.** A term is lost to a takeover
+//!   only if someone else wrote the Lease during it, and at its deadline
+//!   only if something hampered its process during its last round (a
+//!   request failed, was slow, lost its answer or was cut off, a foreign
+//!   write, a pause or a stalled elector thread).
+//! - **Handover.** After a release, when some candidate was acquiring
+//!   unhampered throughout, someone leads within 2.2 retry periods (plus
+//!   a round trip or two) of it.
+//! - **Pacing.** After a failed request while acquiring, the next request
+//!   of that process comes at least a retry period (and the server's
+//!   `Retry-After`) later; a running elector never goes longer than 2.2
+//!   retry periods (or the `Retry-After`) without an attempt.
+//! - **Settling.** Once the faults are over and the world has settled, a
 //!   leader.
-//! - **Release after the work.** A release is written only once the
-//!   work has let go of its term.
-//! - **Bounds.** A stop ends the process within the release's budget
+//! - **No hangs.** A schedule has at most [`MAX_STEPS`] steps, and at
+//!   most [`MAX_STEPS_AT_ONCE`] at one instant of virtual time; a process
+//!   that calls its lock thousands of times in one poll without waiting
+//!   is stopped. Each is a violation with the seed, never a stuck test.
+//! - **Bounds.** A stop ends the elector within the release's budget
 //!   (after the work let go); nothing panics.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// What one process holds, as the checker tracks it.
-#[derive(Debug, Default)]
-pub(super) struct Holding {
-    /// Between `StartedLeading` and `StoppedLeading`.
-    pub(super) leading: bool,
-    /// The last `Term::is_current()` seen, to catch a revived term.
-    pub(super) was_current: bool,
-    /// The store revision of the write that began its term, and the
-    /// Lease's creation (uid) it was on.
-    pub(super) version: u64,
-    pub(super) uid: u64,
-}
+use crate::elector::Term;
 
-/// A term, once started.
-#[derive(Debug, Clone)]
-pub(super) struct TermSeen {
+/// Steps per schedule at most (a busy schedule takes some 10,000).
+pub(super) const MAX_STEPS: u64 = 2_000_000;
+/// Steps at one instant of virtual time at most.
+pub(super) const MAX_STEPS_AT_ONCE: u64 = 100_000;
+
+/// A term, once started, as the world saw it.
+#[derive(Debug)]
+pub(super) struct TermRec {
     pub(super) p: usize,
     pub(super) token: u64,
-    /// The store revision of the write that began it: terms in the order
-    /// the Lease saw them, not the order their answers came back in.
+    /// The store revision of the write that began it, and the Lease's
+    /// creation (uid) it was on: terms in the order the store saw them.
     pub(super) version: u64,
+    pub(super) uid: u64,
+    /// The `leaseTransitions` the term began with.
+    pub(super) transitions: i32,
+    /// The world's copy (not a hold).
+    pub(super) term: Term,
+    /// On the process's clock: the send of the last write of the term the
+    /// process took the answer of, and the deadline that gives.
+    pub(super) last_renew_sent: Instant,
+    pub(super) deadline: Instant,
+    /// When it stopped leading (true time).
+    pub(super) ended: Option<Duration>,
+    /// The place, among what its process took, of the write that began it.
+    pub(super) seq: u64,
+}
+
+impl TermRec {
+    /// A write of the process, `w`: a renew of this term if it is its own
+    /// record, taken before the deadline (a renew confirmed late does not
+    /// revive a term).
+    pub(super) fn renewed(&mut self, w: &super::net::WriteTaken, identity: &str, rd: Duration) {
+        if self.ended.is_none()
+            && w.seq > self.seq
+            && w.record.holder_identity == identity
+            && w.taken < self.deadline
+        {
+            self.deadline = self.deadline.max(w.sent + rd);
+            self.last_renew_sent = self.last_renew_sent.max(w.sent);
+        }
+    }
+}
+
+/// A piece of work, as the world saw it.
+#[derive(Debug)]
+pub(super) struct Piece {
+    pub(super) p: usize,
+    /// Its term (an index into the checker's terms).
+    pub(super) term: usize,
+    pub(super) start: Duration,
+    pub(super) end: Option<Duration>,
+    /// It stops when its term ends (not work that ignores it).
+    pub(super) honours: bool,
+    /// How long it may take to stop once its process learned the term
+    /// ended.
+    pub(super) latency: Duration,
+    /// Its whole process was frozen while it ran: only a fenced store
+    /// keeps it out after.
+    pub(super) frozen: bool,
+    /// A COMMAND (not frozen with `lease-elect`).
+    pub(super) command: bool,
+    pub(super) what: String,
 }
 
 #[derive(Debug, Default)]
 pub(super) struct Checker {
     pub(super) violations: Vec<String>,
-    pub(super) terms: Vec<TermSeen>,
-    /// The pair of processes last reported holding at once (reported
-    /// once per overlap, not at every event of it).
-    overlapping: Option<(usize, usize)>,
+    pub(super) terms: Vec<TermRec>,
+    pub(super) pieces: Vec<Piece>,
+    /// Pairs already reported (once per overlap).
+    reported: Vec<(usize, usize)>,
 }
 
 /// At most this many violations are kept per schedule.
@@ -80,78 +157,78 @@ impl Checker {
         }
     }
 
-    /// Holders at `now`: `(process, description)`.
-    /// Holders at `now` (process, description), revoked terms left out.
-    pub(super) fn one_leader(&mut self, now: Duration, holders: &[(usize, String)]) {
-        let [a, b, ..] = holders else {
-            self.overlapping = None;
-            return;
-        };
-        let pair = (a.0, b.0);
-        if self.overlapping == Some(pair) {
-            return;
-        }
-        self.overlapping = Some(pair);
-        self.violation(now, format!("two leaders at once: {} and {}", a.1, b.1));
-    }
-
-    /// A term started: check its token.
-    pub(super) fn started(
+    /// Report the pair `(a, b)` once.
+    pub(super) fn once(
         &mut self,
         now: Duration,
-        term: TermSeen,
-        max_foreign_seen: Option<i32>,
-        lowered: Option<u64>,
+        pair: (usize, usize),
+        what: impl FnOnce() -> String,
     ) {
-        let token = term.token;
-        if let Some(max) = max_foreign_seen {
-            if i64::try_from(token).unwrap_or(i64::MAX) <= i64::from(max) {
-                self.violation(
-                    now,
-                    format!(
-                        "p{} started a term with token {token}, not above leaseTransitions {max} it had read",
-                        term.p
-                    ),
-                );
-            }
+        if !self.reported.contains(&pair) {
+            self.reported.push(pair);
+            self.violation(now, what());
         }
-        if let Some(own) = self.terms.iter().rev().find(|t| t.p == term.p) {
-            if token <= own.token {
-                let prev = own.token;
-                self.violation(
-                    now,
-                    format!(
-                        "p{} started a term with token {token} after its own term {prev}",
-                        term.p
-                    ),
-                );
-            }
+    }
+
+    /// Holders at `now` (process, description), taken-away terms left out.
+    pub(super) fn one_leader(&mut self, now: Duration, holders: &[(usize, String)]) {
+        if let [a, b, ..] = holders {
+            let (a, b) = (a.clone(), b.clone());
+            self.once(now, (usize::MAX - a.0, usize::MAX - b.0), || {
+                format!("two leaders at once: {} and {}", a.1, b.1)
+            });
         }
-        let prev = self
-            .terms
-            .iter()
-            .filter(|t| t.version < term.version)
-            .max_by_key(|t| t.version)
-            .cloned();
-        let next = self
-            .terms
-            .iter()
-            .filter(|t| t.version > term.version)
-            .min_by_key(|t| t.version)
-            .cloned();
-        for (earlier, later) in [(prev.as_ref(), Some(&term)), (Some(&term), next.as_ref())] {
-            let (Some(earlier), Some(later)) = (earlier, later) else {
+    }
+
+    /// A term started: its token against every other term's, in the order
+    /// the store took the writes that began them. `ordered`: tokens are
+    /// revisions (else `leaseTransitions`, excused after `excused_after` and at `i32::MAX`).
+    pub(super) fn tokens(
+        &mut self,
+        now: Duration,
+        t: usize,
+        ordered: bool,
+        excused_after: Option<u64>,
+    ) {
+        let (p, token, version) = (self.terms[t].p, self.terms[t].token, self.terms[t].version);
+        let mut found = Vec::new();
+        for (i, o) in self.terms.iter().enumerate() {
+            if i == t || o.version == version {
                 continue;
+            }
+            let (earlier, later) = if o.version < version {
+                (o, &self.terms[t])
+            } else {
+                (&self.terms[t], o)
             };
-            let excused = lowered.is_some_and(|rev| rev > earlier.version);
+            // Without versions, tokens are `leaseTransitions`: lowered by a
+            // writer or restarted by a deletion since, or stuck at the
+            // field's edge, they may repeat (the documented fallback).
+            let excused = !ordered
+                && (excused_after.is_some_and(|rev| rev > earlier.version)
+                    || earlier.token >= i32::MAX as u64);
             if later.token <= earlier.token && !excused {
-                let msg = format!(
-                    "p{} began a term with token {} after p{}'s with token {}",
-                    later.p, later.token, earlier.p, earlier.token
-                );
-                self.violation(now, msg);
+                found.push(format!(
+                    "p{} began a term with token {} after p{}'s with token {} (store revisions {} then {})",
+                    later.p, later.token, earlier.p, earlier.token, earlier.version, later.version
+                ));
             }
         }
-        self.terms.push(term);
+        if ordered && u64::try_from(version).ok() != Some(token) {
+            found.push(format!(
+                "p{p}'s term has token {token}, not the revision {version} of the write that began it"
+            ));
+        }
+        for f in found {
+            self.violation(now, f);
+        }
+    }
+
+    /// The pieces running at `now`.
+    pub(super) fn running(&self) -> impl Iterator<Item = (usize, &Piece)> {
+        self.pieces
+            .iter()
+            .enumerate()
+            .filter(|(_, piece)| piece.end.is_none())
     }
 }

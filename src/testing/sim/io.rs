@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use super::net::{Answer, Due, Net, Op, Stored};
+use super::net::{Answer, Done, Due, Net, Op, Stored, WriteTaken};
+use super::plan::LockKind;
 use crate::clock::{Clock, Wake, Wakeup};
 use crate::deadline::Deadline;
 use crate::elector::io::{Io, Read, Written};
@@ -28,10 +29,106 @@ pub(super) struct SimIo {
     pub(super) p: usize,
     pub(super) identity: String,
     pub(super) clock: Arc<dyn Clock>,
+    pub(super) lock: LockKind,
 }
 
+/// More calls than this in one poll, with nothing waited for, is a
+/// process spinning: a livelock, reported with its seed.
+const MAX_CALLS_PER_POLL: u32 = 10_000;
+
 impl SimIo {
+    /// Count a call of this poll; a process that spins is stopped with a
+    /// panic (the world reports it as a violation, with the seed).
+    fn count_call(&self) {
+        let mut net = self.net.borrow_mut();
+        let pn = &mut net.procs[self.p];
+        pn.calls_this_poll += 1;
+        let n = pn.calls_this_poll;
+        assert!(
+            n <= MAX_CALLS_PER_POLL,
+            "livelock: p{} made {n} calls in one poll without waiting",
+            self.p
+        );
+    }
+
+    /// The version the elector is told: none for a lock without versions.
+    fn version(&self, stored: &Stored) -> Option<String> {
+        (self.lock != LockKind::Unversioned).then(|| stored.version.to_string())
+    }
+
+    /// A call completed at the world's now: `failed` (no usable answer),
+    /// with the `Retry-After` it carried.
+    fn done(&self, failed: bool, retry_after: Duration, update: bool) {
+        let local = self.clock.now();
+        let mut net = self.net.borrow_mut();
+        let at = net.now;
+        let pn = &mut net.procs[self.p];
+        // Judged by the phase it was sent in: the elector's, not the
+        // program's view (a receiver may end a stalled elector's term).
+        let acquiring = pn.sent_acquiring && !pn.leading && !pn.stopping;
+        let asked = pn.clock.true_time_of(local + retry_after);
+        pn.seen.retry_until = pn.seen.retry_until.max(asked);
+        pn.seen.last_done = Some(Done {
+            at,
+            local,
+            failed,
+            retry_after,
+            acquiring,
+            update,
+        });
+        pn.seen.sent_since_done = 0;
+    }
+
+    /// The process took an answer showing the Lease not its own.
+    fn foreign(&self) {
+        let mut net = self.net.borrow_mut();
+        let now = net.now;
+        let seen = &mut net.procs[self.p].seen;
+        seen.seq += 1;
+        let seq = seen.seq;
+        seen.foreign.push((now, seq));
+    }
+
+    /// Pacing, at a send: after a failed request while acquiring, the
+    /// next comes a retry period (and the `Retry-After`) later at least.
+    fn paced(&self) {
+        let now = self.clock.now();
+        let mut net = self.net.borrow_mut();
+        let retry = net.timing.retry;
+        let pn = &net.procs[self.p];
+        let Some(done) = pn.seen.last_done else {
+            return;
+        };
+        if !done.failed || !done.acquiring || pn.leading || pn.stopping {
+            return;
+        }
+        let least = retry.max(done.retry_after);
+        let waited = now.saturating_duration_since(done.local);
+        // The fallback of an optimistic update, in the same attempt.
+        if done.update && waited.is_zero() {
+            return;
+        }
+        if waited + Duration::from_nanos(1) < least {
+            let p = self.p;
+            net.pacing.push(format!(
+                "p{p} sent a request {:.6}s after a failed one while acquiring (at least {:.6}s)",
+                waited.as_secs_f64(),
+                least.as_secs_f64()
+            ));
+        }
+    }
+
     async fn call(&mut self, op: Op, action: &'static str, deadline: &Deadline) -> Result<Stored> {
+        self.count_call();
+        self.paced();
+        let sent = self.clock.now();
+        {
+            let mut net = self.net.borrow_mut();
+            let pn = &mut net.procs[self.p];
+            pn.sent_acquiring = !pn.leading && !pn.stopping;
+        }
+        let write = matches!(op, Op::Create(_) | Op::Update(..));
+        let update = matches!(op, Op::Update(..));
         let call = self.net.borrow_mut().send(self.p, op, deadline.instant());
         let answer = Call {
             net: self.net.clone(),
@@ -40,6 +137,29 @@ impl SimIo {
             deadline: deadline.clone(),
         }
         .await;
+        let (failed, retry_after) = match &answer {
+            Some(Answer::Lease(_)) => (false, Duration::ZERO),
+            Some(Answer::Status {
+                code, retry_after, ..
+            }) => (![404, 409].contains(code), retry_after.unwrap_or_default()),
+            _ => (true, Duration::ZERO),
+        };
+        self.done(failed, retry_after, update);
+        if let (true, Some(Answer::Lease(stored))) = (write, &answer) {
+            let taken = self.clock.now();
+            let mut net = self.net.borrow_mut();
+            let seen = &mut net.procs[self.p].seen;
+            seen.seq += 1;
+            let seq = seen.seq;
+            seen.writes.push(WriteTaken {
+                seq,
+                sent,
+                taken,
+                record: stored.record.clone(),
+                revision: stored.version,
+                uid: stored.uid,
+            });
+        }
         match answer {
             Some(Answer::Lease(stored)) => Ok(stored),
             Some(Answer::Status {
@@ -65,13 +185,20 @@ impl SimIo {
 
     /// A write's answer: the Lease now held and seen, as `LeaseLock`
     /// keeps it (an update that created it anew has a new uid).
-    fn written(&mut self, stored: Stored) -> Written {
-        let mut net = self.net.borrow_mut();
-        let pn = &mut net.procs[self.p];
-        let recreated = pn.cached.as_ref().is_some_and(|c| c.uid != stored.uid);
-        let version = Some(stored.version.to_string());
-        pn.watched = None;
-        pn.cached = Some(stored);
+    fn written(&mut self, stored: Stored, created: bool) -> Written {
+        let version = self.version(&stored);
+        let recreated = {
+            let mut net = self.net.borrow_mut();
+            let pn = &mut net.procs[self.p];
+            let recreated = !created && pn.cached.as_ref().is_some_and(|c| c.uid != stored.uid);
+            pn.watched = None;
+            pn.cached = Some(stored);
+            recreated
+        };
+        if recreated {
+            // An update that created a deleted Lease anew: a deletion seen.
+            self.foreign();
+        }
         Written { version, recreated }
     }
 }
@@ -86,6 +213,7 @@ fn transport(action: &'static str, why: &str) -> Error {
 
 impl Io for SimIo {
     async fn get(&mut self, deadline: &Deadline) -> Result<Read> {
+        self.count_call();
         let local = self.net.borrow_mut().local_read(self.p);
         let (stored, local) = match local {
             Some(stored) => {
@@ -94,14 +222,34 @@ impl Io for SimIo {
                 self.net
                     .borrow_mut()
                     .log(|| format!("p{p} reads what its watch delivered: {shown}"));
+                self.done(false, Duration::ZERO, false);
                 (stored, true)
             }
-            None => {
-                let stored = self.call(Op::Get, "get", deadline).await?;
-                self.net.borrow_mut().procs[self.p].cached = Some(stored.clone());
-                (stored, false)
-            }
+            None => match self.call(Op::Get, "get", deadline).await {
+                Ok(stored) => {
+                    let mut net = self.net.borrow_mut();
+                    let pn = &mut net.procs[self.p];
+                    pn.recreated = pn.cached.as_ref().is_some_and(|c| c.uid != stored.uid);
+                    pn.cached = Some(stored.clone());
+                    (stored, false)
+                }
+                Err(e) => {
+                    if e.is_not_found() {
+                        self.foreign();
+                    }
+                    return Err(e);
+                }
+            },
         };
+        // Not its own: another holder, or times it never wrote (a writer
+        // that changes only `leaseTransitions` leaves the record its own).
+        let own = self
+            .net
+            .borrow()
+            .written_by(self.p, &self.identity, &stored.record);
+        if !own {
+            self.foreign();
+        }
         let mut net = self.net.borrow_mut();
         let pn = &mut net.procs[self.p];
         pn.reads += 1;
@@ -115,10 +263,14 @@ impl Io for SimIo {
             let t = stored.record.leader_transitions;
             pn.max_seen = Some(pn.max_seen.map_or(t, |m| m.max(t)));
         }
+        let recreated = pn.recreated;
+        drop(net);
+        let version = self.version(&stored);
         Ok(Read {
             record: stored.record,
-            version: Some(stored.version.to_string()),
+            version,
             local,
+            recreated,
         })
     }
 
@@ -130,9 +282,7 @@ impl Io for SimIo {
         let stored = self
             .call(Op::Create(record.clone()), "create", deadline)
             .await?;
-        let mut written = self.written(stored);
-        written.recreated = false;
-        Ok(written)
+        Ok(self.written(stored, true))
     }
 
     async fn update(
@@ -149,12 +299,21 @@ impl Io for SimIo {
                 lock: "sim/lease".into(),
             });
         };
-        let op = Op::Update(record.clone(), Some(version), Some(uid));
-        let stored = self.call(op, "update", deadline).await?;
-        Ok(self.written(stored))
+        // `LeaseLock` sends the Lease it read, uid included: a Lease
+        // deleted since is a 409. Without it, a deleted Lease is created.
+        let uid = (self.lock != LockKind::NoUid).then_some(uid);
+        let op = Op::Update(record.clone(), Some(version), uid);
+        let stored = self.call(op, "update", deadline).await.inspect_err(|e| {
+            // As `LeaseLock`: after a conflict, the next read asks the server.
+            if e.is_conflict() {
+                self.net.borrow_mut().procs[self.p].watched = None;
+            }
+        })?;
+        Ok(self.written(stored, false))
     }
 
     async fn sleep(&mut self, d: Duration, wake: &Wakeup) -> Wake {
+        self.count_call();
         let until = crate::clock::add_saturating(self.clock.now(), d);
         {
             let mut net = self.net.borrow_mut();
@@ -170,6 +329,7 @@ impl Io for SimIo {
     }
 
     async fn let_go(&mut self, term: &Term, grace: Duration, stop: &Wakeup) -> LetGo {
+        self.count_call();
         let until = crate::clock::add_saturating(self.clock.now(), grace);
         {
             let mut net = self.net.borrow_mut();

@@ -33,6 +33,8 @@ use std::time::Instant;
 mod check;
 mod clock;
 mod io;
+mod judge;
+mod layers;
 mod net;
 mod plan;
 mod world;

@@ -1,8 +1,11 @@
 //! The simulated API server and network: one Lease with `resourceVersion`
-//! semantics, requests that take time each way (or never arrive, or lose
+//! semantics (etcd's revision: one counter for every write, across
+//! deletions), requests that take time each way (or never arrive, or lose
 //! their answer after the write applied), spurious 409s and 5xx, a watch
 //! whose events come late, twice, out of order or not at all, and the
-//! queue of everything that is due.
+//! queue of everything that is due. It also keeps the world's own record
+//! of what each process did and suffered (`Seen`), from which the checker
+//! judges: the elector's reports about itself are never the judge.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -60,7 +63,13 @@ pub(super) enum Due {
         sent: Duration,
     },
     /// Its answer reaches the process.
-    Answer { p: usize, call: u64, answer: Answer },
+    Answer {
+        p: usize,
+        call: u64,
+        answer: Answer,
+        /// When the request was sent (true time).
+        sent: Duration,
+    },
     /// A watch event reaches process `p` (`None`: DELETED).
     Watch { p: usize, lease: Option<Stored> },
     /// Fault `i` of the plan begins.
@@ -71,10 +80,17 @@ pub(super) enum Due {
     Start(usize),
     /// The faults are over: everything heals.
     Calm,
-    /// Process `p`'s work lets go of its term.
-    /// (the term with the token given: an older term's work may wind down
-    /// while a newer term runs)
-    LetGo(usize, u64),
+    /// A piece of work's next step (its index among the world's pieces).
+    Work(usize),
+    /// Process `p`'s `lease-elect` looks at its session again (the wake
+    /// it asked for, of this generation).
+    Session(usize, u64),
+    /// Process `p`'s COMMAND exits (its supervisor reports it).
+    CommandExit(usize),
+    /// Process `p`'s supervisor looks at the term's end it holds.
+    DeadMan(usize),
+    /// Process `p`'s program reads its events (it reads late).
+    Drain(usize),
 }
 
 struct Item {
@@ -171,7 +187,93 @@ pub(super) struct ProcNet {
     pub(super) sent: Vec<LeaderElectionRecord>,
     /// The terms (writer, `leaseTransitions`) whose records it has read.
     pub(super) read_from: Vec<TermId>,
+    /// The world's record of this process (the checker's).
+    pub(super) seen: Seen,
+    /// Calls made in the current poll (a process that spins without
+    /// waiting is a livelock).
+    pub(super) calls_this_poll: u32,
+    /// The world's view: it leads (between its `StartedLeading` and
+    /// `StoppedLeading` as its program read them), it was told to stop.
+    pub(super) leading: bool,
+    pub(super) stopping: bool,
+    /// The call in flight was sent while acquiring.
+    pub(super) sent_acquiring: bool,
+    /// Its last read found another Lease (uid) than the one it held.
+    pub(super) recreated: bool,
     rng: Rng,
+}
+
+/// What the world saw of one process: the checker judges from this, not
+/// from what the elector says of itself.
+#[derive(Debug, Default)]
+pub(super) struct Seen {
+    /// Writes whose stored answer the process took, in order.
+    pub(super) writes: Vec<WriteTaken>,
+    /// How many of `writes` the world has looked at.
+    pub(super) writes_judged: usize,
+    /// When (true time) it took an answer showing the Lease not its own
+    /// (another's record, or none), with its place among what it took.
+    pub(super) foreign: Vec<(Duration, u64)>,
+    /// How many of `foreign` the world has looked at.
+    pub(super) foreign_judged: usize,
+    /// What it took, counted: orders writes and foreign answers.
+    pub(super) seq: u64,
+    /// True-time intervals in which something hampered it: a request
+    /// failed, was slow, lost its answer or was cut off; it was paused or
+    /// its elector thread stalled.
+    pub(super) impaired: Vec<(Duration, Duration)>,
+    /// Its last call to complete.
+    pub(super) last_done: Option<Done>,
+    /// Until when (true time) the server asked it to wait (`Retry-After`).
+    pub(super) retry_until: Duration,
+    /// Requests sent since `last_done`.
+    pub(super) sent_since_done: u32,
+    /// Every request sent: when (true time).
+    pub(super) sends: Vec<Duration>,
+}
+
+/// A call of a process that completed.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Done {
+    /// When, in true time and on the process's clock.
+    pub(super) at: Duration,
+    pub(super) local: Instant,
+    /// It got no usable answer (an error other than 404 and 409, or none).
+    pub(super) failed: bool,
+    /// The server's `Retry-After`, if it sent one.
+    pub(super) retry_after: Duration,
+    /// The process was acquiring (not leading, not stopping) then.
+    pub(super) acquiring: bool,
+    /// It was an update (an attempt's optimistic `PUT` falls back to a
+    /// `GET` at once, as client-go's does).
+    pub(super) update: bool,
+}
+
+/// A write the process sent and took the stored answer of.
+#[derive(Debug, Clone)]
+pub(super) struct WriteTaken {
+    /// Its place among what the process took.
+    pub(super) seq: u64,
+    /// Sent and taken, on the process's clock.
+    pub(super) sent: Instant,
+    pub(super) taken: Instant,
+    pub(super) record: LeaderElectionRecord,
+    pub(super) revision: u64,
+    /// The Lease's creation it landed on.
+    pub(super) uid: u64,
+}
+
+/// One write the store took, as the checker needs it.
+#[derive(Debug, Clone)]
+pub(super) struct StoreWrite {
+    pub(super) revision: u64,
+    pub(super) at: Duration,
+    /// The process that wrote it; `None` for another writer.
+    pub(super) writer: Option<usize>,
+    /// The holder it left (`None`: deleted).
+    pub(super) holder: Option<String>,
+    /// What was stored before.
+    pub(super) before: Option<LeaderElectionRecord>,
 }
 
 /// Server, network, queue.
@@ -201,6 +303,10 @@ pub(super) struct Net {
     pub(super) deleted: bool,
     /// Writes that revoke the terms begun before them (see `check.rs`).
     pub(super) revocations: Vec<Revocation>,
+    /// Every write the store took.
+    pub(super) history: Vec<StoreWrite>,
+    /// Pacing violations seen at a send, for the checker.
+    pub(super) pacing: Vec<String>,
 }
 
 impl Net {
@@ -224,6 +330,8 @@ impl Net {
             lowered: None,
             deleted: false,
             revocations: Vec::new(),
+            history: Vec::new(),
+            pacing: Vec::new(),
         }
     }
 
@@ -289,9 +397,49 @@ impl Net {
             reads: 0,
             sent: Vec::new(),
             read_from: Vec::new(),
+            seen: Seen::default(),
+            calls_this_poll: 0,
+            leading: false,
+            stopping: false,
+            sent_acquiring: false,
+            recreated: false,
             rng: Rng::new(self.seed, 1 + p as u64),
         });
         p
+    }
+
+    /// Something hampered process `p` from `from` to `to` (true time).
+    pub(super) fn impair(&mut self, p: usize, from: Duration, to: Duration) {
+        self.procs[p].seen.impaired.push((from, to.max(from)));
+    }
+
+    /// A round trip slower than this hampers a renew: a renew has
+    /// `renew deadline − retry period` to come back in.
+    fn slow_round_trip(&self) -> Duration {
+        self.timing.renew.saturating_sub(self.timing.retry) / 2
+    }
+
+    /// Whether `record` is one process `p` wrote (under `identity`, with
+    /// times it sent), whoever stored it last.
+    pub(super) fn written_by(
+        &self,
+        p: usize,
+        identity: &str,
+        record: &LeaderElectionRecord,
+    ) -> bool {
+        record.holder_identity == identity
+            && self.procs[p]
+                .sent
+                .iter()
+                .any(|r| r.renew_time == record.renew_time && r.acquire_time == record.acquire_time)
+    }
+
+    /// Whether anyone but process `p` wrote (or deleted) the Lease after
+    /// revision `after`.
+    pub(super) fn others_wrote_since(&self, p: usize, after: u64) -> bool {
+        self.history
+            .iter()
+            .any(|w| w.revision > after && w.writer != Some(p))
     }
 
     /// The answer a watch can give in place of a `GET`, as `LeaseLock`
@@ -303,8 +451,12 @@ impl Net {
         let seen = pn.cached.as_ref().map(|s| s.version);
         match seen {
             Some(v) if w.version < v => None,
-            Some(v) if w.version == v => pn.cached.clone(),
+            Some(v) if w.version == v => {
+                pn.recreated = false;
+                pn.cached.clone()
+            }
             _ => {
+                pn.recreated = pn.cached.as_ref().is_some_and(|c| c.uid != w.uid);
                 pn.cached = Some(w.clone());
                 Some(w)
             }
@@ -326,20 +478,29 @@ impl Net {
             answer: None,
         });
         let slot = pn.slot;
+        let now = self.now;
+        pn.seen.sends.push(now);
+        pn.seen.sent_since_done += 1;
         let out = self.latency(p);
+        // Known as slow from the moment it is sent.
+        if out > self.slow_round_trip() / 2 || now + out >= deadline_at {
+            self.impair(p, now, now + out);
+        }
         match self.cut[slot] {
             Some(Cut::Refused) => {
                 let back = self.now + Duration::from_millis(1);
+                self.impair(p, now, back);
                 self.at(
                     back,
                     Due::Answer {
                         p,
                         call,
                         answer: Answer::Refused,
+                        sent: now,
                     },
                 );
             }
-            Some(Cut::Silent) => {}
+            Some(Cut::Silent) => self.impair(p, now, deadline_at),
             None => {
                 let at = self.now + out;
                 let sent = self.now;
@@ -366,8 +527,9 @@ impl Net {
         }
     }
 
-    /// The server takes request `op` of process `p` (it arrived now).
-    pub(super) fn serve(&mut self, p: usize, call: u64, op: Op) {
+    /// The server takes request `op` of process `p` (it arrived now; it
+    /// was sent at `sent`).
+    pub(super) fn serve(&mut self, p: usize, call: u64, op: Op, sent: Duration) {
         let slot = self.procs[p].slot;
         let label = format!(
             "{} {call}",
@@ -379,6 +541,8 @@ impl Net {
         );
         if self.cut[slot].is_some() {
             self.log(|| format!("p{p} {label} lost: cut off"));
+            let now = self.now;
+            self.impair(p, sent, now + self.timing.cap());
             return;
         }
         let plan = self.plan;
@@ -405,6 +569,14 @@ impl Net {
         };
         let lost = rng.chance(plan.p_lost);
         let back = self.latency(p);
+        let now = self.now;
+        // Its answer comes too late for the request's own deadline.
+        let late = self.procs[p].pending.as_ref().is_some_and(|c| {
+            c.call == call && self.procs[p].clock.true_time_of(c.deadline) <= now + back
+        });
+        if injected.is_some() || lost || late || (now - sent) + back > self.slow_round_trip() / 2 {
+            self.impair(p, sent, now + back);
+        }
         let answer = match injected {
             Some(a) => a,
             None => self.apply(p, op),
@@ -416,7 +588,15 @@ impl Net {
         }
         self.log(|| format!("p{p} {label}: {show}"));
         let at = self.now + back;
-        self.at(at, Due::Answer { p, call, answer });
+        self.at(
+            at,
+            Due::Answer {
+                p,
+                call,
+                answer,
+                sent,
+            },
+        );
     }
 
     fn apply(&mut self, p: usize, op: Op) -> Answer {
@@ -480,6 +660,14 @@ impl Net {
         self.revision += 1;
         let version = self.revision;
         let uid = self.uid;
+        let before = self.store.as_ref().map(|s| s.record.clone());
+        self.history.push(StoreWrite {
+            revision: version,
+            at: self.now,
+            writer,
+            holder: record.as_ref().map(|r| r.holder_identity.clone()),
+            before,
+        });
         self.store = record.map(|record| Stored {
             record,
             version,

@@ -86,9 +86,76 @@ pub(super) struct Candidate {
     pub(super) rate_ppm: i64,
     /// Its wall clock's offset from true wall time, in ms.
     pub(super) wall_offset_ms: i64,
-    pub(super) start: Duration,
-    /// How long its work takes to let go of a term once told it ended.
-    pub(super) work_lag: Duration,
+    /// When it starts; `None` for a latecomer, started only by a `Join`.
+    pub(super) start: Option<Duration>,
+    /// What the user runs around the elector.
+    pub(super) mode: Mode,
+    /// Its program's event thread lags this long behind the elector (it
+    /// reads `StartedLeading` after a stop may have come).
+    pub(super) reads_late: Option<Duration>,
+}
+
+/// What a candidate's program is: the layer a user runs around the
+/// elector, whose pieces of work the checker judges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// `spawn()` and a loop of one's own over the events: the work holds
+    /// the received `Term`, and lets go `lag` after it was told the term
+    /// ended (by `StoppedLeading`, or by `Term::is_current`).
+    Spawn { lag: Duration },
+    /// `LeaderElector::run` with its work threads.
+    Run { work: Work, release_grace: Duration },
+    /// `lease-elect` with COMMAND (the library's `session`), its
+    /// supervisor and COMMAND as processes of their own.
+    Command(Command),
+}
+
+/// The work a `run()` program does each term.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Work {
+    /// Steps of `step`, each begun only while `is_current()` (and, when
+    /// `budgeted`, while `time_to_stop() > step`, as the README's loop).
+    Steps { step: Duration, budgeted: bool },
+    /// Runs `len`, never looking at its term.
+    Ignores(Duration),
+    /// Steps of `step`, then a panic at the first step boundary `after`
+    /// its start (`abort`: the process dies with it, as under
+    /// `panic = "abort"`).
+    Panics {
+        step: Duration,
+        after: Duration,
+        abort: bool,
+    },
+    /// Returns at once: its job is done.
+    AtOnce,
+    /// Blocks in `wait_ended`, then returns `lag` later.
+    WaitEnded { lag: Duration },
+}
+
+/// `lease-elect`'s flags and COMMAND's habits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Command {
+    pub(super) grace: Duration,
+    pub(super) restart: bool,
+    /// COMMAND exits by itself this long after it starts.
+    pub(super) exits_after: Option<Duration>,
+    /// How long after SIGTERM (or SIGINT) it exits; `None`: it ignores them.
+    pub(super) on_term: Option<Duration>,
+}
+
+/// What the candidates' lock is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LockKind {
+    /// `LeaseLock`: updates carry the uid read (a Lease deleted since is
+    /// a 409), versions are the server's.
+    Lease,
+    /// Updates without a uid: a `PUT` to a deleted Lease creates it again
+    /// (kube-apiserver allows create-on-update for Leases).
+    NoUid,
+    /// A lock of the user's that reports no versions (`Lock::version`
+    /// left at its default): expiry by the record alone, tokens from
+    /// `leaseTransitions`.
+    Unversioned,
 }
 
 /// How a cut-off candidate's requests fail.
@@ -149,12 +216,15 @@ pub(super) enum Fault {
         restart: Duration,
         fresh: bool,
     },
-    /// Stopped through its `Stopper` (releasing if so configured), and
-    /// started again after `restart`.
+    /// Stopped through its `Stopper` (releasing if so configured), or by
+    /// SIGTERM to `lease-elect`, and started again after `restart`.
     Stop {
         who: usize,
         restart: Duration,
     },
+    /// A latecomer slot starts its first process: a candidate with no
+    /// memory of the Lease (also just after a deletion).
+    Join(usize),
     Wall {
         who: usize,
         how: Wall,
@@ -194,6 +264,7 @@ pub(super) struct Net {
 pub(super) struct Plan {
     pub(super) seed: u64,
     pub(super) timing: Timing,
+    pub(super) lock: LockKind,
     pub(super) candidates: Vec<Candidate>,
     pub(super) net: Net,
     pub(super) faults: Vec<Timed>,
@@ -224,30 +295,46 @@ impl Plan {
             p_watch_repeat: on(&mut r, 0.3) * 0.2,
         };
         let drift = r.chance(0.7);
-        let work_room = timing.lease.saturating_sub(timing.renew) / 2;
-        let candidates: Vec<Candidate> = (0..n)
-            .map(|i| Candidate {
-                identity: format!("c{i}"),
-                watch: r.chance(0.5),
-                release_on_cancel: r.chance(0.6),
-                rejoin: r.chance(0.5),
-                rate_ppm: if drift {
-                    // Within the documented bound, up to its edge.
-                    ((r.unit() * 2.0 - 1.0) * bound * 0.999 * 1e6) as i64
-                } else {
-                    0
-                },
-                wall_offset_ms: r.range(0, 4000) as i64 - 2000,
-                start: if r.chance(0.5) {
-                    Duration::ZERO
-                } else {
-                    r.between(Duration::ZERO, timing.lease * 2)
-                },
-                work_lag: r.between(Duration::ZERO, work_room),
+        let lock = match r.range(0, 10) {
+            0..=5 => LockKind::Lease,
+            6 | 7 => LockKind::NoUid,
+            _ => LockKind::Unversioned,
+        };
+        // Latecomers: slots that start only when a `Join` says so.
+        let late = r.range(0, 3) as usize;
+        let candidates: Vec<Candidate> = (0..n + late)
+            .map(|i| {
+                let mode = draw_mode(&mut r, &timing);
+                let command = matches!(mode, Mode::Command(_));
+                Candidate {
+                    identity: format!("c{i}"),
+                    watch: r.chance(0.5),
+                    // lease-elect always releases once COMMAND has ended.
+                    release_on_cancel: command || r.chance(0.6),
+                    // ... and exits after a loss, to be started afresh.
+                    rejoin: !command && r.chance(0.5),
+                    rate_ppm: if drift {
+                        // Within the documented bound, up to its edge.
+                        ((r.unit() * 2.0 - 1.0) * bound * 0.999 * 1e6) as i64
+                    } else {
+                        0
+                    },
+                    wall_offset_ms: r.range(0, 4000) as i64 - 2000,
+                    start: if i >= n {
+                        None
+                    } else if r.chance(0.5) {
+                        Some(Duration::ZERO)
+                    } else {
+                        Some(r.between(Duration::ZERO, timing.lease * 2))
+                    },
+                    reads_late: (!command && r.chance(0.2))
+                        .then(|| r.between(Duration::ZERO, timing.retry)),
+                    mode,
+                }
             })
             .collect();
         let faults_end = timing.lease.mul_f64(3.0 + r.unit() * 7.0);
-        let faults = draw_faults(&mut r, n, &timing, faults_end);
+        let faults = draw_faults(&mut r, n, late, lock, &timing, faults_end);
         let restart_delay = r.between(Duration::ZERO, timing.retry * 2);
         // Time for the world to settle: a lease left behind expires, a
         // clamped Retry-After passes, a restart comes back.
@@ -255,6 +342,7 @@ impl Plan {
         Plan {
             seed,
             timing,
+            lock,
             candidates,
             net,
             faults,
@@ -262,6 +350,61 @@ impl Plan {
             end: faults_end + settle,
             restart_delay,
         }
+    }
+}
+
+/// The work's time budget after a term ends: `lease − renew − margin`.
+pub(super) fn budget(t: &Timing) -> Duration {
+    t.lease
+        .saturating_sub(t.renew)
+        .saturating_sub(crate::elector::stop_margin(t.lease, t.renew))
+}
+
+/// What a candidate runs around its elector.
+fn draw_mode(r: &mut Rng, t: &Timing) -> Mode {
+    let budget = budget(t);
+    match r.range(0, 10) {
+        0..=2 => Mode::Spawn {
+            lag: r.between(Duration::ZERO, budget / 2),
+        },
+        3..=6 => Mode::Run {
+            work: match r.range(0, 10) {
+                0..=3 => {
+                    let budgeted = r.chance(0.5);
+                    // A loop that checks only `is_current` must keep its
+                    // steps within the budget; one that checks
+                    // `time_to_stop` may take any step.
+                    let longest = if budgeted { t.lease * 2 } else { budget };
+                    Work::Steps {
+                        step: r.between(Duration::from_millis(1), longest),
+                        budgeted,
+                    }
+                }
+                4 => Work::Ignores(r.between(Duration::ZERO, t.lease * 3)),
+                5 => Work::Panics {
+                    step: r.between(Duration::from_millis(1), budget),
+                    after: r.between(Duration::ZERO, t.lease * 3),
+                    abort: r.chance(0.5),
+                },
+                6 => Work::AtOnce,
+                _ => Work::WaitEnded {
+                    lag: r.between(Duration::ZERO, budget / 2),
+                },
+            },
+            release_grace: if r.chance(0.3) {
+                Duration::ZERO
+            } else {
+                r.between(Duration::ZERO, t.lease * 2)
+            },
+        },
+        _ => Mode::Command(Command {
+            grace: r.between(Duration::ZERO, t.lease * 2),
+            restart: r.chance(0.3),
+            exits_after: r
+                .chance(0.3)
+                .then(|| r.between(Duration::ZERO, t.lease * 3)),
+            on_term: r.chance(0.8).then(|| r.between(Duration::ZERO, t.lease)),
+        }),
     }
 }
 
@@ -294,7 +437,14 @@ fn draw_timing(r: &mut Rng) -> Timing {
     }
 }
 
-fn draw_faults(r: &mut Rng, n: usize, t: &Timing, end: Duration) -> Vec<Timed> {
+fn draw_faults(
+    r: &mut Rng,
+    n: usize,
+    late: usize,
+    lock: LockKind,
+    t: &Timing,
+    end: Duration,
+) -> Vec<Timed> {
     let mut faults = Vec::new();
     // Each kind is in this schedule with some probability, then comes at
     // a rate of its own.
@@ -309,6 +459,7 @@ fn draw_faults(r: &mut Rng, n: usize, t: &Timing, end: Duration) -> Vec<Timed> {
         (0.3, 1.0),  // elector thread stalled
     ];
     let periods = (end.as_secs_f64() / t.lease.as_secs_f64()).max(1.0);
+    // Faults name the slots that run from the start; latecomers join.
     for (kind, (p_in, per_lease)) in kinds.iter().enumerate() {
         if *p_in == 0.0 || !r.chance(*p_in) {
             continue;
@@ -316,7 +467,7 @@ fn draw_faults(r: &mut Rng, n: usize, t: &Timing, end: Duration) -> Vec<Timed> {
         let count = (periods * per_lease * r.unit()).ceil() as usize;
         for _ in 0..count {
             let at = r.between(Duration::ZERO, end);
-            let who = r.range(0, n as u64) as usize;
+            let who = r.range(0, (n + late) as u64) as usize;
             let lasting = |r: &mut Rng| (at + r.between(t.retry / 2, t.lease * 2)).min(end);
             let fault = match kind {
                 0 => Fault::Cut {
@@ -341,6 +492,13 @@ fn draw_faults(r: &mut Rng, n: usize, t: &Timing, end: Duration) -> Vec<Timed> {
                     who,
                     restart: r.between(Duration::ZERO, t.lease),
                 },
+                // Without versions, a holder whose wall clock stands still
+                // writes the same record each renew: it cannot be told
+                // from a dead one (the documented limit of such a lock).
+                4 if lock == LockKind::Unversioned => Fault::Wall {
+                    who,
+                    how: Wall::Step(r.range(1, 600_000) as i64 - 300_000),
+                },
                 4 => Fault::Wall {
                     who,
                     how: match r.range(0, 4) {
@@ -358,7 +516,7 @@ fn draw_faults(r: &mut Rng, n: usize, t: &Timing, end: Duration) -> Vec<Timed> {
                     who,
                     until: lasting(r),
                 },
-                _ => Fault::Other(match r.range(0, 5) {
+                _ => Fault::Other(match r.range(0, 6) {
                     0 => Write::Delete,
                     1 => Write::Transitions(0),
                     2 => Write::Transitions(r.range(0, 3) as i32),
@@ -367,10 +525,32 @@ fn draw_faults(r: &mut Rng, n: usize, t: &Timing, end: Duration) -> Vec<Timed> {
                     } else {
                         format!("c{}", r.range(0, n as u64))
                     }),
+                    // The field's edge: a writer may store any int32.
+                    4 => Write::Transitions(i32::MAX - r.range(0, 2) as i32),
                     _ => Write::Free,
                 }),
             };
+            // A deletion is a common way to force a failover: a fresh
+            // candidate often comes right after it.
+            if fault == Fault::Other(Write::Delete) && late > 0 && r.chance(0.5) {
+                let slot = n + r.range(0, late as u64) as usize;
+                let join = (at + r.between(Duration::ZERO, t.retry)).min(end);
+                faults.push(Timed {
+                    at: join,
+                    fault: Fault::Join(slot),
+                });
+            }
             faults.push(Timed { at, fault });
+        }
+    }
+    // Latecomers not called by a deletion join at any instant.
+    for slot in n..n + late {
+        if !faults.iter().any(|f| f.fault == Fault::Join(slot)) {
+            let at = r.between(Duration::ZERO, end);
+            faults.push(Timed {
+                at,
+                fault: Fault::Join(slot),
+            });
         }
     }
     faults.sort_by_key(|f| f.at);

@@ -1,8 +1,9 @@
 //! The world of one schedule: candidates as processes (started, paused,
-//! crashed, stopped, restarted), the faults of the plan applied and healed
-//! at their times, each process's state machine polled when something it
-//! waits for is due, its events read as a program would read them, and
-//! the checker asked after every step.
+//! crashed, stopped, restarted, joining late), each running what its user
+//! runs around the elector (`layers.rs`), the faults of the plan applied
+//! and healed at their times, each process's state machine polled when
+//! something it waits for is due, and the checker asked after every step
+//! (`judge.rs`).
 
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -11,41 +12,117 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use super::check::{Checker, Holding, TermSeen};
+use super::check::{Checker, MAX_STEPS, MAX_STEPS_AT_ONCE};
 use super::clock::SimClock;
 use super::io::SimIo;
-use super::net::{show_store, Answer, Due, Net, Revocation, RevokedBy};
-use super::plan::{Fault, Plan, Write};
+use super::net::{Answer, Due, Net, Revocation, RevokedBy};
+use super::plan::{Fault, Mode, Plan, Write};
 use crate::clock::Clock;
 use crate::elector::driven::{drive, Driven};
-use crate::elector::{ElectorConfig, LeaderEvent, StopReason, Term};
+use crate::elector::{ElectorConfig, LeaderEvent, Term};
 use crate::lease::{LeaderElectionRecord, MicroTime};
+use crate::session::{DeadMan, Session, SessionConfig};
 
 /// One run of a candidate.
-struct Proc {
-    slot: usize,
-    identity: String,
-    clock: Arc<SimClock>,
+pub(super) struct Proc {
+    pub(super) slot: usize,
+    pub(super) identity: String,
+    pub(super) clock: Arc<SimClock>,
     /// The state machine, until it ends or the process is killed.
-    driven: Option<Driven>,
-    paused: bool,
-    /// Its elector thread stalls; its work runs on.
-    stalled: bool,
-    /// Since when, and how long it has been paused in all.
-    paused_at: Duration,
-    paused_total: Duration,
-    resumed_at: Option<Duration>,
-    killed: bool,
-    /// The term its work holds.
-    term: Option<Term>,
-    /// The terms its work still holds (each a hold the release waits for).
-    work: Vec<Term>,
-    holding: Holding,
-    /// When the world stopped it, and how long it had been paused then
-    /// (a stop's bound counts only the time it could run).
-    stop_at: Option<(Duration, Duration)>,
-    /// When the work was told its term ended, and the process's config.
-    config: ElectorConfig,
+    pub(super) driven: Option<Driven>,
+    /// Its events, as its program reads them (also after the elector
+    /// ended), until the process exits or is killed.
+    pub(super) events: Option<crate::elector::LeaderEvents>,
+    pub(super) paused: bool,
+    /// Its elector thread stalls; the rest of the process runs on.
+    pub(super) stalled: bool,
+    /// Since when, and how long it has been paused in all (or its elector
+    /// thread stalled: time the elector could not run).
+    pub(super) paused_at: Duration,
+    pub(super) paused_total: Duration,
+    pub(super) resumed_at: Option<Duration>,
+    pub(super) killed: bool,
+    /// The process has exited (its elector ended and its work returned).
+    pub(super) exited: bool,
+    /// The elector's latest term as the world tracks it (an index into the
+    /// checker's terms).
+    pub(super) term: Option<usize>,
+    /// The elector has a term in progress (the world's view of it, taken
+    /// after each of its steps).
+    pub(super) in_term: bool,
+    /// Between `StartedLeading` and `StoppedLeading` as its program read
+    /// them.
+    pub(super) leading: bool,
+    /// The last `Term::is_current()` seen, to catch a revived term.
+    pub(super) was_current: bool,
+    /// When the world stopped it (its `Stopper`, or SIGTERM to
+    /// `lease-elect`), and when the elector itself was told to stop, with
+    /// how long the process had been paused then.
+    pub(super) stop_at: Option<Duration>,
+    pub(super) stop_called: Option<(Duration, Duration)>,
+    /// It led when it was stopped (its term was current).
+    pub(super) led_at_stop: bool,
+    /// The Lease when it was told to stop: its revision, and whether it
+    /// held a record of this process.
+    pub(super) store_at_stop: Option<(u64, bool)>,
+    /// Told to stop without a release (its work panicked).
+    pub(super) release_skipped: bool,
+    /// Since when its elector thread has been stalled.
+    pub(super) stalled_at: Duration,
+    pub(super) config: ElectorConfig,
+    pub(super) layer: Layer,
+    /// Work steps that fell due while the process was paused.
+    pub(super) deferred: Vec<usize>,
+    /// Its program waits for the work of an ended term before it reads
+    /// the next event (as `run()` joins its work thread).
+    pub(super) joining: bool,
+    /// A late read of its events is due.
+    pub(super) reading: bool,
+}
+
+/// What the user runs around the elector, and its state.
+pub(super) enum Layer {
+    /// `spawn()` and a loop over the events: the terms the work holds,
+    /// each with its piece, and when it lets go (once told the term ended).
+    Spawn {
+        lag: Duration,
+        held: Vec<(Term, usize, Option<Duration>)>,
+    },
+    /// `run()`: its work threads (one, unless a term's work started while
+    /// an earlier one's still ran).
+    Run { running: Vec<RunWork> },
+    /// `lease-elect` with COMMAND.
+    Command {
+        session: Box<Session>,
+        cmd: Option<Cmd>,
+        /// The session's wake-up in force (a generation: older ones are
+        /// stale).
+        wake: u64,
+        /// `handle.stop()` was called (the session ended).
+        stopped: bool,
+    },
+}
+
+/// A `run()` work thread.
+pub(super) struct RunWork {
+    pub(super) piece: usize,
+    /// The work's hold on its term.
+    pub(super) term: Term,
+    /// On the process's clock.
+    pub(super) started: Instant,
+    /// `WaitEnded`: it saw the end and returns at this time.
+    pub(super) returning: Option<Duration>,
+}
+
+/// A COMMAND under its supervisor.
+pub(super) struct Cmd {
+    pub(super) piece: usize,
+    pub(super) dead_man: DeadMan,
+    /// When it exits (by itself, or after a signal), if it will.
+    pub(super) exit_at: Option<Duration>,
+    pub(super) exited: bool,
+    /// Its exit was told to `lease-elect`.
+    pub(super) reported: bool,
 }
 
 /// What the world remembers of a fault that lasts.
@@ -57,17 +134,25 @@ enum Applied {
 }
 
 pub(super) struct World {
-    plan: Plan,
-    net: Rc<RefCell<Net>>,
-    base: Instant,
-    procs: Vec<Proc>,
+    pub(super) plan: Plan,
+    pub(super) net: Rc<RefCell<Net>>,
+    /// Every process clock's origin (read once, never to decide).
+    pub(super) base: Instant,
+    pub(super) procs: Vec<Proc>,
     /// Per candidate slot: its current process, and how many it has had.
     slots: Vec<(Option<usize>, u32)>,
     applied: Vec<Applied>,
-    check: Checker,
+    pub(super) check: Checker,
     /// A leader holds at the last step after the faults ended.
-    settled_leader: bool,
+    pub(super) settled_leader: bool,
     pub(super) events: u64,
+    /// Steps at the current instant.
+    at_once: (Duration, u64),
+    /// Releases whose handover is awaited: (when, by whom).
+    pub(super) handovers: Vec<(Duration, usize)>,
+    /// When a term last ended (a program may end its own: work that
+    /// returns, panics, a COMMAND that exits).
+    pub(super) last_term_end: Duration,
 }
 
 /// What a schedule's run found.
@@ -95,6 +180,9 @@ impl World {
             check: Checker::default(),
             settled_leader: false,
             events: 0,
+            at_once: (Duration::ZERO, 0),
+            handovers: Vec::new(),
+            last_term_end: Duration::ZERO,
             plan,
         }
     }
@@ -104,7 +192,9 @@ impl World {
         {
             let mut net = self.net.borrow_mut();
             for (c, cand) in self.plan.candidates.iter().enumerate() {
-                net.at(cand.start, Due::Start(c));
+                if let Some(start) = cand.start {
+                    net.at(start, Due::Start(c));
+                }
             }
             for (i, f) in self.plan.faults.iter().enumerate() {
                 net.at(f.at, Due::Fault(i));
@@ -115,26 +205,24 @@ impl World {
         loop {
             let due = self.net.borrow_mut().pop(end);
             let Some(due) = due else { break };
-            self.events += 1;
+            if !self.count_step() {
+                break;
+            }
             let outcome = catch_unwind(AssertUnwindSafe(|| self.step(due)));
-            if outcome.is_err() {
+            if let Err(panic) = outcome {
                 let now = self.now();
+                let what = panic
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| panic.downcast_ref::<&str>().copied())
+                    .unwrap_or("a panic");
                 self.check
-                    .violation(now, "a panic in the elector or the world".into());
+                    .violation(now, format!("a panic in the elector or the world: {what}"));
                 break;
             }
             self.check_now();
         }
-        let now = self.now();
-        if !self.settled_leader {
-            self.check.violation(
-                now,
-                format!(
-                    "no leader by the end, {:.3}s after the faults ended",
-                    (now - self.plan.faults_end).as_secs_f64()
-                ),
-            );
-        }
+        self.check_end();
         let trace = self.net.borrow_mut().trace.take().unwrap_or_default();
         Found {
             violations: std::mem::take(&mut self.check.violations),
@@ -144,23 +232,48 @@ impl World {
         }
     }
 
-    fn now(&self) -> Duration {
+    /// Count a step; false (with a violation) past the caps: a livelock.
+    fn count_step(&mut self) -> bool {
+        self.events += 1;
+        let now = self.now();
+        if self.at_once.0 == now {
+            self.at_once.1 += 1;
+        } else {
+            self.at_once = (now, 1);
+        }
+        let why = if self.events > MAX_STEPS {
+            format!("livelock: more than {MAX_STEPS} steps in the schedule")
+        } else if self.at_once.1 > MAX_STEPS_AT_ONCE {
+            format!("livelock: more than {MAX_STEPS_AT_ONCE} steps at one instant")
+        } else {
+            return true;
+        };
+        self.check.violation(now, why);
+        false
+    }
+
+    pub(super) fn now(&self) -> Duration {
         self.net.borrow().now
     }
 
-    fn log(&self, line: impl FnOnce() -> String) {
+    pub(super) fn log(&self, line: impl FnOnce() -> String) {
         self.net.borrow_mut().log(line);
+    }
+
+    pub(super) fn at(&self, at: Duration, due: Due) {
+        self.net.borrow_mut().at(at, due);
     }
 
     fn describe_plan(&self) {
         let plan = &self.plan;
-        self.log(|| format!("seed {}: {}", plan.seed, plan.timing));
+        self.log(|| format!("seed {}: {}, lock {:?}", plan.seed, plan.timing, plan.lock));
         for (c, cand) in plan.candidates.iter().enumerate() {
             self.log(|| {
                 format!(
-                    "candidate {c} {:?}: watch {}, release on cancel {}, rejoin {}, clock {:+} ppm, wall {:+} ms, starts at {:.3}s, work lets go {:.3}s after its term ends",
-                    cand.identity, cand.watch, cand.release_on_cancel, cand.rejoin,
-                    cand.rate_ppm, cand.wall_offset_ms, cand.start.as_secs_f64(), cand.work_lag.as_secs_f64()
+                    "candidate {c} {:?}: {:?}, watch {}, release on cancel {}, rejoin {}, clock {:+} ppm, wall {:+} ms, starts at {}",
+                    cand.identity, cand.mode, cand.watch, cand.release_on_cancel, cand.rejoin,
+                    cand.rate_ppm, cand.wall_offset_ms,
+                    cand.start.map_or("its join".to_string(), |s| format!("{:.3}s", s.as_secs_f64()))
                 )
             });
         }
@@ -183,10 +296,15 @@ impl World {
             Due::Poll(p) => self.poll(p),
             Due::Arrive { p, call, op, sent } => {
                 let before = self.net.borrow().revision;
-                self.net.borrow_mut().serve(p, call, op);
+                self.net.borrow_mut().serve(p, call, op, sent);
                 self.check_write(p, before, sent);
             }
-            Due::Answer { p, call, answer } => self.answer(p, call, answer),
+            Due::Answer {
+                p,
+                call,
+                answer,
+                sent,
+            } => self.answer(p, call, answer, sent),
             Due::Watch { p, lease } => {
                 let delivered = self.net.borrow_mut().deliver(p, lease);
                 if delivered {
@@ -200,37 +318,47 @@ impl World {
             Due::Heal(i) => self.heal(i),
             Due::Start(c) => self.start(c),
             Due::Calm => self.calm(),
-            Due::LetGo(p, token) => {
-                let work = &mut self.procs[p].work;
-                if let Some(i) = work.iter().position(|t| t.token() == token) {
-                    work.remove(i);
-                    self.log(|| format!("p{p}: its work lets go of the term"));
-                }
-                self.poll(p);
-            }
+            Due::Work(piece) => self.work_step(piece),
+            Due::Session(p, wake) => self.session_wake(p, wake),
+            Due::CommandExit(p) => self.command_exit(p),
+            Due::DeadMan(p) => self.dead_man(p),
+            Due::Drain(p) => self.late_drain(p),
         }
     }
 
-    fn answer(&mut self, p: usize, call: u64, answer: Answer) {
-        {
+    fn answer(&mut self, p: usize, call: u64, answer: Answer, sent: Duration) {
+        let in_time = {
             let mut net = self.net.borrow_mut();
+            let now = net.now;
             let pn = &mut net.procs[p];
-            let now = pn.clock.now();
+            let clock_now = pn.clock.now();
             match &mut pn.pending {
                 // Taken only before its deadline: after it, the process
                 // has given up on the request.
-                Some(c) if c.call == call && now < c.deadline => c.answer = Some(answer),
+                Some(c) if c.call == call && clock_now < c.deadline => {
+                    c.answer = Some(answer);
+                    true
+                }
+                Some(c) if c.call == call => {
+                    let _ = now;
+                    false
+                }
                 _ => return,
             }
+        };
+        if !in_time {
+            let now = self.now();
+            self.net.borrow_mut().impair(p, sent, now);
+            return;
         }
         self.poll(p);
     }
 
     /// Start a process for slot `c` (unless one runs and is not stopping).
-    fn start(&mut self, c: usize) {
+    pub(super) fn start(&mut self, c: usize) {
         if let (Some(p), _) = self.slots[c] {
             let pr = &self.procs[p];
-            if pr.driven.is_some() && pr.stop_at.is_none() {
+            if !pr.exited && !pr.killed && pr.stop_at.is_none() {
                 return;
             }
         }
@@ -251,7 +379,7 @@ impl World {
         ));
         let p = self.net.borrow_mut().add_proc(c, clock.clone(), cand.watch);
         let timing = self.plan.timing;
-        let config = ElectorConfig {
+        let mut config = ElectorConfig {
             lease_duration: timing.lease,
             renew_deadline: timing.renew,
             retry_period: timing.retry,
@@ -265,27 +393,72 @@ impl World {
             p,
             identity: identity.clone(),
             clock: clock.clone(),
+            lock: self.plan.lock,
         };
+        if let Mode::Run { release_grace, .. } = &cand.mode {
+            config.release_grace = *release_grace;
+        }
         let jitter_seed = self.plan.seed ^ (p as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let driven = drive(io, config.clone(), clock.clone(), "sim/lease", jitter_seed).ok();
+        let mut driven = drive(io, config.clone(), clock.clone(), "sim/lease", jitter_seed).ok();
+        let events = driven.as_mut().and_then(|d| d.events.take());
+        let layer = match (&cand.mode, &driven) {
+            (Mode::Command(command), Some(d)) => Layer::Command {
+                session: Box::new(Session::new(
+                    SessionConfig {
+                        grace: command.grace,
+                        restart: command.restart,
+                        acquire_timeout: false,
+                        lease_duration: timing.lease,
+                        renew_deadline: timing.renew,
+                    },
+                    d.probe.clone(),
+                )),
+                cmd: None,
+                wake: 0,
+                stopped: false,
+            },
+            (Mode::Spawn { lag }, _) => Layer::Spawn {
+                lag: *lag,
+                held: Vec::new(),
+            },
+            _ => Layer::Run {
+                running: Vec::new(),
+            },
+        };
         self.log(|| format!("p{p} starts as candidate {c} {identity:?}"));
         self.procs.push(Proc {
             slot: c,
             identity,
             clock,
             driven,
+            events,
             paused: false,
             stalled: false,
             paused_at: Duration::ZERO,
             paused_total: Duration::ZERO,
             resumed_at: None,
             killed: false,
+            exited: false,
             term: None,
-            work: Vec::new(),
-            holding: Holding::default(),
+            in_term: false,
+            leading: false,
+            was_current: false,
             stop_at: None,
+            stop_called: None,
+            led_at_stop: false,
+            store_at_stop: None,
+            release_skipped: false,
+            stalled_at: Duration::ZERO,
             config,
+            layer,
+            deferred: Vec::new(),
+            joining: false,
+            reading: false,
         });
+        if let (Mode::Run { .. }, Some(d)) = (&cand.mode, &self.procs[p].driven) {
+            // `run()` reads every event: a term is its work's from the send.
+            d.stopper.read_every_event();
+        }
         self.slots[c].0 = Some(p);
         self.poll(p);
     }
@@ -302,58 +475,84 @@ impl World {
     }
 
     /// Poll process `p`'s state machine, then read its events.
-    fn poll(&mut self, p: usize) {
+    /// A stalled elector thread is not polled; its program still reads
+    /// its events (the receiver ends an overdue term itself).
+    pub(super) fn poll(&mut self, p: usize) {
         let pr = &mut self.procs[p];
-        if pr.paused || pr.killed || pr.stalled {
+        if pr.paused || pr.killed {
             return;
         }
+        let stalled = pr.stalled;
         let Some(driven) = &mut pr.driven else {
             return;
         };
+        self.net.borrow_mut().procs[p].calls_this_poll = 0;
         let mut cx = Context::from_waker(Waker::noop());
-        let done = match driven.run.as_mut().poll(&mut cx) {
-            Poll::Ready(result) => Some(result),
-            Poll::Pending => None,
+        let done = match driven.run.as_mut() {
+            _ if stalled => None,
+            run => match run.poll(&mut cx) {
+                Poll::Ready(result) => Some(result),
+                Poll::Pending => None,
+            },
         };
-        self.drain(p);
-        if let Some(result) = done {
-            self.ended(p, result.err().map(|e| e.to_string()));
+        // The elector's own view of its terms (not its program's, which
+        // may read events later).
+        if !stalled {
+            self.elector_view(p);
         }
+        match self.plan.candidates[self.procs[p].slot].reads_late {
+            // Its program's event thread lags: it reads a moment later.
+            Some(lag) if !self.procs[p].reading => {
+                self.procs[p].reading = true;
+                let at = self.now() + lag;
+                self.at(at, Due::Drain(p));
+            }
+            Some(_) => {}
+            None => {
+                self.drain(p);
+                // Its receiver may have ended an overdue term.
+                self.elector_view(p);
+            }
+        }
+        self.polled(p);
+        self.layer_after_poll(p);
+        if let Some(result) = done {
+            self.elector_ended(p, result.err().map(|e| e.to_string()));
+        }
+    }
+
+    /// A late reader reads now.
+    pub(super) fn late_drain(&mut self, p: usize) {
+        // Paused: it reads when it runs again.
+        if self.procs[p].paused || self.procs[p].killed {
+            return;
+        }
+        self.procs[p].reading = false;
+        self.drain(p);
+        self.elector_view(p);
+        self.layer_after_poll(p);
+        self.maybe_exit(p);
     }
 
     /// Read process `p`'s events as its program would.
     fn drain(&mut self, p: usize) {
         loop {
-            let event = match &self.procs[p].driven {
-                Some(d) => d.events.try_recv().ok(),
+            if self.procs[p].joining {
+                return;
+            }
+            let event = match &self.procs[p].events {
+                Some(events) => events.try_recv().ok(),
                 None => None,
             };
             let Some(event) = event else { return };
-            let now = self.now();
             match event {
                 LeaderEvent::StartedLeading { term, .. } => {
                     let token = term.token();
                     self.log(|| format!("p{p}: StartedLeading, token {token}"));
-                    let (max_seen, lowered, version, uid) = {
-                        let net = self.net.borrow();
-                        let pn = &net.procs[p];
-                        let (version, uid) =
-                            pn.cached.as_ref().map_or((0, 0), |s| (s.version, s.uid));
-                        (pn.max_seen, net.lowered, version, uid)
-                    };
-                    self.check
-                        .started(now, TermSeen { p, token, version }, max_seen, lowered);
-                    let pr = &mut self.procs[p];
-                    // The world's own copy, to ask is_current (not a
-                    // hold); the work's is the received one.
-                    pr.term = Some(term.share());
-                    pr.work.push(term);
-                    pr.holding = Holding {
-                        leading: true,
-                        was_current: true,
-                        version,
-                        uid,
-                    };
+                    // Also when the elector has not been looked at since.
+                    self.elector_view(p);
+                    self.procs[p].leading = true;
+                    self.layer_started(p, term);
                 }
                 LeaderEvent::StoppedLeading { reason, .. } => {
                     let why = match &self.procs[p].driven {
@@ -361,7 +560,11 @@ impl World {
                         None => String::new(),
                     };
                     self.log(|| format!("p{p}: StoppedLeading ({reason:?}) {why}"));
-                    self.stopped_leading(p, reason);
+                    self.procs[p].leading = false;
+                    self.layer_stopped(p);
+                    if !matches!(self.procs[p].layer, Layer::Command { .. }) {
+                        self.procs[p].joining = self.has_running_piece(p);
+                    }
                 }
                 LeaderEvent::NewLeader { identity, .. } => {
                     self.log(|| format!("p{p}: NewLeader {identity}"));
@@ -370,69 +573,57 @@ impl World {
         }
     }
 
-    fn stopped_leading(&mut self, p: usize, reason: StopReason) {
-        let now = self.now();
-        let pr = &mut self.procs[p];
-        pr.holding.leading = false;
-        let lag = self.plan.candidates[pr.slot].work_lag;
-        if reason == StopReason::Lost && pr.resumed_at != Some(now) {
-            // Ended on time: by the renew deadline after the start of the
-            // last successful renew, on its own clock.
-            let probe = pr.driven.as_ref().map(|d| d.probe.clone());
-            if let Some(last) = probe.and_then(|pb| pb.last_renew()) {
-                let deadline = last + pr.config.renew_deadline;
-                let at = pr.clock.now();
-                // Virtual time is exact but for rounding to nanoseconds.
-                if at > deadline + Duration::from_micros(1) {
-                    let late = at - deadline;
-                    self.check.violation(
-                        now,
-                        format!(
-                            "p{p}'s term ended {:.6}s after its renew deadline",
-                            late.as_secs_f64()
-                        ),
-                    );
-                }
-            }
+    /// Process `p`'s state machine returned.
+    fn elector_ended(&mut self, p: usize, error: Option<String>) {
+        self.procs[p].driven = None;
+        if self.plan.candidates[self.procs[p].slot]
+            .reads_late
+            .is_some()
+            && !self.procs[p].reading
+        {
+            self.procs[p].reading = true;
+            let lag = self.plan.candidates[self.procs[p].slot]
+                .reads_late
+                .unwrap_or_default();
+            let at = self.now() + lag;
+            self.at(at, Due::Drain(p));
         }
-        let token = self.procs[p].term.as_ref().map_or(0, Term::token);
-        self.net.borrow_mut().at(now + lag, Due::LetGo(p, token));
+        self.net.borrow_mut().procs[p].alive = false;
+        self.log(|| format!("p{p}'s elector ends ({})", error.as_deref().unwrap_or("ok")));
+        self.elector_stop_bound(p);
+        self.layer_elector_ended(p);
+        self.maybe_exit(p);
     }
 
-    /// Process `p`'s state machine returned.
-    fn ended(&mut self, p: usize, error: Option<String>) {
-        let now = self.now();
-        let pr = &mut self.procs[p];
-        pr.driven = None;
-        let slot = pr.slot;
-        let stop_at = pr.stop_at;
-        self.net.borrow_mut().procs[p].alive = false;
-        self.log(|| format!("p{p} ends ({})", error.as_deref().unwrap_or("ok")));
-        let paused_total = self.procs[p].paused_total;
-        match stop_at.map(|(at, paused)| at + (paused_total - paused)) {
-            Some(at) => {
-                // The release's budget is on the process's clock.
-                let cand = &self.plan.candidates[slot];
-                let rate = 1.0 + cand.rate_ppm as f64 / 1e6;
-                let bound = self.procs[p].config.release_timeout.div_f64(rate) + cand.work_lag;
-                if now - at > bound + Duration::from_millis(1) {
-                    self.check.violation(
-                        now,
-                        format!(
-                            "p{p}'s stop took {:.3}s, beyond its bound of {:.3}s",
-                            (now - at).as_secs_f64(),
-                            bound.as_secs_f64()
-                        ),
-                    );
-                }
-            }
-            // Ended by itself (lost without rejoin): its orchestrator
-            // starts it again.
-            None => {
-                let at = now + self.plan.restart_delay;
-                self.net.borrow_mut().at(at, Due::Start(slot));
+    /// The process exits once its elector has ended and its work
+    /// returned (`run()` joins its work thread; `lease-elect` has ended
+    /// COMMAND).
+    pub(super) fn maybe_exit(&mut self, p: usize) {
+        let pr = &self.procs[p];
+        let unread = pr.reading || pr.joining;
+        if pr.exited || pr.killed || pr.driven.is_some() || unread || self.has_running_piece(p) {
+            return;
+        }
+        if let Layer::Command { cmd: Some(c), .. } = &pr.layer {
+            if !c.exited {
+                return;
             }
         }
+        self.procs[p].exited = true;
+        self.procs[p].events = None;
+        self.log(|| format!("p{p} exits"));
+        self.process_ended(p);
+        // Ended by itself (lost without rejoin, its job done): its
+        // orchestrator starts it again. (A stop has its own restart.)
+        if self.procs[p].stop_at.is_none() {
+            let at = self.now() + self.plan.restart_delay;
+            let slot = self.procs[p].slot;
+            self.at(at, Due::Start(slot));
+        }
+    }
+
+    pub(super) fn has_running_piece(&self, p: usize) -> bool {
+        self.check.running().any(|(_, piece)| piece.p == p)
     }
 
     fn current(&self, c: usize) -> Option<usize> {
@@ -449,14 +640,21 @@ impl World {
         match fault {
             Fault::Cut { who, how, until } => {
                 self.net.borrow_mut().cut[who] = Some(how);
-                self.net.borrow_mut().at(until, Due::Heal(i));
+                self.at(until, Due::Heal(i));
             }
             Fault::Stall { who, until } => {
                 let free = |pr: &Proc| !pr.paused && !pr.stalled && pr.stop_at.is_none();
                 if let Some(p) = self.current(who).filter(|&p| free(&self.procs[p])) {
                     self.procs[p].stalled = true;
+                    self.procs[p].stalled_at = now;
+                    // Its program's receiver ends the term at its deadline.
+                    let end = self.procs[p].driven.as_ref().and_then(|d| d.probe.term());
+                    if let Some(term) = end {
+                        let at = self.procs[p].clock.true_time_of(term.valid_until());
+                        self.at(at, Due::Poll(p));
+                    }
                     self.applied[i] = Applied::Stalled(p);
-                    self.net.borrow_mut().at(until, Due::Heal(i));
+                    self.at(until, Due::Heal(i));
                 }
             }
             Fault::Pause { who, until } => {
@@ -464,20 +662,14 @@ impl World {
                     self.procs[p].paused = true;
                     self.procs[p].paused_at = now;
                     self.applied[i] = Applied::Paused(p);
-                    self.net.borrow_mut().at(until, Due::Heal(i));
+                    self.freeze_work(p);
+                    self.at(until, Due::Heal(i));
                 }
             }
             Fault::Crash { who, restart, .. } => {
                 if let Some(p) = self.current(who) {
-                    let pr = &mut self.procs[p];
-                    pr.killed = true;
-                    // The process and its work die at once.
-                    pr.driven = None;
-                    pr.term = None;
-                    pr.work.clear();
-                    pr.holding = Holding::default();
-                    self.net.borrow_mut().procs[p].alive = false;
-                    self.net.borrow_mut().at(now + restart, Due::Start(who));
+                    self.kill(p);
+                    self.at(now + restart, Due::Start(who));
                 }
             }
             Fault::Stop { who, restart } => {
@@ -486,13 +678,14 @@ impl World {
                 let free = |pr: &Proc| !pr.paused && !pr.stalled;
                 if let Some(p) = self.current(who).filter(|&p| free(&self.procs[p])) {
                     if self.procs[p].stop_at.is_none() {
-                        self.procs[p].stop_at = Some((now, self.procs[p].paused_total));
-                        if let Some(d) = &self.procs[p].driven {
-                            d.stopper.stop();
-                        }
-                        self.poll(p);
-                        self.net.borrow_mut().at(now + restart, Due::Start(who));
+                        self.stop(p);
+                        self.at(now + restart, Due::Start(who));
                     }
+                }
+            }
+            Fault::Join(c) => {
+                if self.slots[c].0.is_none() {
+                    self.start(c);
                 }
             }
             Fault::Wall { who, how } => {
@@ -502,9 +695,35 @@ impl World {
             }
             Fault::WatchOff { who, until } => {
                 self.net.borrow_mut().watch_off[who] = true;
-                self.net.borrow_mut().at(until, Due::Heal(i));
+                self.at(until, Due::Heal(i));
             }
             Fault::Other(write) => self.other_writer(write),
+        }
+    }
+
+    /// Kill process `p` (kill -9, the OOM killer): it and its work die at
+    /// once; a COMMAND's supervisor reads end-of-file and kills COMMAND.
+    pub(super) fn kill(&mut self, p: usize) {
+        let now = self.now();
+        self.procs[p].killed = true;
+        if self.procs[p].in_term {
+            self.elector_term_ended(p);
+        }
+        let pr = &mut self.procs[p];
+        pr.driven = None;
+        pr.events = None;
+        pr.leading = false;
+        self.net.borrow_mut().procs[p].alive = false;
+        self.log(|| format!("p{p} is killed"));
+        self.layer_killed(p);
+        let pieces: Vec<usize> = self
+            .check
+            .running()
+            .filter(|(_, piece)| piece.p == p)
+            .map(|(i, _)| i)
+            .collect();
+        for i in pieces {
+            self.end_piece(i, now);
         }
     }
 
@@ -536,18 +755,33 @@ impl World {
         let paused = now - self.procs[p].paused_at;
         self.procs[p].paused_total += paused;
         self.procs[p].resumed_at = Some(now);
+        let from = self.procs[p].paused_at;
+        self.net.borrow_mut().impair(p, from, now);
         self.log(|| format!("p{p} resumes"));
+        for piece in std::mem::take(&mut self.procs[p].deferred) {
+            self.at(now, Due::Work(piece));
+        }
+        if self.procs[p].reading {
+            self.at(now, Due::Drain(p));
+        }
         self.poll(p);
+        self.session_tick(p);
     }
 
     fn unstall(&mut self, p: usize) {
         if !self.procs[p].stalled {
             return;
         }
+        let now = self.now();
         self.procs[p].stalled = false;
-        self.procs[p].resumed_at = Some(self.now());
+        self.procs[p].resumed_at = Some(now);
+        let from = self.procs[p].stalled_at;
+        self.procs[p].paused_total += now - from;
+        self.net.borrow_mut().impair(p, from, now);
         self.log(|| format!("p{p}'s elector thread runs again"));
         self.poll(p);
+        let in_term = self.procs[p].in_term;
+        self.net.borrow_mut().procs[p].leading = in_term;
     }
 
     /// The faults are over: everything heals, everyone runs.
@@ -561,7 +795,9 @@ impl World {
             self.resume(p);
         }
         for c in 0..self.slots.len() {
-            self.start(c);
+            if self.plan.candidates[c].start.is_some() || self.slots[c].0.is_some() {
+                self.start(c);
+            }
         }
     }
 
@@ -615,137 +851,5 @@ impl World {
             }
         }
         net.store_record(Some(record), None);
-    }
-
-    /// A write that process `p` landed while it leads stores its term's
-    /// token as `leaseTransitions`: the Lease names the term its holder
-    /// runs (a term that went on under another value would sit, in the
-    /// Lease's history, after terms with greater tokens).
-    /// (A write sent before the term began, landing late, is a leftover of
-    /// an earlier attempt, not a write of this term.)
-    fn check_write(&mut self, p: usize, before: u64, sent: Duration) {
-        let now = self.now();
-        let net = self.net.borrow();
-        let Some(stored) = net.store.as_ref().filter(|_| net.revision != before) else {
-            return;
-        };
-        let pr = &self.procs[p];
-        // A release: only once the work has let go of its terms.
-        if stored.writer == Some(p)
-            && stored.record.holder_identity.is_empty()
-            && !pr.work.is_empty()
-        {
-            drop(net);
-            self.check.violation(
-                now,
-                format!("p{p} released the lease while its work still held its term"),
-            );
-            return;
-        }
-        let (Some(term), true) = (&pr.term, pr.holding.leading) else {
-            return;
-        };
-        if sent < pr.clock.true_time_of(term.started_at()) {
-            return;
-        }
-        // A term another writer took away (freed, or gave to someone
-        // else) is over for good: the Lease taken back is a new term.
-        if stored.writer == Some(p) && stored.record.holder_identity == pr.identity {
-            let taken = net.revocations.iter().find(|r| {
-                matches!(&r.by, RevokedBy::Writer(h) if *h != pr.identity)
-                    && r.revision > pr.holding.version
-                    && r.revision < stored.version
-            });
-            if let Some(revision) = taken.map(|r| r.revision) {
-                let token = term.token();
-                drop(net);
-                self.check.violation(
-                    now,
-                    format!(
-                        "p{p} wrote the Lease as its own under its term with token {token}, \
-                         which another writer took from it at revision {revision}"
-                    ),
-                );
-                return;
-            }
-        }
-        let written = stored.record.leader_transitions;
-        if stored.writer == Some(p)
-            && i64::from(written) != i64::try_from(term.token()).unwrap_or(i64::MAX)
-        {
-            let token = term.token();
-            drop(net);
-            self.check.violation(
-                now,
-                format!("p{p} wrote leaseTransitions {written} during its term with token {token}"),
-            );
-        }
-    }
-
-    /// After every step: the one-leader rule, revived terms, terms that
-    /// outlived their end, and a leader once settled.
-    fn check_now(&mut self) {
-        let now = self.now();
-        let net = self.net.borrow();
-        let mut holders = Vec::new();
-        let mut any_holder = false;
-        for p in 0..self.procs.len() {
-            let pr = &mut self.procs[p];
-            if pr.killed || pr.paused {
-                continue;
-            }
-            let current = pr.term.as_ref().is_some_and(Term::is_current);
-            if current && !pr.holding.was_current {
-                self.check
-                    .violation(now, format!("p{p}'s term is current again after it ended"));
-            }
-            pr.holding.was_current = current;
-            // A stalled elector cannot tell its work: the work holds while
-            // its term is current (it reads `Term::is_current`).
-            let leading = pr.holding.leading && !pr.stalled;
-            let held = leading || current;
-            let token = pr.term.as_ref().map_or(0, Term::token);
-            let version = pr.holding.version;
-            let uid = pr.holding.uid;
-            let revoked = net
-                .revocations
-                .iter()
-                .any(|r| r.revokes(p, uid, token, version));
-            any_holder |= held;
-            if held && !revoked {
-                holders.push((p, format!("p{p} {:?} (token {token})", pr.identity)));
-            }
-            // A term past its end must have been stepped down from by now.
-            if pr.holding.leading && !current && !pr.stalled && pr.resumed_at != Some(now) {
-                if let Some(term) = &pr.term {
-                    let end = pr.clock.true_time_of(term.valid_until());
-                    if now > end + Duration::from_millis(1) {
-                        self.check.violation(
-                            now,
-                            format!(
-                                "p{p}'s term ended at {:.6}s but it has not stepped down",
-                                end.as_secs_f64()
-                            ),
-                        );
-                    }
-                }
-            }
-        }
-        if now >= self.plan.faults_end {
-            self.settled_leader = any_holder;
-        }
-        drop(net);
-        if holders.len() > 1 {
-            let net = self.net.borrow();
-            let store = show_store(&net.store);
-            let revocations = format!("{:?}", net.revocations);
-            drop(net);
-            self.log(|| {
-                format!(
-                    "VIOLATION: two leaders; the store holds {store}; revocations {revocations}"
-                )
-            });
-        }
-        self.check.one_leader(now, &holders);
     }
 }
