@@ -17,11 +17,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let stopper = elector.stopper();
     let mut signals = Signals::new([SIGTERM, SIGINT])?;
     std::thread::spawn(move || signals.forever().for_each(|_| stopper.stop()));
-    // The work runs on a thread of its own while this replica leads.
+    // The work runs on a thread of its own while this replica leads. A
+    // step must end before another replica can lead: begin one only while
+    // the term has time for it, and pause with the term, not a bare sleep.
     let ended = elector.run(|term| {
-        while term.is_current() {
+        let step = Duration::from_secs(1); // the longest one step of your work takes
+        while term.is_current() && term.time_to_stop() > step {
             log::info!("leading with token {}: one step of the work", term.token());
-            std::thread::sleep(Duration::from_secs(5)); // your step here
+            // your step here
+            term.wait_ended(Duration::from_secs(5)); // wakes at once when the term ends
         }
     })?;
     match ended {

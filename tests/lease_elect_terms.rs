@@ -257,10 +257,13 @@ fn a_frozen_leader_is_stopped_on_thawing_and_its_stale_writes_are_refused() {
     assert_eq!(env_b[1..], ["b", "terms/lock"]);
     let (token_a, token_b): (u64, u64) = (env_a[0].parse().unwrap(), env_b[0].parse().unwrap());
     assert!(token_b > token_a, "{token_b} > {token_a}");
-    assert_eq!(
-        server.lease_value("terms", "lock").unwrap()["spec"]["leaseTransitions"],
-        json!(token_b)
-    );
+    // Tokens are the resourceVersions of the writes that began the terms:
+    // b's is no later than the Lease's now; leaseTransitions counts b's
+    // takeover, as client-go counts it.
+    let lease = server.lease_value("terms", "lock").unwrap();
+    let stored = resource_version(&lease);
+    assert!(token_b <= stored, "{token_b} <= {stored}");
+    assert_eq!(lease["spec"]["leaseTransitions"], json!(1));
 
     // Every write a made after thawing was refused.
     thread::sleep(Duration::from_millis(50));
@@ -430,12 +433,29 @@ fn acquire_timeout_on_a_free_lease_runs_the_command_with_its_term_and_passes_its
     a.expect("LEADING a");
     assert_eq!(a.exit_code(), Some(4), "{}", a.log());
     let out: Vec<String> = a.printed();
-    assert!(out.iter().any(|l| l == "term 0"), "{out:?}");
-    assert_eq!(
-        server.lease_value("terms", "lock").unwrap()["spec"]["holderIdentity"],
-        "",
-        "released"
+    // The token: the resourceVersion of the create that began the term,
+    // below the release's.
+    let lease = server.lease_value("terms", "lock").unwrap();
+    assert_eq!(lease["spec"]["holderIdentity"], "", "released");
+    let token = token_printed(&out, "term ");
+    assert!(
+        0 < token && token < resource_version(&lease),
+        "{out:?} {lease}"
     );
+}
+
+/// The token COMMAND printed after `prefix`.
+fn token_printed(out: &[String], prefix: &str) -> u64 {
+    out.iter()
+        .find_map(|l| l.strip_prefix(prefix)?.parse().ok())
+        .unwrap_or_else(|| panic!("no {prefix:?} line: {out:?}"))
+}
+
+fn resource_version(lease: &serde_json::Value) -> u64 {
+    lease["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no resourceVersion: {lease}"))
 }
 
 #[test]
@@ -472,5 +492,10 @@ fn an_attempt_in_flight_when_the_acquire_timeout_passes_decides_and_leaves_no_wr
         "the attempt won: COMMAND ran, then the lease was released; {out:?} {spec}; {}",
         a.log()
     );
-    assert!(out.iter().any(|l| l == "ran 5"), "{out:?}");
+    let token = token_printed(&out, "ran ");
+    let lease = server.lease_value("terms", "lock").unwrap();
+    assert!(
+        0 < token && token < resource_version(&lease),
+        "{out:?} {lease}"
+    );
 }

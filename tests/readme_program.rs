@@ -35,7 +35,7 @@ fn the_readme_program_leads_releases_on_sigterm_and_never_logs_its_token() {
     );
     // The log is the program's only output: wait for its first step.
     eventually("the first step of the work", || {
-        program.log().contains("leading with token 0")
+        program.log().contains("leading with token ")
     });
     assert!(
         server.holder("default", "my-operator").is_some(),

@@ -261,8 +261,13 @@ fn work_that_outlives_the_release_grace_leaves_the_lease_to_expire() {
     handle.stopper().stop();
     wait_stopped(&events);
     // The work never lets go: past the grace, stop returns without a
-    // release, and the lease expires by itself.
-    handle.stop().unwrap();
+    // release, says so, and the lease expires by itself.
+    match handle.stop() {
+        Err(lease_elector::Error::NotReleased { lock, waited }) => {
+            assert_eq!((lock, waited), (format!("{NS}/{LEASE}"), grace));
+        }
+        other => panic!("stop() with the work still holding its term: {other:?}"),
+    }
     assert!(asked.elapsed() >= grace);
     assert_eq!(stored_holder(&server), "a", "not released while held");
     drop(term);

@@ -52,6 +52,17 @@ impl World {
             );
             return;
         };
+        // One piece of work at a time: a new term is not sought while the
+        // work of an earlier one still runs (it holds its `Term`).
+        if self.has_running_piece(p) {
+            self.check.violation(
+                now,
+                format!(
+                    "p{p} began a term (token {}) while the work of an earlier term still ran",
+                    term.token()
+                ),
+            );
+        }
         let mut rec = TermRec {
             p,
             token: term.token(),
