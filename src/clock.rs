@@ -326,7 +326,7 @@ impl ManualClock {
     /// [`ManualClock::advance`], this waits for the woken threads to finish
     /// their work and sleep again.
     pub fn wait_for_sleepers(&self, n: usize, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
+        let deadline = add_saturating(Instant::now(), timeout);
         let mut st = self.lock();
         while st.blocked() < n {
             let now = Instant::now();

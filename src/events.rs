@@ -293,7 +293,10 @@ impl Drop for EventRecorder {
             .counters
             .give_up_at
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now() + self.request_timeout);
+            .unwrap_or_else(PoisonError::into_inner) = Some(crate::clock::add_saturating(
+            Instant::now(),
+            self.request_timeout,
+        ));
         // Closing the queue ends the thread's loop once it is drained.
         drop(queue);
         if thread.join().is_err() {

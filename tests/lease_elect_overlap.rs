@@ -167,3 +167,94 @@ fn an_orderly_stop_gives_the_command_its_whole_grace_while_the_lease_is_renewed(
     );
     assert_eq!(world.spec()["holderIdentity"], "", "released");
 }
+
+#[test]
+fn a_command_in_its_grace_is_killed_at_once_when_another_holder_takes_the_lease() {
+    let world = world();
+    // COMMAND takes 10 s to end after SIGTERM, within a 10 s --grace.
+    let mut a = world.a_leads(&on_term("linger:10", "10"));
+    a.signal("-TERM");
+    world.wait_said("a", "term");
+    // While COMMAND is in its grace, another writer takes the Lease: the
+    // new holder may run the job already.
+    let taken = std::time::Instant::now();
+    world.overwrite("other", Some(1));
+    assert_eq!(a.exit_code(), Some(0), "{}", a.log());
+    let run_a = &world.timeline().of("a")[0];
+    assert!(!alive(run_a.pid), "{run_a:?}");
+    assert_eq!(
+        run_a.said,
+        ["start", "term"],
+        "killed (SIGKILL) in its grace, not left to finish: {run_a:?}; stderr: {}",
+        a.log()
+    );
+    // By a's next renew (a retry period), not at the end of the grace.
+    let took = taken.elapsed();
+    assert!(
+        took < Duration::from_secs(3),
+        "{took:?}; stderr: {}",
+        a.log()
+    );
+    assert!(
+        a.log().contains("taken over") && a.log().contains("SIGKILL at once"),
+        "{}",
+        a.log()
+    );
+    assert_eq!(
+        world.spec()["holderIdentity"],
+        "other",
+        "not released: not ours"
+    );
+}
+
+#[test]
+fn a_deleted_lease_kills_the_command_without_grace_and_a_fresh_candidate_runs_with_a_greater_token()
+{
+    let world = world();
+    // COMMAND would take 5 s to end after SIGTERM, within a 10 s --grace.
+    let mut a = world.a_leads(&on_term("linger:5", "10"));
+    // kubectl delete lease; then a fresh candidate, which never saw a
+    // holder, creates the Lease at once.
+    world.delete();
+    let c = world.start("c", &Options::default());
+    c.expect("LEADING c");
+    assert_eq!(a.exit_code(), Some(1), "{}", a.log());
+    let (run_a, run_c) = (&world.timeline().of("a")[0], &world.timeline().of("c")[0]);
+    assert_eq!(
+        run_a.said,
+        ["start"],
+        "SIGKILL, no SIGTERM first and no grace: {run_a:?}; stderr: {}",
+        a.log()
+    );
+    assert!(a.log().contains("the lease was deleted"), "{}", a.log());
+    // A learns at its next renew (a retry period): the overlap is no
+    // longer, and c's token is the greater.
+    let (overlap, runs) = world.timeline().worst_overlap();
+    assert!(
+        overlap <= Duration::from_millis(1300),
+        "{overlap:?}: {runs:#?}"
+    );
+    let token = |r: &common::overlap::Run| r.token.parse::<u64>().unwrap();
+    assert!(token(run_c) > token(run_a), "{run_a:?} {run_c:?}");
+}
+
+#[test]
+fn with_the_watch_a_deleted_lease_ends_the_command_at_the_deleted_event() {
+    let world = world();
+    let watching = Options {
+        on_term: "linger:5".into(),
+        flags: vec!["--grace".into(), "10".into(), "--watch".into()],
+        ..Options::default()
+    };
+    let mut a = world.a_leads(&watching);
+    world.delete();
+    let c = world.start("c", &Options::default());
+    c.expect("LEADING c");
+    assert_eq!(a.exit_code(), Some(1), "{}", a.log());
+    let (overlap, runs) = world.timeline().worst_overlap();
+    assert!(
+        overlap <= Duration::from_millis(100),
+        "{overlap:?}: {runs:#?}; a: {}",
+        a.log()
+    );
+}

@@ -99,7 +99,7 @@ impl Shared {
 
     /// Sleep `d`, returning early (false) when the server stops.
     fn sleep(&self, d: Duration) -> bool {
-        let deadline = Instant::now() + d;
+        let deadline = crate::clock::add_saturating(Instant::now(), d);
         let mut st = self.lock();
         loop {
             if self.stopping() {

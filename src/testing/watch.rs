@@ -158,7 +158,7 @@ pub(crate) fn serve(
     let timeout = req
         .query("timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())
-        .map(|s| Instant::now() + Duration::from_secs(s));
+        .map(|s| crate::clock::add_saturating(Instant::now(), Duration::from_secs(s)));
     let matches = |o: &Value| selector.matches(o);
     let c = api.collection();
 

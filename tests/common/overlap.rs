@@ -264,6 +264,24 @@ impl World {
         }
     }
 
+    /// Wait until a COMMAND of `who` has said `what` (`term`, `exit`).
+    pub fn wait_said(&self, who: &str, what: &str) {
+        let deadline = Instant::now() + WAIT;
+        while !self
+            .timeline()
+            .runs
+            .iter()
+            .any(|r| r.who == who && r.said.iter().any(|s| s == what))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "{who}'s COMMAND never said {what}: {:?}",
+                self.timeline()
+            );
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// Every request of `who` from now on is dropped unanswered.
     pub fn cut_off(&self, who: &str) {
         self.server.inject(

@@ -418,6 +418,7 @@ impl World {
         });
         if abort {
             self.kill(p);
+            self.procs[p].restart_scheduled = true;
             let at = now + self.plan.restart_delay;
             let slot = self.procs[p].slot;
             self.at(at, Due::Start(slot));

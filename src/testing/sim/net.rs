@@ -575,7 +575,12 @@ impl Net {
             c.call == call && self.procs[p].clock.true_time_of(c.deadline) <= now + back
         });
         if injected.is_some() || lost || late || (now - sent) + back > self.slow_round_trip() / 2 {
-            self.impair(p, sent, now + back);
+            // A `Retry-After` hampers it for as long as it asks.
+            let asked = match &injected {
+                Some(Answer::Status { retry_after, .. }) => retry_after.unwrap_or_default(),
+                _ => Duration::ZERO,
+            };
+            self.impair(p, sent, now + back + asked.mul_f64(1.5));
         }
         let answer = match injected {
             Some(a) => a,

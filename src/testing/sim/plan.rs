@@ -530,9 +530,22 @@ fn draw_faults(
                     _ => Write::Free,
                 }),
             };
+            // A takeover by another writer while a stopped candidate's work
+            // is still winding down (a COMMAND in its grace).
+            if matches!(fault, Fault::Stop { .. }) && r.chance(0.3) {
+                let write = match r.range(0, 3) {
+                    0 => Write::Delete,
+                    1 => Write::Free,
+                    _ => Write::Holder("stranger".into()),
+                };
+                faults.push(Timed {
+                    at: (at + r.between(Duration::ZERO, t.lease)).min(end),
+                    fault: Fault::Other(write),
+                });
+            }
             // A deletion is a common way to force a failover: a fresh
             // candidate often comes right after it.
-            if fault == Fault::Other(Write::Delete) && late > 0 && r.chance(0.5) {
+            if fault == Fault::Other(Write::Delete) && late > 0 && r.chance(0.8) {
                 let slot = n + r.range(0, late as u64) as usize;
                 let join = (at + r.between(Duration::ZERO, t.retry)).min(end);
                 faults.push(Timed {

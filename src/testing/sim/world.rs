@@ -62,6 +62,8 @@ pub(super) struct Proc {
     pub(super) stop_called: Option<(Duration, Duration)>,
     /// It led when it was stopped (its term was current).
     pub(super) led_at_stop: bool,
+    /// A fault that stopped it starts the slot again itself.
+    pub(super) restart_scheduled: bool,
     /// The Lease when it was told to stop: its revision, and whether it
     /// held a record of this process.
     pub(super) store_at_stop: Option<(u64, bool)>,
@@ -446,6 +448,7 @@ impl World {
             stop_at: None,
             stop_called: None,
             led_at_stop: false,
+            restart_scheduled: false,
             store_at_stop: None,
             release_skipped: false,
             stalled_at: Duration::ZERO,
@@ -615,7 +618,7 @@ impl World {
         self.process_ended(p);
         // Ended by itself (lost without rejoin, its job done): its
         // orchestrator starts it again. (A stop has its own restart.)
-        if self.procs[p].stop_at.is_none() {
+        if !self.procs[p].restart_scheduled {
             let at = self.now() + self.plan.restart_delay;
             let slot = self.procs[p].slot;
             self.at(at, Due::Start(slot));
@@ -679,6 +682,7 @@ impl World {
                 if let Some(p) = self.current(who).filter(|&p| free(&self.procs[p])) {
                     if self.procs[p].stop_at.is_none() {
                         self.stop(p);
+                        self.procs[p].restart_scheduled = true;
                         self.at(now + restart, Due::Start(who));
                     }
                 }
