@@ -197,6 +197,22 @@ impl Streaming {
     }
 }
 
+impl Streaming {
+    /// How it exited, waiting at most `limit`; `None` while it runs.
+    fn exit_within(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
 impl Drop for Streaming {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -820,4 +836,115 @@ fn create_namespace_then_create_a_lease_in_it_and_delete_it() {
         err.trim(),
         r#"Error from server (Forbidden): namespaces "default" is forbidden: this namespace may not be deleted"#
     );
+}
+
+/// Issue 38: `kubectl apply --server-side` sends the file's
+/// `metadata.resourceVersion`, and kube-apiserver compares it with the
+/// stored one: a lock that applies what it read is a compare-and-swap, and
+/// the second of two appliers that read the same version is refused.
+#[test]
+fn apply_server_side_with_a_stale_resource_version_is_a_conflict() {
+    let server = TestApiServer::start().unwrap();
+    let k = kubectl_or_skip!(&server, None);
+    let file = k.file("cas.yaml", &lease_yaml("cas", "pod-a", ""));
+    k.ok(&["create", "-f", &file]);
+    let read = k.ok(&[
+        "get",
+        "lease",
+        "cas",
+        "-o",
+        "jsonpath={.metadata.resourceVersion}",
+    ]);
+    let applied = |holder: &str| {
+        let yaml = lease_yaml("cas", holder, "").replace(
+            "  name: cas\n",
+            &format!("  name: cas\n  resourceVersion: \"{read}\"\n"),
+        );
+        k.file(&format!("{holder}.yaml"), &yaml)
+    };
+    let mine = applied("pod-b");
+    assert_eq!(
+        k.ok(&["apply", "--server-side", "--force-conflicts", "-f", &mine])
+            .trim(),
+        "lease.coordination.k8s.io/cas serverside-applied"
+    );
+    assert_eq!(holder(&server, "default", "cas").as_deref(), Some("pod-b"));
+    let theirs = applied("pod-c");
+    let err = k.fails(&["apply", "--server-side", "--force-conflicts", "-f", &theirs]);
+    assert!(
+        err.contains(
+            r#"Operation cannot be fulfilled on leases.coordination.k8s.io "cas": the object has been modified; please apply your changes to the latest version and try again"#
+        ),
+        "{err}"
+    );
+    assert_eq!(holder(&server, "default", "cas").as_deref(), Some("pod-b"));
+}
+
+/// Issue 38: a Lease with a finalizer outlives `kubectl delete`, which
+/// waits (as against a cluster) until a patch removes the finalizer.
+#[test]
+fn delete_of_a_finalized_lease_waits_until_its_finalizer_is_removed() {
+    let server = TestApiServer::start().unwrap();
+    let k = kubectl_or_skip!(&server, None);
+    let mut held = lease("held", "pod-a");
+    held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    server.put_value("default", held);
+
+    let mut delete = Streaming::start(&k, &["delete", "lease", "held"]);
+    let said = delete.line_with("held", WAIT).expect("kubectl deleted it");
+    assert_eq!(said.trim(), r#"lease.coordination.k8s.io "held" deleted"#);
+    let marked = k.ok(&[
+        "get",
+        "lease",
+        "held",
+        "-o",
+        "jsonpath={.metadata.deletionTimestamp}",
+    ]);
+    assert!(!marked.trim().is_empty(), "not marked: {marked:?}");
+    assert!(
+        delete.exit_within(Duration::from_millis(200)).is_none(),
+        "kubectl delete must wait while the finalizer holds the Lease"
+    );
+
+    k.ok(&[
+        "patch",
+        "lease",
+        "held",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
+    let status = delete.exit_within(WAIT).expect("kubectl delete returns");
+    assert!(status.success(), "{status:?}");
+    assert!(server.lease_value("default", "held").is_none());
+    let err = k.fails(&["get", "lease", "held"]);
+    assert!(err.contains("NotFound"), "{err}");
+}
+
+/// Issue 38: names and label keys a cluster refuses are refused with its
+/// 422, which kubectl prints as it prints a cluster's.
+#[test]
+fn create_refuses_a_name_or_a_label_a_cluster_refuses() {
+    let server = TestApiServer::start().unwrap();
+    let k = kubectl_or_skip!(&server, None);
+    let bad_name = k.file("bad.yaml", &lease_yaml("Bad_Name", "pod-a", ""));
+    let err = k.fails(&["create", "-f", &bad_name]);
+    assert_eq!(
+        err.trim(),
+        r#"The Lease "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"#
+    );
+    let bad_label = k.file(
+        "label.yaml",
+        &lease_yaml("good", "pod-a", "").replace(
+            "  name: good\n",
+            "  name: good\n  labels:\n    \"bad key!\": x\n",
+        ),
+    );
+    let err = k.fails(&["create", "-f", &bad_label]);
+    assert!(
+        err.contains(r#"metadata.labels: Invalid value: "bad key!": name part must consist of alphanumeric characters"#),
+        "{err}"
+    );
+    assert!(server.lease_value("default", "Bad_Name").is_none());
+    assert!(server.lease_value("default", "good").is_none());
 }

@@ -1,14 +1,18 @@
 //! The endpoints of every served resource (Leases, core/v1 and
 //! events.k8s.io/v1 Events, Namespaces): get, list, create, update,
 //! patch (merge, strategic, JSON, apply), delete and delete-collection,
-//! with the API server's order of checks and its answers.
+//! with the API server's order of checks and its answers: preconditions
+//! (`uid`, `resourceVersion`), then validation (`meta` and each type's
+//! own), then storage.
 
 use serde_json::{json, Value};
 
 use super::apply;
 use super::decode::{self, Decoded, Options};
+use super::deletion::{self, Deleted};
 use super::events_v1;
 use super::http::{Request, Response};
+use super::meta;
 use super::namespaces;
 use super::openapi;
 use super::owners::Owners;
@@ -196,14 +200,16 @@ pub(crate) fn handle(store: &mut Store, route: &Route, req: &Request) -> Respons
             Options::of(req, "UpdateOptions").and_then(|opts| {
                 let body = object_body(req, *api)?;
                 let d = decode::decode(*api, &body, ns, opts.validation)?;
-                update(store, *api, ns, name, d, &opts, None)
+                update(store, *api, ns, name, d, &opts)
             })
         }
         (Route::Object { api, ns, name }, "PATCH") => Options::of(req, "PatchOptions")
             .and_then(|opts| patch(store, *api, ns, name, req, &opts)),
         (Route::Object { api, ns, name }, "DELETE") => Options::of(req, "DeleteOptions")
             .and_then(|opts| delete(store, *api, ns, name, req, &opts)),
-        (Route::Collection { api, ns }, "DELETE") if api.delete_collection() => {
+        // kube-apiserver routes deletecollection on a namespace's path only:
+        // `DELETE .../leases` across namespaces is a 405.
+        (Route::Collection { api, ns }, "DELETE") if api.delete_collection() && !ns.is_empty() => {
             Options::of(req, "DeleteOptions")
                 .and_then(|opts| delete_collection(store, *api, ns, req, &opts))
         }
@@ -270,34 +276,40 @@ fn create(
     if api.namespaced() && !store.has_namespace(ns) {
         return Err(namespaces::missing(ns));
     }
-    if let Some(resp) = invalid {
-        return Err(resp);
+    obj["metadata"]["name"] = name.clone().into();
+    let mut causes = meta::on_create(api, &obj);
+    causes.extend(invalid);
+    if api == Api::EventsV1 {
+        causes.extend(events_v1::validate_create(&obj));
+    }
+    if !causes.is_empty() {
+        return Err(status::invalid_object(
+            api.group(),
+            api.kind(),
+            &name,
+            &causes,
+        ));
     }
     match api {
-        Api::Namespaces => {
-            if let Some(resp) = namespaces::check_name(&name) {
-                return Err(resp);
-            }
-            obj["metadata"]["name"] = name.clone().into();
-            obj = namespaces::complete(obj);
-        }
-        Api::EventsV1 => {
-            obj["metadata"]["name"] = name.clone().into();
-            if let Some(resp) = events_v1::validate_create(&obj) {
-                return Err(resp);
-            }
-            obj = events_v1::to_core(obj);
-        }
+        Api::Namespaces => obj = namespaces::complete(obj),
+        Api::EventsV1 => obj = events_v1::to_core(obj),
         Api::Leases | Api::Events => {}
     }
     if store.get(api.collection(), ns, &name).is_some() {
         return Err(status::already_exists(api.resource(), &name));
     }
-    // The server owns these; a stale resourceVersion from the client must not stick.
+    // The server owns these (a stale resourceVersion from the client must
+    // not stick), and a new object is not being deleted (`BeforeCreate`).
     if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.remove("resourceVersion");
-        m.remove("uid");
-        m.remove("creationTimestamp");
+        for field in [
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+        ] {
+            m.remove(field);
+        }
     }
     let owners = owners.unwrap_or_else(|| {
         let mut o = Owners::default();
@@ -308,11 +320,22 @@ fn create(
     Ok(warned(json_response(201, &view(api, stored)), &warnings))
 }
 
-/// Update from a decoded body: the body's `uid` is a precondition (as
-/// kube-apiserver's `defaultUpdatedObjectInfo` makes it), so a `PUT` that
-/// names the uid of an object deleted since is a 409, not a creation; a
-/// missing object is created when the resource allows it; then the
-/// resourceVersion precondition (required for Leases), validation, storage.
+/// The 400 for a body (or a patched object) whose name is not the one on
+/// the URL.
+fn check_named(obj: &Value, name: &str) -> Result<(), Response> {
+    let body_name = meta_str(obj, "name").unwrap_or_default();
+    if body_name == name {
+        return Ok(());
+    }
+    Err(status::bad_request(&format!(
+        "the name of the object ({body_name}) does not match the name on the URL ({name})"
+    )))
+}
+
+/// `PUT`: the body's `uid` is a precondition (as kube-apiserver's
+/// `defaultUpdatedObjectInfo` makes it), so a `PUT` that names the uid of
+/// an object deleted since is a 409, not a creation; a missing object is
+/// created when the resource allows it; else see [`replace`].
 fn update(
     store: &mut Store,
     api: Api,
@@ -320,16 +343,9 @@ fn update(
     name: &str,
     d: Decoded,
     opts: &Options,
-    owners: Option<Owners>,
 ) -> Result<Response, Response> {
-    let body_name = meta_str(&d.object, "name").unwrap_or_default();
-    if body_name != name {
-        return Err(status::bad_request(&format!(
-            "the name of the object ({body_name}) does not match the name on the URL ({name})"
-        )));
-    }
-    let c = api.collection();
-    let stored = store.get(c, ns, name);
+    check_named(&d.object, name)?;
+    let stored = store.get(api.collection(), ns, name);
     if let Some(want) = meta_str(&d.object, "uid").filter(|u| !u.is_empty()) {
         let have = stored.and_then(|s| meta_str(s, "uid")).unwrap_or_default();
         if want != have {
@@ -341,10 +357,33 @@ fn update(
             ));
         }
     }
-    let Some(stored) = stored else {
+    if stored.is_none() {
         if api.create_on_update() {
-            return create(store, api, ns, d, opts, owners);
+            return create(store, api, ns, d, opts, None);
         }
+        return Err(status::not_found(api.resource(), name));
+    }
+    replace(store, api, ns, name, d, opts, None)
+}
+
+/// The stored `ns/name` replaced by `d` (a `PUT`, every patch, an apply
+/// to an existing object): the resourceVersion precondition (required for
+/// Leases), the deletion mark carried over, validation (a changed `uid`
+/// is immutable), then storage; or, when `d` empties the finalizers of an
+/// object being deleted, its removal, answered with `d` (the registry's
+/// `deleteWithoutFinalizers`). `owners` overrides the ownership an update
+/// records (apply).
+fn replace(
+    store: &mut Store,
+    api: Api,
+    ns: &str,
+    name: &str,
+    d: Decoded,
+    opts: &Options,
+    owners: Option<Owners>,
+) -> Result<Response, Response> {
+    let c = api.collection();
+    let Some(stored) = store.get(c, ns, name) else {
         return Err(status::not_found(api.resource(), name));
     };
     let Decoded {
@@ -371,8 +410,16 @@ fn update(
             ))
         }
     }
-    if let Some(resp) = invalid {
-        return Err(resp);
+    deletion::carry(&mut obj, stored);
+    let mut causes = meta::on_update(&obj, stored);
+    causes.extend(invalid);
+    if !causes.is_empty() {
+        return Err(status::invalid_object(
+            api.group(),
+            api.kind(),
+            name,
+            &causes,
+        ));
     }
     match api {
         Api::EventsV1 => obj = events_v1::to_core(obj),
@@ -382,6 +429,13 @@ fn update(
             obj["status"] = stored["status"].clone();
         }
         Api::Leases | Api::Events => {}
+    }
+    if api != Api::Namespaces && deletion::completes(&obj, stored) {
+        let last = store.preview(c, ns, name, obj);
+        if !opts.dry_run {
+            store.delete(c, ns, name);
+        }
+        return Ok(warned(json_response(200, &view(api, last)), &warnings));
     }
     let owners = owners.unwrap_or_else(|| {
         let mut o = store.owners(c, ns, name);
@@ -435,11 +489,17 @@ fn patch(
         patched["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
     }
     let d = decode::decode(api, patched.to_string().as_bytes(), ns, opts.validation)?;
-    update(store, api, ns, name, d, opts, None)
+    check_named(&d.object, name)?;
+    replace(store, api, ns, name, d, opts, None)
 }
 
 /// Server-side apply (see `apply`): create when missing, else merge the
-/// applied fields after checking for conflicts.
+/// applied fields after checking for conflicts. The configuration's
+/// `metadata.resourceVersion` and `uid`, which nobody owns, are kept in
+/// the merged object, as structured-merge-diff keeps them: the update
+/// then compares them with the stored object's (a stale version is a 409,
+/// another uid a 422), and a uid where there is no object is a 409
+/// (`uid mismatch`), not a creation.
 fn apply(
     store: &mut Store,
     api: Api,
@@ -453,14 +513,27 @@ fn apply(
     let mut owners = store.owners(c, ns, name);
     let live = store.get(c, ns, name).cloned();
     let force = opts.force.unwrap_or(false);
+    let preconditions = apply::preconditions(&config.object)?;
     // Name, kind and version are nobody's fields, but they name the object.
     let named = json!({
         "apiVersion": api.api_version(),
         "kind": api.kind(),
         "metadata": { "name": name },
     });
-    let merged = match &live {
-        None => owners.apply(&opts.manager, &config.object, &named),
+    let mut merged = match &live {
+        None => {
+            if let Some(uid) = preconditions.uid {
+                return Err(status::conflict_because(
+                    api.resource(),
+                    name,
+                    &format!(
+                        "uid mismatch: the provided object specified uid {uid}, and no \
+                         existing object was found"
+                    ),
+                ));
+            }
+            owners.apply(&opts.manager, &config.object, &named)
+        }
         Some(live) => {
             if let Some(resp) = apply::check(&owners, &opts.manager, &config.object, live, force) {
                 return Err(resp);
@@ -468,19 +541,31 @@ fn apply(
             owners.apply(&opts.manager, &config.object, live)
         }
     };
+    if let Some(m) = merged.get_mut("metadata").and_then(Value::as_object_mut) {
+        for (field, value) in [
+            ("resourceVersion", preconditions.resource_version),
+            ("uid", preconditions.uid),
+        ] {
+            if let Some(v) = value {
+                m.insert(field.into(), v.into());
+            }
+        }
+    }
     let d = decode::decode(api, merged.to_string().as_bytes(), ns, opts.validation)?;
     let resp = match live {
         None => create(store, api, ns, d, opts, Some(owners))?,
-        Some(_) => update(store, api, ns, name, d, opts, Some(owners))?,
+        Some(_) => replace(store, api, ns, name, d, opts, Some(owners))?,
     };
     Ok(warned(resp, &config.warnings))
 }
 
 /// `DELETE` with optional `DeleteOptions`: its preconditions are checked,
-/// everything else (grace period, propagation) means nothing here, where
-/// no object has finalizers or dependents. Answered, as for every resource
-/// whose registry does not return the deleted object, with a Success
-/// `Status` naming it; a Namespace is answered with itself, terminating.
+/// then the object is removed, or, when it has finalizers, marked as being
+/// deleted and answered with itself (see `deletion`); grace periods and
+/// propagation mean nothing here, where no object has dependents. A
+/// removal is answered, as for every resource whose registry does not
+/// return the deleted object, with a Success `Status` naming it; a
+/// Namespace is answered with itself, terminating.
 fn delete(
     store: &mut Store,
     api: Api,
@@ -521,13 +606,13 @@ fn delete(
         }
         return Ok(json_response(200, &gone));
     }
-    if !dry_run {
-        store.delete(c, ns, name);
+    match deletion::delete(store, c, ns, name, dry_run) {
+        Some(Deleted::Marked(kept)) => Ok(json_response(200, &view(api, kept))),
+        _ => Ok(json_response(
+            200,
+            &status::deleted(api.resource(), name, &uid),
+        )),
     }
-    Ok(json_response(
-        200,
-        &status::deleted(api.resource(), name, &uid),
-    ))
 }
 
 /// The request's `DeleteOptions` body (optional; JSON).
@@ -554,8 +639,10 @@ fn delete_options(req: &Request) -> Result<Value, Response> {
     Ok(options)
 }
 
-/// `DELETE` of a collection: every object the selectors pick is deleted
-/// (watchers see each `DELETED`), and the list of them is the answer.
+/// `DELETE` of a namespace's collection: every object the selectors pick
+/// is deleted as a `DELETE` of it would be (watchers see each `DELETED`,
+/// or `MODIFIED` for one kept for its finalizers), and the list of them,
+/// as they were, is the answer.
 fn delete_collection(
     store: &mut Store,
     api: Api,
@@ -573,14 +660,9 @@ fn delete_collection(
         .into_iter()
         .filter(|o| selector.matches(o))
         .collect();
-    if !dry_run {
-        for o in &doomed {
-            let (n, name) = (
-                meta_str(o, "namespace").unwrap_or_default(),
-                meta_str(o, "name").unwrap_or_default(),
-            );
-            store.delete(c, n, name);
-        }
+    for o in &doomed {
+        let name = meta_str(o, "name").unwrap_or_default();
+        deletion::delete(store, c, ns, name, dry_run);
     }
     Ok(list_response(req, api, rv, doomed))
 }

@@ -3,7 +3,10 @@
 //! is created from the configuration; otherwise the applied fields are
 //! merged into it, fields the manager applied before and no longer applies
 //! are removed (unless another manager owns them), and changing a field
-//! another manager owns is a 409 conflict unless `force=true`.
+//! another manager owns is a 409 conflict unless `force=true`. The
+//! configuration's `metadata.resourceVersion` and `uid` are preconditions,
+//! as in kube-apiserver: a stale version is a 409, so apply can be a
+//! compare-and-swap.
 //!
 //! Not modelled, and refused with a 400 that says so: lists in the
 //! configuration (kube-apiserver merges `ownerReferences` by `uid`,
@@ -110,6 +113,32 @@ pub(crate) fn config(
         _ => Vec::new(),
     };
     Ok(Config { object, warnings })
+}
+
+/// The `metadata.resourceVersion` and `uid` a configuration names (when
+/// not empty): nobody owns them, but the update compares them with the
+/// stored object's.
+#[derive(Debug, Default)]
+pub(crate) struct Preconditions {
+    pub(crate) resource_version: Option<String>,
+    pub(crate) uid: Option<String>,
+}
+
+/// The preconditions of `config`, or the 400 for one that is not a string
+/// (the typed conversion kube-apiserver makes refuses it).
+pub(crate) fn preconditions(config: &Value) -> Result<Preconditions, Response> {
+    let field = |f: &str| match &config["metadata"][f] {
+        Value::Null => Ok(None),
+        Value::String(s) if s.is_empty() => Ok(None),
+        Value::String(s) => Ok(Some(s.clone())),
+        other => Err(status::bad_request(&format!(
+            "failed to create typed patch object: .metadata.{f}: expected string, got {other}"
+        ))),
+    };
+    Ok(Preconditions {
+        resource_version: field("resourceVersion")?,
+        uid: field("uid")?,
+    })
 }
 
 /// The conflicts of applying `config` by `manager` over `live`, as the 409

@@ -101,13 +101,14 @@ impl Options {
     }
 }
 
-/// A decoded object to store, the 422 its validation found (answered
-/// after an update's preconditions, as the API server orders them), and
-/// the warnings to send.
+/// A decoded object to store, what its type's validation found wrong
+/// outside `metadata` (answered after an update's preconditions, with
+/// what `meta` finds, as the API server orders them), and the warnings to
+/// send.
 #[derive(Debug)]
 pub(crate) struct Decoded {
     pub(crate) object: Value,
-    pub(crate) invalid: Option<Response>,
+    pub(crate) invalid: Vec<Cause>,
     pub(crate) warnings: Vec<String>,
 }
 
@@ -147,7 +148,7 @@ pub(crate) fn decode(
     }
     let (object, invalid) = match api {
         Api::Leases => lease_checks(obj)?,
-        _ => (obj, None),
+        _ => (obj, Vec::new()),
     };
     Ok(Decoded {
         object,
@@ -222,10 +223,10 @@ fn decode_typed(body: &[u8], kind: &str, api_version: &str) -> Result<Value, Res
     Ok(obj)
 }
 
-/// The checks the Lease's Go types and `ValidateLease` make; the 422 is
-/// returned separately because the API server runs it after the
-/// precondition checks of an update.
-fn lease_checks(mut obj: Value) -> Result<(Value, Option<Response>), Response> {
+/// The checks the Lease's Go types and `ValidateLeaseSpec` make; what the
+/// latter finds is returned separately because the API server answers it
+/// after the precondition checks of an update.
+fn lease_checks(mut obj: Value) -> Result<(Value, Vec<Cause>), Response> {
     let empty = Map::new();
     let spec = match obj.get("spec") {
         None | Some(Value::Null) => &empty,
@@ -268,8 +269,7 @@ fn lease_checks(mut obj: Value) -> Result<(Value, Option<Response>), Response> {
             ));
         }
     }
-    let name = meta_str(&obj, "name").unwrap_or_default().to_string();
-    let mut invalid = None;
+    let mut invalid = Vec::new();
     for (field, min, detail) in [
         ("leaseDurationSeconds", 1, "must be greater than 0"),
         ("leaseTransitions", 0, "must be greater than or equal to 0"),
@@ -284,8 +284,12 @@ fn lease_checks(mut obj: Value) -> Result<(Value, Option<Response>), Response> {
                 &format!("spec.{field}: expected a 32-bit integer, got {v}"),
             ));
         };
-        if n < min && invalid.is_none() {
-            invalid = Some(status::invalid(&name, &format!("spec.{field}"), v, detail));
+        if n < min {
+            invalid.push(Cause::invalid(
+                &format!("spec.{field}"),
+                &v.to_string(),
+                detail,
+            ));
         }
     }
     // `spec` is a struct: it is always there, if empty.

@@ -5,8 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::http::Response;
-use super::status::{self, Cause};
+use super::status::Cause;
 
 /// events.k8s.io/v1 name and core/v1 name of each renamed field.
 const RENAMED: &[(&str, &str)] = &[
@@ -47,8 +46,8 @@ pub(crate) fn from_core(obj: Value) -> Value {
 }
 
 /// The checks of `ValidateEventCreate` for the events.k8s.io/v1 API, on
-/// the v1 object: 422 naming every failed field.
-pub(crate) fn validate_create(ev: &Value) -> Option<Response> {
+/// the v1 object, outside `metadata` (see `meta`): every failed field.
+pub(crate) fn validate_create(ev: &Value) -> Vec<Cause> {
     let text = |f: &str| ev.get(f).and_then(Value::as_str).unwrap_or("");
     let mut causes = Vec::new();
     if ev.get("eventTime").is_none_or(Value::is_null) {
@@ -103,21 +102,13 @@ pub(crate) fn validate_create(ev: &Value) -> Option<Response> {
             causes.push(Cause::invalid(field, "\"\"", "needs to be unset"));
         }
     }
-    if causes.is_empty() {
-        return None;
-    }
-    let name = ev["metadata"]["name"].as_str().unwrap_or_default();
-    Some(status::invalid_object(
-        "events.k8s.io",
-        "Event",
-        name,
-        &causes,
-    ))
+    causes
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::status;
     use serde_json::json;
 
     #[test]
@@ -134,10 +125,8 @@ mod tests {
 
     #[test]
     fn creation_needs_the_v1_fields() {
-        let Some(resp) = validate_create(&json!({"metadata": {"name": "e"}, "type": "Normal"}))
-        else {
-            panic!("an empty event must be refused");
-        };
+        let causes = validate_create(&json!({"metadata": {"name": "e"}, "type": "Normal"}));
+        let resp = status::invalid_object("events.k8s.io", "Event", "e", &causes);
         let body: Value = serde_json::from_slice(&resp.body).unwrap();
         assert_eq!(resp.status, 422);
         assert_eq!(

@@ -119,7 +119,8 @@
 //! on the fields the API server allows and a `labelSelector`: `app=x`,
 //! `app!=x`, `app in (x,y)`, `app notin (x)`, `app`, `!app`, `n>1`), `POST`,
 //! `PUT`, `PATCH`, `DELETE` (`DeleteOptions` preconditions are checked),
-//! `DELETE` of a collection (not of Namespaces, as kube-apiserver), and
+//! `DELETE` of a namespace's collection (not of Namespaces, nor across
+//! namespaces: a 405, as kube-apiserver routes it), and
 //! `GET ...?watch=true`.
 //!
 //! - **Namespaces** exist as objects: `default`, `kube-system`,
@@ -128,8 +129,8 @@
 //!   Creating an object in a namespace that does not exist is a 404
 //!   (`namespaces "x" not found`, the `NamespaceLifecycle` admission's
 //!   answer); the first three may not be deleted (403). Deleting a
-//!   namespace is immediate here (its objects go with it; a cluster shows it
-//!   `Terminating` meanwhile).
+//!   namespace is immediate here (its objects go with it, finalizers or
+//!   not; a cluster shows it `Terminating` meanwhile).
 //! - **Writes** are decoded as the API server decodes them: explicit
 //!   `null`s are dropped, and so are unknown fields, each named in a
 //!   `Warning: 299 - "unknown field \"spec.foo\""` header (the default
@@ -138,6 +139,20 @@
 //!   stores nothing. A `PUT` of a Lease must carry `metadata.resourceVersion`
 //!   (422 otherwise: Leases allow no unconditional update); a `PUT` of a
 //!   missing Lease or Event creates it.
+//! - **Validation** as kube-apiserver's, each broken rule a cause of a 422
+//!   `Invalid` Status (`details.causes`: field, `FieldValueInvalid`,
+//!   message): names (a Lease's and an `events.k8s.io/v1` Event's a
+//!   DNS-1123 subdomain, a Namespace's a DNS-1123 label, a core/v1
+//!   Event's without `/` or `%`), label keys and annotation keys
+//!   (qualified names: an optional DNS-1123 subdomain prefix and `/`, then
+//!   at most 63 of `[A-Za-z0-9._-]`, alphanumeric at both ends), label
+//!   values (empty, or the same up to 63), finalizer names; an update may
+//!   not change `metadata.uid`.
+//! - **Finalizers** hold an object: a `DELETE` of a Lease or Event that
+//!   has some sets `metadata.deletionTimestamp` (and
+//!   `deletionGracePeriodSeconds: 0`) and answers with the object; the
+//!   update that empties them removes it (watchers see `MODIFIED`, then
+//!   `DELETED`), and none may be added meanwhile (422).
 //! - **`PATCH`** takes JSON patch (`application/json-patch+json`, RFC 6902;
 //!   an operation that does not apply is a 422), JSON merge patch, a
 //!   strategic merge patch (which for these types' maps and scalars merges
@@ -151,7 +166,10 @@
 //!   (by apply, or by a create, update or patch, whose manager is
 //!   `fieldManager` or the `User-Agent` up to its first `/`) is a 409
 //!   `Apply failed with 1 conflict: conflict with "m" ...` unless
-//!   `force=true`. Not modelled, and refused with a 400 that says so: lists
+//!   `force=true`. The configuration's `metadata.resourceVersion` is a
+//!   precondition, as on a cluster (a stale one is a 409 `Conflict`: apply
+//!   can be a compare-and-swap), and so is its `metadata.uid` (another
+//!   object's is a 422, one where there is no object a 409). Not modelled, and refused with a 400 that says so: lists
 //!   in the configuration (kube-apiserver merges `ownerReferences` by uid
 //!   and `finalizers` as a set) and apply through `events.k8s.io/v1`.
 //!   Ownership is kept by the server but not shown in
@@ -211,12 +229,14 @@ mod api;
 mod apply;
 mod candidates;
 mod decode;
+mod deletion;
 mod discovery;
 mod events_v1;
 mod faults;
 mod hang;
 mod http;
 mod kubeconfig;
+mod meta;
 mod namespaces;
 mod openapi;
 mod owners;

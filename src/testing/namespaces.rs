@@ -4,13 +4,15 @@
 //! deletion of the system namespaces).
 //!
 //! Deleting a namespace here is immediate: its Leases and Events are
-//! deleted with it, where a cluster's namespace controller does that in
-//! the background while the namespace shows `Terminating`.
+//! deleted with it, finalizers or not, where a cluster's namespace
+//! controller deletes them in the background while the namespace shows
+//! `Terminating` (until their finalizers are gone). Its name is checked
+//! with every object's (see `meta`).
 
 use serde_json::{json, Value};
 
 use super::http::Response;
-use super::status::{self, Cause, NAMESPACES};
+use super::status::{self, NAMESPACES};
 use super::store::now_rfc3339;
 
 /// The namespaces kube-apiserver does not let anyone delete.
@@ -34,25 +36,6 @@ pub(crate) fn complete(mut ns: Value) -> Value {
     ns["spec"] = json!({ "finalizers": ["kubernetes"] });
     ns["status"] = json!({ "phase": "Active" });
     ns
-}
-
-/// A namespace name must be a DNS-1123 label.
-pub(crate) fn check_name(name: &str) -> Option<Response> {
-    if crate::names::check_namespace(name).is_ok() {
-        return None;
-    }
-    Some(status::invalid_object(
-        "",
-        "Namespace",
-        name,
-        &[Cause::invalid(
-            "metadata.name",
-            &format!("{name:?}"),
-            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', \
-             and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', \
-             regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
-        )],
-    ))
 }
 
 /// The 403 for deleting `default`, `kube-system` or `kube-public`.

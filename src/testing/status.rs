@@ -92,13 +92,23 @@ pub(crate) fn already_exists(res: Resource, name: &str) -> Response {
     )
 }
 
+/// 409 for a stale `resourceVersion` (the registry's `OptimisticLockErrorMsg`).
 pub(crate) fn conflict(res: Resource, name: &str) -> Response {
+    conflict_because(
+        res,
+        name,
+        "the object has been modified; please apply your changes to the latest version and \
+         try again",
+    )
+}
+
+/// 409 `Conflict` for `why` (apimachinery's `NewConflict`).
+pub(crate) fn conflict_because(res: Resource, name: &str, why: &str) -> Response {
     failure(
         409,
         "Conflict",
         &format!(
-            "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; \
-             please apply your changes to the latest version and try again",
+            "Operation cannot be fulfilled on {} \"{name}\": {why}",
             res.qualified()
         ),
         res.details(name),
@@ -142,16 +152,6 @@ pub(crate) fn bad_request(message: &str) -> Response {
     failure(400, "BadRequest", message, json!({}))
 }
 
-/// 422 for one invalid field, as the validation of `Lease` reports it.
-pub(crate) fn invalid(name: &str, field: &str, value: &Value, detail: &str) -> Response {
-    invalid_object(
-        LEASE_GROUP,
-        "Lease",
-        name,
-        &[Cause::invalid(field, &value.to_string(), detail)],
-    )
-}
-
 /// One field error of a 422 (apimachinery's `field.Error`).
 #[derive(Debug, Clone)]
 pub(crate) struct Cause {
@@ -189,6 +189,15 @@ impl Cause {
             field: field.to_string(),
             reason: "FieldValueForbidden",
             message: format!("Forbidden: {detail}"),
+        }
+    }
+
+    /// More than `max` bytes in all (`field.TooLong`).
+    pub(crate) fn too_long(field: &str, max: usize) -> Cause {
+        Cause {
+            field: field.to_string(),
+            reason: "FieldValueTooLong",
+            message: format!("Too long: may not be more than {max} bytes"),
         }
     }
 
