@@ -68,7 +68,7 @@ pub enum Error {
         /// The action attempted.
         action: &'static str,
         /// The underlying cause.
-        source: Cause,
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
     /// The server answered, but the body could not be decoded.
     Decode {
@@ -185,7 +185,14 @@ pub struct ApiStatus {
 impl ApiStatus {
     /// A status with `code` and `reason` (classified) and `message`, as a
     /// [`Lock`](crate::Lock) of one's own (or a test double) would answer.
-    #[doc(hidden)]
+    ///
+    /// ```
+    /// use lease_elector::{ApiStatus, Error, StatusKind};
+    /// let status = ApiStatus::new(409, "Conflict", "the object has been modified");
+    /// assert_eq!(status.kind, StatusKind::Conflict);
+    /// let e = Error::Api { target: "lock ns/name".into(), action: "update", status };
+    /// assert!(e.is_conflict());
+    /// ```
     pub fn new(code: u16, reason: &str, message: &str) -> ApiStatus {
         ApiStatus {
             code,

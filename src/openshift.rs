@@ -26,7 +26,6 @@
 
 use std::fmt;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -144,7 +143,7 @@ impl LeaderElection {
     /// ConfigMap usually are:
     ///
     /// ```
-    /// let c = lease_elector::LeaderElection::from_yaml(
+    /// let c = lease_elector::openshift::LeaderElection::from_yaml(
     ///     "namespace: openshift-foo\nname: foo-lock\nleaseDuration: 137s\ndisable: false\n",
     /// )?;
     /// assert_eq!(c.lease_duration.as_secs(), 137);
@@ -422,8 +421,7 @@ impl LeaderElection {
             component
         };
         let events = EventRecorder::new(client.clone(), component).with_instance(identity.clone());
-        let lock = LeaseLock::new(client, &self.namespace, &self.name, identity)
-            .with_event_sink(Arc::new(events));
+        let lock = LeaseLock::new(client, &self.namespace, &self.name, identity).with_events(events);
         lock.validate()?;
         log::info!("lease {}: {}", lock.describe(), self.tolerances());
         Ok(Some(LeaderElector::builder(lock).config(elector_config)))
