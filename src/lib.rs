@@ -246,7 +246,12 @@
 //! `LeaderElection` stanza; [`openshift::LeaderElection`] reads it (JSON or
 //! YAML), applies library-go's defaults (137 s / 107 s / 26 s, or the
 //! single-node 270 s / 240 s / 60 s) and turns it into an elector with
-//! `release_on_cancel(true)` and an Event per transition:
+//! `release_on_cancel(true)` and an Event per transition. Its service
+//! account needs `get`, `create` and `update` on `leases`
+//! (`coordination.k8s.io`) and `create` on `events` (the core group, `""`:
+//! the Events are core/v1) in the Lease's namespace. An empty namespace
+//! falls back to the pod's service-account namespace; outside a pod, pass
+//! it to `defaulted`:
 //!
 //! ```no_run
 //! use lease_elector::openshift::LeaderElection;
