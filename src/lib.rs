@@ -80,6 +80,11 @@
 //! kubectl talks to it too (`TestApiServer::write_kubeconfig`), and it
 //! answers the calls the official Go, Python and JavaScript clients make
 //! as kube-apiserver 1.34 does; the crate's tests run all three against it.
+//! On its own it is a fake cluster for kubectl and a program run by hand:
+//! `cargo install lease-elector --features testing --bin
+//! lease-elector-test-server`, then `lease-elector-test-server --kubeconfig
+//! /tmp/fake.kubeconfig --tls --token t0k3n &` and `KUBECONFIG=/tmp/fake.kubeconfig
+//! cargo run`.
 //!
 //! # How it behaves
 //!
