@@ -36,8 +36,7 @@ impl ElectorBuilder {
 
     /// How long the leader retries a failing renew before its term ends,
     /// counted from the start of its last successful renew (default 10 s;
-    /// more than 1.2 × the retry period). The work has `lease_duration −
-    /// renew_deadline` after that before another candidate may lead.
+    /// more than 1.2 × the retry period).
     pub fn renew_deadline(mut self, d: Duration) -> Self {
         self.config.renew_deadline = d;
         self
