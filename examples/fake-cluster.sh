@@ -8,9 +8,11 @@
 # under bash -e, say) is stopped, rather than left serving.
 trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 
-# 1. The embedded API server, with a kubeconfig for kubectl and the tools.
+# 1. The embedded API server, with a kubeconfig for kubectl and the tools:
+#    the lease-elector-test-server binary (installed without a clone by
+#    `cargo install lease-elector --features testing --bin lease-elector-test-server`).
 rm -f /tmp/fake.kubeconfig
-cargo run -q --example test_server -- --kubeconfig /tmp/fake.kubeconfig --tls --token t0k3n &
+cargo run -q --features testing --bin lease-elector-test-server -- --kubeconfig /tmp/fake.kubeconfig --tls --token t0k3n &
 SERVER=$!
 until [ -s /tmp/fake.kubeconfig ]; do sleep 0.5; done  # the first run compiles
 export KUBECONFIG=/tmp/fake.kubeconfig

@@ -12,23 +12,20 @@ use std::time::{Duration, Instant};
 
 use crate::clock::{add_saturating, Clock, SystemClock, Wakeup};
 
-/// An instant on a [`Clock`] by which a piece of work must end, optionally
-/// cut short by a stop signal.
+/// The time by which a piece of work must end, on the elector's clock,
+/// and whether a stop cut it short: what each [`Lock`](crate::Lock) call
+/// gets (the time left for that one request).
 ///
 /// ```
-/// use lease_elector::{Deadline, ManualClock};
-/// use std::sync::Arc;
+/// use lease_elector::Deadline;
 /// use std::time::Duration;
 ///
-/// let clock = ManualClock::new();
-/// let round = Deadline::after(Arc::new(clock.clone()), Duration::from_secs(10));
+/// let round = Deadline::from_now(Duration::from_secs(10));
 /// // One request of the round may take at most 5 s, and never more than is left.
 /// let request = round.capped(Duration::from_secs(5));
-/// assert_eq!(request.remaining(), Duration::from_secs(5));
-/// clock.advance(Duration::from_secs(8));
-/// assert_eq!(round.capped(Duration::from_secs(5)).remaining(), Duration::from_secs(2));
-/// clock.advance(Duration::from_secs(3));
-/// assert!(round.is_expired());
+/// assert!(request.remaining() <= Duration::from_secs(5));
+/// assert!(!request.is_expired());
+/// assert!(Deadline::from_now(Duration::ZERO).is_expired());
 /// ```
 #[derive(Clone)]
 pub struct Deadline {
@@ -48,6 +45,7 @@ impl fmt::Debug for Deadline {
 
 impl Deadline {
     /// `d` from now on `clock` (saturating: a huge `d` never overflows).
+    #[doc(hidden)]
     pub fn after(clock: Arc<dyn Clock>, d: Duration) -> Self {
         let now = clock.now();
         Deadline {
@@ -57,12 +55,13 @@ impl Deadline {
         }
     }
 
-    /// `d` from now on the real clock.
+    /// `d` from now (saturating: a huge `d` never overflows).
     pub fn from_now(d: Duration) -> Self {
         Self::after(Arc::new(SystemClock), d)
     }
 
     /// The deadline `at` on `clock`.
+    #[doc(hidden)]
     pub fn at(clock: Arc<dyn Clock>, at: Instant) -> Self {
         Deadline {
             at,
@@ -72,6 +71,7 @@ impl Deadline {
     }
 
     /// The same deadline, also ended early when `stop` is stopped.
+    #[doc(hidden)]
     pub fn cancelled_by(mut self, stop: &Wakeup) -> Self {
         self.cancel = Some(stop.clone());
         self
@@ -86,6 +86,7 @@ impl Deadline {
     }
 
     /// The instant itself, on the deadline's clock.
+    #[doc(hidden)]
     pub fn instant(&self) -> Instant {
         self.at
     }
@@ -95,7 +96,7 @@ impl Deadline {
         self.at.saturating_duration_since(self.clock.now())
     }
 
-    /// True once the deadline has passed or the work was cancelled.
+    /// True once the deadline has passed or a stop cut it short.
     pub fn is_expired(&self) -> bool {
         self.remaining().is_zero() || self.is_cancelled()
     }
@@ -109,7 +110,8 @@ impl Deadline {
         self.cancel.as_ref().map(|w| w.on_stop(f))
     }
 
-    /// True once the stop signal this deadline carries has fired.
+    /// True once a stop cut it short: the elector was stopped while the
+    /// request was under way (its answer will not be used).
     pub fn is_cancelled(&self) -> bool {
         self.cancel.as_ref().is_some_and(Wakeup::is_stopped)
     }
@@ -119,6 +121,19 @@ impl Deadline {
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
+
+    #[test]
+    fn a_request_draws_only_what_is_left_of_its_round() {
+        let clock = ManualClock::new();
+        let round = Deadline::after(Arc::new(clock.clone()), Duration::from_secs(10));
+        let request = round.capped(Duration::from_secs(5));
+        assert_eq!(request.remaining(), Duration::from_secs(5));
+        clock.advance(Duration::from_secs(8));
+        let later = round.capped(Duration::from_secs(5));
+        assert_eq!(later.remaining(), Duration::from_secs(2));
+        clock.advance(Duration::from_secs(3));
+        assert!(round.is_expired() && request.is_expired());
+    }
 
     #[test]
     fn huge_budgets_saturate_instead_of_panicking() {

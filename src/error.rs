@@ -3,7 +3,9 @@
 //! Its `Display` is one line with every control character escaped
 //! ([`crate::text::escape`]): names, `Status` messages, error bodies,
 //! `Location`s and file paths came from a server or a file, and an error
-//! is made to be logged.
+//! is made to be logged. Its `Debug` is the same text with the variant's
+//! name, so that `main` returning `Result<(), Box<dyn Error>>` prints what
+//! to fix rather than a structure dump.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -20,7 +22,17 @@ pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// and what the server or the system answered. Tokens and the passwords of
 /// URLs never appear here, and the `Display` text has its control
 /// characters escaped: it is always one line, whatever the server sent.
-#[derive(Debug)]
+///
+/// `Debug` prints the `Display` text followed by the variant's name, so
+/// that an error returned from `main` (which Rust prints with `Debug`)
+/// reads as the message:
+///
+/// ```
+/// use lease_elector::Error;
+/// let e = Error::InvalidConfig("namespace may not be empty".into());
+/// assert_eq!(e.to_string(), "invalid configuration: namespace may not be empty");
+/// assert_eq!(format!("{e:?}"), "invalid configuration: namespace may not be empty (InvalidConfig)");
+/// ```
 #[non_exhaustive]
 pub enum Error {
     /// A configuration value broke a rule; the message names the rule and the values.
@@ -68,7 +80,7 @@ pub enum Error {
         /// The action attempted.
         action: &'static str,
         /// The underlying cause.
-        source: Cause,
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
     /// The server answered, but the body could not be decoded.
     Decode {
@@ -123,8 +135,15 @@ pub enum Error {
         /// The lock, as `namespace/name`.
         lock: String,
     },
-    /// A health check failed: the last term ended `Lost` and this
-    /// candidate has not led since, for longer than the tolerance.
+    /// [`Probe::check`](crate::Probe::check) (the `/healthz` check) failed:
+    /// the last term ended `Lost` and this candidate has not led since,
+    /// for longer than the tolerance, so the process is still running
+    /// when it should have exited.
+    ///
+    /// A loss itself is not an error: [`LeaderElector::run`](crate::LeaderElector::run)
+    /// returns `Ok(StopReason::Lost)`, and a spawned elector sends
+    /// `StoppedLeading { reason: StopReason::Lost, .. }` (see
+    /// [`StopReason::Lost`](crate::StopReason::Lost)).
     LostLeadership {
         /// The lock, as `namespace/name`.
         lock: String,
@@ -133,15 +152,18 @@ pub enum Error {
         /// The tolerance the caller accepted.
         allowed: Duration,
     },
-    /// A readiness check failed: no successful request for too long, or
-    /// the API server forbids this candidate's requests.
+    /// [`Probe::check_ready`](crate::Probe::check_ready) (the `/readyz`
+    /// check) failed: no successful request for too long, or the API
+    /// server forbids this candidate's requests.
     NotReady {
         /// The lock, as `namespace/name`.
         lock: String,
         /// Why, with what to check.
         detail: String,
     },
-    /// A health check failed: the elector believes it leads but has not renewed.
+    /// [`Probe::check`](crate::Probe::check) (the `/healthz` check) failed:
+    /// the elector believes it leads but has not renewed for longer than
+    /// the lease duration and the tolerance.
     Unhealthy {
         /// The lock, as `namespace/name`.
         lock: String,
@@ -195,7 +217,14 @@ pub struct ApiStatus {
 impl ApiStatus {
     /// A status with `code` and `reason` (classified) and `message`, as a
     /// [`Lock`](crate::Lock) of one's own (or a test double) would answer.
-    #[doc(hidden)]
+    ///
+    /// ```
+    /// use lease_elector::{ApiStatus, Error, StatusKind};
+    /// let status = ApiStatus::new(409, "Conflict", "the object has been modified");
+    /// assert_eq!(status.kind, StatusKind::Conflict);
+    /// let e = Error::Api { target: "lock ns/name".into(), action: "update", status };
+    /// assert!(e.is_conflict());
+    /// ```
     pub fn new(code: u16, reason: &str, message: &str) -> ApiStatus {
         ApiStatus {
             code,
@@ -359,6 +388,34 @@ impl Error {
                 tenths(*since_loss),
                 tenths(*allowed)
             ),
+        }
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self} ({})", self.variant())
+    }
+}
+
+impl Error {
+    fn variant(&self) -> &'static str {
+        match self {
+            Error::InvalidConfig(_) => "InvalidConfig",
+            Error::ReadFile { .. } => "ReadFile",
+            Error::InvalidCredentials { .. } => "InvalidCredentials",
+            Error::Api { .. } => "Api",
+            Error::Transport { .. } => "Transport",
+            Error::Decode { .. } => "Decode",
+            Error::WriteNotConfirmed { .. } => "WriteNotConfirmed",
+            Error::NotInitialized { .. } => "NotInitialized",
+            Error::Spawn(_) => "Spawn",
+            Error::AcquireTimeout { .. } => "AcquireTimeout",
+            Error::NotReleased { .. } => "NotReleased",
+            Error::ThreadPanicked { .. } => "ThreadPanicked",
+            Error::LostLeadership { .. } => "LostLeadership",
+            Error::NotReady { .. } => "NotReady",
+            Error::Unhealthy { .. } => "Unhealthy",
         }
     }
 }

@@ -9,14 +9,12 @@
 //! one request time-out.
 //!
 //! ```no_run
-//! use std::sync::Arc;
-//! use lease_elector::events::EventRecorder;
-//! use lease_elector::{Client, ClientConfig, LeaseLock};
+//! use lease_elector::{Client, ClientConfig, EventRecorder, LeaseLock};
 //!
 //! let client = Client::new(ClientConfig::in_cluster()?)?;
 //! let events = EventRecorder::new(client.clone(), "my-operator").with_instance("pod-a");
 //! let lock = LeaseLock::new(client, "my-namespace", "my-operator-lock", "pod-a")
-//!     .with_event_sink(Arc::new(events));
+//!     .with_events(events);
 //! # Ok::<(), lease_elector::Error>(())
 //! ```
 
@@ -88,10 +86,29 @@ struct Worker {
     thread: JoinHandle<()>,
 }
 
-/// An [`EventSink`] that records core/v1 Events on the Lease, like
-/// client-go's `resourcelock` with an event recorder.
+/// Records each leadership transition as a core/v1 Event on the Lease
+/// (`reason: LeaderElection`, `"pod-a became leader"`), as client-go's
+/// `resourcelock` does with an event recorder; hand it to
+/// [`LeaseLock::with_events`](crate::LeaseLock::with_events). The service
+/// account needs `create` on `events` (the core API group, `""`) in the
+/// Lease's namespace.
 ///
-/// Cheap to call from the elector thread; see the [module docs](self).
+/// Recording never slows or breaks the election: the elector thread only
+/// queues an Event (at most 64 wait; beyond, it is dropped with a warning),
+/// and a thread of the recorder's own, `lease-events/<component>`, POSTs
+/// them, each within 5 s. Failures are logged, never returned. Dropping
+/// the recorder (with the lock, when the elector ends) ends and joins that
+/// thread, waiting about one request time-out at most.
+///
+/// ```no_run
+/// use lease_elector::{Client, ClientConfig, EventRecorder, LeaderElector, LeaseLock};
+///
+/// let client = Client::new(ClientConfig::in_cluster()?)?;
+/// let events = EventRecorder::new(client.clone(), "my-operator").with_instance("pod-a");
+/// let lock = LeaseLock::new(client, "my-namespace", "my-operator", "pod-a").with_events(events);
+/// let elector = LeaderElector::builder(lock).build()?;
+/// # Ok::<(), lease_elector::Error>(())
+/// ```
 pub struct EventRecorder {
     client: Client,
     component: String,
@@ -140,19 +157,21 @@ impl EventRecorder {
     }
 
     /// Read event timestamps from this clock.
+    #[doc(hidden)]
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
     }
 
-    /// Upper bound for one POST (default [`DEFAULT_REQUEST_TIMEOUT`]); also
-    /// about the longest that dropping the recorder waits.
+    /// Upper bound for one POST (default 5 s); also about the longest that
+    /// dropping the recorder waits.
     pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
         self
     }
 
-    /// How many events may wait (default [`DEFAULT_QUEUE_CAPACITY`], at least 1).
+    /// How many events may wait to be sent (default 64, at least 1); one
+    /// recorded while that many wait is dropped, with a warning.
     pub fn with_capacity(mut self, capacity: usize) -> Self {
         self.capacity = capacity.max(1);
         self
@@ -164,6 +183,7 @@ impl EventRecorder {
     }
 
     /// What happened to the events recorded so far.
+    #[doc(hidden)]
     pub fn stats(&self) -> EventStats {
         EventStats {
             sent: self.counters.sent.load(Ordering::Relaxed),
@@ -173,6 +193,7 @@ impl EventRecorder {
     }
 
     /// The core/v1 Event for `message` about `lease`, as it is POSTed.
+    #[doc(hidden)]
     pub fn event_for(&self, lease: &Lease, message: &str) -> Value {
         let meta = &lease.metadata;
         let mut involved = Map::new();

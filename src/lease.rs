@@ -73,7 +73,13 @@ impl MicroTime {
     }
 }
 
-/// Why a string is not a `MicroTime`.
+/// Why a string is not a [`MicroTime`]: the text, and what is wrong with it.
+///
+/// ```
+/// use lease_elector::MicroTime;
+/// let e = "yesterday".parse::<MicroTime>().unwrap_err();
+/// assert!(e.to_string().starts_with(r#""yesterday" is not an RFC 3339 time"#));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MicroTimeError {
     input: String,
@@ -346,7 +352,24 @@ impl Lease {
     }
 }
 
-/// What the elector reasons about: the election fields of a Lease.
+/// What the elector reasons about: the election fields of a Lease
+/// (client-go's `LeaderElectionRecord`), what a [`Lock`](crate::Lock)
+/// reads and writes.
+///
+/// ```
+/// use lease_elector::{LeaderElectionRecord, MicroTime};
+/// use std::time::{Duration, SystemTime};
+///
+/// let now = MicroTime::from_system_time(SystemTime::now());
+/// let record = LeaderElectionRecord {
+///     holder_identity: "pod-a".into(),
+///     lease_duration_seconds: 15,
+///     acquire_time: Some(now),
+///     renew_time: Some(now),
+///     ..LeaderElectionRecord::default()
+/// };
+/// assert_eq!(record.lease_duration(), Duration::from_secs(15));
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LeaderElectionRecord {
     /// Holder; empty when nobody holds the lease.

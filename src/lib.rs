@@ -30,15 +30,21 @@
 //! For a loop of your own, [`LeaderElector::spawn`] gives an
 //! [`ElectorHandle`] and the [`LeaderEvents`] channel (`StartedLeading`
 //! with its [`Term`], `StoppedLeading`, `NewLeader`); no user code ever runs
-//! on the elector's thread. [`ElectorHandle::probe`] gives a [`Probe`] for
-//! other threads: [`Probe::is_leader`] answers without touching the network.
+//! on the elector's thread. [`LeaderElector::probe`] (before `run`) and
+//! [`ElectorHandle::probe`] give a [`Probe`] for other threads:
+//! [`Probe::is_leader`] answers without touching the network, and a health
+//! endpoint serves it (see [Status and metrics](#status-and-metrics)).
 //!
 //! [`ClientConfig::infer`] reads the pod's service account in a cluster,
 //! and `$KUBECONFIG` or `~/.kube/config` elsewhere, as kubectl does (see
 //! [Connecting](#connecting)). The service account needs `get`, `create`
-//! and `update` on `leases` (and `list`, `watch` with
-//! [`watch`](ElectorBuilder::watch); `create` on `events` with an
-//! [`EventRecorder`]).
+//! and `update` on `leases` (and `watch` with
+//! [`watch`](ElectorBuilder::watch); `create` on core `events` with an
+//! [`EventRecorder`]); the repository's `docs/deploy/` holds a
+//! ServiceAccount, Role, RoleBinding and Deployment to start from.
+//!
+//! A custom lock (a database row, a test double) implements [`Lock`], with
+//! [`LeaderElectionRecord`], [`Deadline`] and [`MicroTime`].
 //!
 //! # Testing your program
 //!
@@ -74,6 +80,11 @@
 //! kubectl talks to it too (`TestApiServer::write_kubeconfig`), and it
 //! answers the calls the official Go, Python and JavaScript clients make
 //! as kube-apiserver 1.34 does; the crate's tests run all three against it.
+//! On its own it is a fake cluster for kubectl and a program run by hand:
+//! `cargo install lease-elector --features testing --bin
+//! lease-elector-test-server`, then `lease-elector-test-server --kubeconfig
+//! /tmp/fake.kubeconfig --tls --token t0k3n &` and `KUBECONFIG=/tmp/fake.kubeconfig
+//! cargo run`.
 //!
 //! # How it behaves
 //!
@@ -202,7 +213,18 @@
 //! last renew and last success timestamps, duplicate identity, term token,
 //! last error kind). A healthy follower's failure series stay at 0: alert
 //! on `rate(lease_elector_failed_requests_total[5m]) > 0` or
-//! `time() - lease_elector_last_success_timestamp_seconds > 60`.
+//! `time() - lease_elector_last_success_timestamp_seconds > 60`. A program
+//! with an HTTP server of its own serves [`render_prometheus`] of
+//! [`Probe::status`] as its `/metrics`.
+//!
+//! The program above with the endpoint (`cargo add lease-elector
+//! --features health`), and its Events recorded; the repository's
+//! `docs/deploy/deployment.yaml` points the liveness probe at `/healthz`
+//! and the readiness probe at `/readyz` on port 8080:
+//!
+//! ```no_run
+#![doc = include_str!("../docs/in-cluster-health.rs")]
+//! ```
 //!
 //! # Logging
 //!
@@ -229,7 +251,12 @@
 //! `LeaderElection` stanza; [`openshift::LeaderElection`] reads it (JSON or
 //! YAML), applies library-go's defaults (137 s / 107 s / 26 s, or the
 //! single-node 270 s / 240 s / 60 s) and turns it into an elector with
-//! `release_on_cancel(true)` and an Event per transition:
+//! `release_on_cancel(true)` and an Event per transition. Its service
+//! account needs `get`, `create` and `update` on `leases`
+//! (`coordination.k8s.io`) and `create` on `events` (the core group, `""`:
+//! the Events are core/v1) in the Lease's namespace. An empty namespace
+//! falls back to the pod's service-account namespace; outside a pod, pass
+//! it to `defaulted`:
 //!
 //! ```no_run
 //! use lease_elector::openshift::LeaderElection;
@@ -306,22 +333,22 @@ pub mod tool;
 mod watch;
 
 pub use client::{Client, ClientConfig};
+pub use deadline::Deadline;
 pub use elector::{
     ElectorBuilder, ElectorHandle, LeaderElector, LeaderEvent, LeaderEvents, Probe, StopReason,
     Stopper, Term,
 };
 pub use error::{ApiStatus, Error, Result, StatusKind};
 pub use events::EventRecorder;
-pub use lock::{identity, LeaseLock};
-pub use status::{ElectorStatus, FailureKind, LastError};
+pub use lease::{LeaderElectionRecord, MicroTime, MicroTimeError};
+pub use lock::{identity, LeaseLock, Lock};
+pub use status::{render_prometheus, ElectorStatus, FailureKind, LastError};
 
 // Not part of the API: for the crate's own tools, examples and tests.
 #[doc(hidden)]
 pub use client::kubeconfig;
 #[doc(hidden)]
 pub use clock::{Clock, ManualClock, SystemClock, Wake, Wakeup};
-#[doc(hidden)]
-pub use deadline::Deadline;
 #[doc(hidden)]
 pub use duration::{format_go_duration, parse_go_duration, GoDurationError};
 #[doc(hidden)]
@@ -331,13 +358,11 @@ pub use elector::{
 #[doc(hidden)]
 pub use events::EventStats;
 #[doc(hidden)]
-pub use lease::{LeaderElectionRecord, Lease, LeaseSpec, MicroTime, ObjectMeta, Status};
+pub use lease::{Lease, LeaseSpec, ObjectMeta, Status};
 #[doc(hidden)]
-pub use lock::{EventSink, Lock};
+pub use lock::EventSink;
 #[doc(hidden)]
 pub use openshift::LeaderElection;
-#[doc(hidden)]
-pub use status::render_prometheus;
 
 /// The README's Rust examples, compiled as doc tests so they stay true.
 #[cfg(doctest)]

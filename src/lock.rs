@@ -13,17 +13,94 @@ use crate::watch::LatestLease;
 pub use crate::watch::Watcher;
 
 /// A resource lock holding a [`LeaderElectionRecord`], as client-go's
-/// `resourcelock.Interface`.
+/// `resourcelock.Interface`: what [`LeaderElector::builder`] elects on.
+/// [`LeaseLock`] is the one for a Kubernetes Lease; implement it to plug
+/// in another lock kind (a row in a database, an object in a store with
+/// conditional writes) or a test double.
 ///
 /// Each call gets a [`Deadline`]: the time left for this one request (the
 /// elector's per-request cap within what is left of the round); an
-/// implementation must not block past it.
+/// implementation must not block past it ([`Deadline::remaining`] is the
+/// time-out to give its own request).
 ///
 /// `update` is optimistic: it writes against the version last seen by `get`,
 /// `create` or `update`, and fails with a conflict when someone else wrote
-/// in between. `create` and `update` return `Ok` only when the server
-/// confirmed the write: the elector leads on that word. Implement it to
-/// plug in another lock kind or a test double.
+/// in between. `create` and `update` return `Ok` only when the store
+/// confirmed the write: the elector leads on that word. Errors say what
+/// happened in the elector's terms: [`Error::is_not_found`] from `get`
+/// when there is no lock object yet (the elector then creates it),
+/// [`Error::is_already_exists`] from `create` when another candidate
+/// created it first, [`Error::is_conflict`] from `update` when the
+/// version changed; anything else counts as a failed attempt.
+///
+/// A lock kept in this process's memory, shared by its candidates:
+///
+/// ```
+/// use lease_elector::{ApiStatus, Deadline, Error, LeaderElectionRecord, LeaderElector, LeaderEvent, Lock};
+/// use std::sync::{Arc, Mutex};
+///
+/// /// The lock object: a version and the record, once created.
+/// type Store = Arc<Mutex<Option<(u64, LeaderElectionRecord)>>>;
+///
+/// #[derive(Debug)]
+/// struct MemoryLock {
+///     store: Store,
+///     seen: u64,
+///     identity: String,
+/// }
+///
+/// fn refused(code: u16, reason: &str, action: &'static str) -> Error {
+///     let status = ApiStatus::new(code, reason, "the memory lock refused");
+///     Error::Api { target: "memory lock".into(), action, status }
+/// }
+///
+/// impl Lock for MemoryLock {
+///     fn get(&mut self, _: &Deadline) -> lease_elector::Result<LeaderElectionRecord> {
+///         let store = self.store.lock().unwrap();
+///         let (version, record) = store.as_ref().ok_or_else(|| refused(404, "NotFound", "get"))?;
+///         self.seen = *version;
+///         Ok(record.clone())
+///     }
+///     fn create(&mut self, record: &LeaderElectionRecord, _: &Deadline) -> lease_elector::Result<()> {
+///         let mut store = self.store.lock().unwrap();
+///         if store.is_some() {
+///             return Err(refused(409, "AlreadyExists", "create"));
+///         }
+///         *store = Some((1, record.clone()));
+///         self.seen = 1;
+///         Ok(())
+///     }
+///     fn update(&mut self, record: &LeaderElectionRecord, _: &Deadline) -> lease_elector::Result<()> {
+///         let mut store = self.store.lock().unwrap();
+///         match store.as_mut() {
+///             Some((version, stored)) if *version == self.seen => {
+///                 *version += 1;
+///                 *stored = record.clone();
+///                 self.seen = *version;
+///                 Ok(())
+///             }
+///             _ => Err(refused(409, "Conflict", "update")),
+///         }
+///     }
+///     fn identity(&self) -> &str {
+///         &self.identity
+///     }
+///     fn describe(&self) -> String {
+///         "memory/lock".into()
+///     }
+/// }
+///
+/// let store = Store::default();
+/// let lock = MemoryLock { store: store.clone(), seen: 0, identity: "pod-a".into() };
+/// let (elector, events) = LeaderElector::builder(lock).build()?.spawn()?;
+/// while !matches!(events.recv()?, LeaderEvent::StartedLeading { .. }) {}
+/// let holder = store.lock().unwrap().as_ref().map(|(_, r)| r.holder_identity.clone());
+/// assert_eq!(holder.as_deref(), Some("pod-a"));
+/// elector.stop()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// [`LeaderElector::builder`]: crate::LeaderElector::builder
 pub trait Lock: Send + fmt::Debug {
     /// Read the current record (and remember the object's version).
     fn get(&mut self, deadline: &Deadline) -> Result<LeaderElectionRecord>;
@@ -77,6 +154,8 @@ pub trait Lock: Send + fmt::Debug {
     fn record_event(&self, _message: &str) {}
     /// Start watching the lock object, poking `on_change` on every change;
     /// `None` when this lock kind cannot be watched (the elector then polls).
+    /// Not part of the API: only [`LeaseLock`] watches.
+    #[doc(hidden)]
     fn watch(&self, _on_change: Wakeup, _backoff: Duration) -> Option<Result<Watcher>> {
         None
     }
@@ -187,7 +266,25 @@ impl LeaseLock {
         }
     }
 
-    /// Report transitions to `sink` as well.
+    /// Record each transition as a Kubernetes Event on the Lease
+    /// (`"pod-a became leader"`, reason `LeaderElection`), as client-go's
+    /// resourcelock does with an event recorder. The service account then
+    /// also needs `create` on core `events` in the Lease's namespace.
+    ///
+    /// ```
+    /// use lease_elector::{Client, ClientConfig, EventRecorder, LeaseLock};
+    /// # let client = Client::new(ClientConfig::new("http://127.0.0.1:8001"))?;
+    /// let events = EventRecorder::new(client.clone(), "my-operator").with_instance("pod-a");
+    /// let lock = LeaseLock::new(client, "ns", "my-operator", "pod-a").with_events(events);
+    /// # Ok::<(), lease_elector::Error>(())
+    /// ```
+    pub fn with_events(self, recorder: crate::events::EventRecorder) -> Self {
+        self.with_event_sink(Arc::new(recorder))
+    }
+
+    /// Report transitions to `sink` as well ([`with_events`](Self::with_events)
+    /// with a recorder of one's own).
+    #[doc(hidden)]
     pub fn with_event_sink(mut self, sink: Arc<dyn EventSink>) -> Self {
         self.events = Some(sink);
         self
@@ -209,6 +306,7 @@ impl LeaseLock {
     }
 
     /// The Lease as last read or written, if any.
+    #[doc(hidden)]
     pub fn cached(&self) -> Option<&Lease> {
         self.cached.as_ref()
     }

@@ -26,7 +26,6 @@
 
 use std::fmt;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -144,7 +143,7 @@ impl LeaderElection {
     /// ConfigMap usually are:
     ///
     /// ```
-    /// let c = lease_elector::LeaderElection::from_yaml(
+    /// let c = lease_elector::openshift::LeaderElection::from_yaml(
     ///     "namespace: openshift-foo\nname: foo-lock\nleaseDuration: 137s\ndisable: false\n",
     /// )?;
     /// assert_eq!(c.lease_duration.as_secs(), 137);
@@ -301,8 +300,11 @@ impl LeaderElection {
 
     /// library-go's `LeaderElectionDefaulting`: a copy with zero durations
     /// set to 137s / 107s / 26s, an empty namespace set to
-    /// `default_namespace` or else to the pod's service-account namespace,
-    /// and an empty name set to `default_name`.
+    /// `default_namespace` or else to the pod's service-account namespace
+    /// (the file `/var/run/secrets/kubernetes.io/serviceaccount/namespace`;
+    /// outside a pod there is none, the namespace stays empty and
+    /// [`elector`](LeaderElection::elector) refuses it: pass one), and an
+    /// empty name set to `default_name`.
     ///
     /// ```
     /// use lease_elector::openshift::LeaderElection;
@@ -380,9 +382,11 @@ impl LeaderElection {
     /// - `disable: true` gives `None`: run as the leader straight away,
     ///   without a Lease (what library-go's controller command does); no
     ///   elector, thread or API request is made, and nothing else is checked.
-    /// - An empty namespace or name is an [`Error::InvalidConfig`]; so are
-    ///   timings the elector would refuse (checked here, before anything
-    ///   starts).
+    /// - An empty namespace or name is an [`Error::InvalidConfig`] (outside
+    ///   a pod, [`defaulted`](LeaderElection::defaulted) has no
+    ///   service-account namespace to fall back to: pass the namespace);
+    ///   so are timings the elector would refuse (checked here, before
+    ///   anything starts).
     /// - The [`Tolerances`] are logged once at info level.
     ///
     /// ```
@@ -404,7 +408,14 @@ impl LeaderElection {
             return Ok(None);
         }
         if self.namespace.is_empty() {
-            return Err(Error::InvalidConfig("namespace may not be empty".into()));
+            // Outside a pod, defaulted("", ..) has no service-account file
+            // to fall back to: say where the namespace can come from.
+            return Err(Error::InvalidConfig(format!(
+                "namespace may not be empty: set \"namespace\" in the LeaderElection stanza, \
+                 or pass it as the first argument of defaulted(namespace, name); an empty one \
+                 falls back to the service account's namespace file ({SERVICE_ACCOUNT_DIR}/namespace), \
+                 which exists only in a pod"
+            )));
         }
         if self.name.is_empty() {
             return Err(Error::InvalidConfig("name may not be empty".into()));
@@ -422,8 +433,8 @@ impl LeaderElection {
             component
         };
         let events = EventRecorder::new(client.clone(), component).with_instance(identity.clone());
-        let lock = LeaseLock::new(client, &self.namespace, &self.name, identity)
-            .with_event_sink(Arc::new(events));
+        let lock =
+            LeaseLock::new(client, &self.namespace, &self.name, identity).with_events(events);
         lock.validate()?;
         log::info!("lease {}: {}", lock.describe(), self.tolerances());
         Ok(Some(LeaderElector::builder(lock).config(elector_config)))
@@ -694,6 +705,25 @@ mod tests {
 
     fn client() -> Client {
         Client::new(ClientConfig::new("http://127.0.0.1:1")).unwrap()
+    }
+
+    #[test]
+    fn outside_a_pod_an_empty_namespace_is_refused_with_where_to_give_it() {
+        // No service-account namespace file: as on a laptop or in CI.
+        let no_pod = TempDir::new();
+        let cfg = LeaderElection::default().defaulted_with_sa_dir("", "lock", &no_pod.0);
+        assert_eq!(cfg.namespace, "");
+        let err = cfg.elector(client(), "c", "me").unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+        for fix in [
+            "namespace may not be empty",
+            "\"namespace\" in the LeaderElection stanza",
+            "first argument of defaulted(namespace, name)",
+            "/var/run/secrets/kubernetes.io/serviceaccount/namespace",
+        ] {
+            assert!(text.contains(fix), "{fix:?} missing from: {text}");
+        }
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! What an owner reads about a running elector: [`ElectorStatus`] (from
-//! [`crate::Probe::status`] (an `ElectorHandle` derefs to its probe), never blocking on the network) and its
+//! [`crate::Probe::status`], never blocking on the network) and its
 //! Prometheus text rendering with client-go's metric names. No I/O here.
 
 use std::fmt::Write as _;
@@ -9,7 +9,20 @@ use crate::client::failure::NoAnswer;
 use crate::error::{Error, StatusKind};
 use crate::text::escape as escape_text;
 
-/// A snapshot of an elector's state.
+/// A snapshot of an elector's state, from [`Probe::status`](crate::Probe::status).
+///
+/// ```
+/// use lease_elector::testing::TestApiServer;
+/// use lease_elector::{Client, ClientConfig, LeaderElector, LeaseLock};
+///
+/// let server = TestApiServer::start()?;
+/// let lock = LeaseLock::new(Client::new(ClientConfig::new(server.url()))?, "default", "jobs", "me");
+/// let elector = LeaderElector::builder(lock).build()?;
+/// let status = elector.probe().status();
+/// assert!(!status.leading && status.attempts == 0); // not started yet
+/// assert_eq!((status.namespace.as_str(), status.name.as_str()), ("default", "jobs"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ElectorStatus {
@@ -60,7 +73,8 @@ pub struct ElectorStatus {
     pub held_by_other: u64,
     /// Another process was seen renewing the Lease under this identity.
     pub duplicate_identity: bool,
-    /// Seconds since the last successful renew, on the elector's clock.
+    /// Time since the last successful acquire or renew request started
+    /// (`last_renew`), on the elector's clock; `None` before the first.
     pub since_last_renew: Option<Duration>,
     /// Time since a request last succeeded (since the start, before one did).
     pub since_last_success: Duration,
@@ -174,15 +188,13 @@ impl FailureKind {
     /// file that could not be read, a redirect).
     ///
     /// ```
-    /// use lease_elector::status::FailureKind;
-    /// use lease_elector::{Client, ClientConfig, Deadline};
+    /// use lease_elector::{Client, ClientConfig, Deadline, FailureKind, LeaseLock, Lock};
     /// use std::time::Duration;
     ///
     /// // Nothing listens on port 1.
     /// let client = Client::new(ClientConfig::new("http://127.0.0.1:1"))?;
-    /// let err = client
-    ///     .get_lease("ns", "name", &Deadline::from_now(Duration::from_secs(2)))
-    ///     .unwrap_err();
+    /// let mut lock = LeaseLock::new(client, "ns", "name", "me");
+    /// let err = lock.get(&Deadline::from_now(Duration::from_secs(2))).unwrap_err();
     /// assert_eq!(
     ///     FailureKind::hint_for(&err, "ns"),
     ///     "check that http://127.0.0.1:1 is reachable from here (address, port, firewall, proxy)"
@@ -346,13 +358,35 @@ const FAMILIES: &[Family] = &[
     },
 ];
 
-/// The Prometheus text exposition (format 0.0.4) of these electors: each
-/// metric family once, with `# HELP` and `# TYPE`, one sample per elector.
+/// The Prometheus text exposition (format 0.0.4, `Content-Type: text/plain;
+/// version=0.0.4`) of these electors' [`status`](crate::Probe::status):
+/// each metric family once, with `# HELP` and `# TYPE`, one sample per
+/// elector. client-go's `leader_election_master_status` and
+/// `leader_election_slowpath_total` (label `name`), and the crate's
+/// `lease_elector_*` series (labels `namespace`, `name`): attempts, renews,
+/// failed requests, held by another, consecutive failures, transitions,
+/// requests, the last renew and last success as Unix times, duplicate
+/// identity, the term's token, the last error's kind.
+///
+/// For a program with an HTTP server of its own; the `health` feature's
+/// `health::HealthServer` serves it as `/metrics`. Render several electors
+/// of one process in one call (a family must appear once).
 ///
 /// ```
-/// # use lease_elector::status::render_prometheus;
-/// let text = render_prometheus(&[]);
-/// assert!(text.contains("# TYPE leader_election_master_status gauge"));
+/// use lease_elector::testing::TestApiServer;
+/// use lease_elector::{render_prometheus, Client, ClientConfig, LeaderElector, LeaderEvent, LeaseLock};
+///
+/// let server = TestApiServer::start()?;
+/// let lock = LeaseLock::new(Client::new(ClientConfig::new(server.url()))?, "default", "jobs", "me");
+/// let (handle, events) = LeaderElector::builder(lock).build()?.spawn()?;
+/// while !matches!(events.recv()?, LeaderEvent::StartedLeading { .. }) {}
+/// // In your server's handler for GET /metrics:
+/// let body = render_prometheus(&[handle.probe().status()]);
+/// assert!(body.contains("# TYPE leader_election_master_status gauge\n"));
+/// assert!(body.contains("leader_election_master_status{name=\"jobs\"} 1\n"));
+/// assert!(body.contains("lease_elector_term_token{namespace=\"default\",name=\"jobs\"} 0\n"));
+/// handle.stop()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn render_prometheus(electors: &[ElectorStatus]) -> String {
     let mut out = String::new();

@@ -68,3 +68,25 @@ fn the_readme_program_leads_releases_on_sigterm_and_never_logs_its_token() {
     assert_eq!(below_info, None, "a ureq line below info: {log}");
     assert!(!log.contains(TOKEN), "the token was logged: {log}");
 }
+
+/// `main` returns `Box<dyn Error>`, which Rust prints with `Debug`: the
+/// README program's error reads as the message that says what to fix, not
+/// a dump of the enum (`InvalidConfig("...")`).
+#[test]
+fn the_readme_program_prints_what_to_fix_when_it_cannot_start() {
+    let dir = TempDir::new();
+    let missing = dir.0.join("no-such-kubeconfig");
+    let out = Command::new(example("in_cluster"))
+        .env("KUBECONFIG", &missing)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let want = format!(
+        "Error: invalid configuration: not in a cluster (KUBERNETES_SERVICE_HOST is not set) \
+         and no kubeconfig at {} (InvalidConfig)\n",
+        missing.display()
+    );
+    assert!(stderr.ends_with(&want), "{stderr}");
+}

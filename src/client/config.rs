@@ -114,7 +114,9 @@ impl ClientConfig {
     }
 
     /// In-cluster config from `KUBERNETES_SERVICE_HOST`/`KUBERNETES_SERVICE_PORT`
-    /// and the service-account folder [`SERVICE_ACCOUNT_DIR`].
+    /// and the service-account folder
+    /// `/var/run/secrets/kubernetes.io/serviceaccount` (`token`, `ca.crt`,
+    /// `namespace`).
     pub fn in_cluster() -> Result<Self> {
         let var = |k: &str| {
             std::env::var(k).map_err(|_| {
@@ -282,6 +284,7 @@ impl ClientConfig {
     }
 
     /// The clock used to decide when to re-read the token file.
+    #[doc(hidden)]
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self

@@ -220,6 +220,7 @@ impl Client {
     }
 
     /// `GET` a Lease.
+    #[doc(hidden)]
     pub fn get_lease(&self, namespace: &str, name: &str, deadline: &Deadline) -> Result<Lease> {
         let what = lease_target(namespace, name);
         let t = Target {
@@ -237,11 +238,13 @@ impl Client {
     }
 
     /// `POST` a new Lease; answers the stored object.
+    #[doc(hidden)]
     pub fn create_lease(&self, lease: &Lease, deadline: &Deadline) -> Result<Lease> {
         self.write_lease(http::Method::POST, "create", lease, deadline)
     }
 
     /// `PUT` a Lease, conditional on its `metadata.resourceVersion`.
+    #[doc(hidden)]
     pub fn replace_lease(&self, lease: &Lease, deadline: &Deadline) -> Result<Lease> {
         self.write_lease(http::Method::PUT, "update", lease, deadline)
     }
@@ -268,6 +271,7 @@ impl Client {
     }
 
     /// `POST` a core/v1 Event into `namespace`.
+    #[doc(hidden)]
     pub fn create_event(
         &self,
         namespace: &str,

@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::config::ElectorConfig;
 use super::handle::{ElectorHandle, Stopper};
 use super::io::{block_on, ThreadIo};
+use super::probe::Probe;
 use super::receiver::LeaderEvents;
 use super::run::Run;
 use super::shared::Shared;
@@ -25,81 +26,118 @@ pub struct ElectorBuilder {
 }
 
 impl ElectorBuilder {
-    /// Set how long non-leaders wait before taking over an unrenewed lease.
+    /// How long non-leaders wait before taking over an unrenewed lease,
+    /// counted from when they last saw it change (default 15 s, whole
+    /// seconds; more than the renew deadline).
     pub fn lease_duration(mut self, d: Duration) -> Self {
         self.config.lease_duration = d;
         self
     }
 
-    /// Set how long the leader retries a failing renew before stepping down.
+    /// How long the leader retries a failing renew before its term ends,
+    /// counted from the start of its last successful renew (default 10 s;
+    /// more than 1.2 × the retry period).
     pub fn renew_deadline(mut self, d: Duration) -> Self {
         self.config.renew_deadline = d;
         self
     }
 
-    /// Set the wait between attempts.
+    /// The wait between attempts (default 2 s): a leader renews this
+    /// often, a candidate retries every `retry_period × [1, 2.2)`.
     pub fn retry_period(mut self, d: Duration) -> Self {
         self.config.retry_period = d;
         self
     }
 
-    /// Release the lease on stop so the next candidate takes over at once.
+    /// Release the Lease when the elector is stopped while leading (a
+    /// [`Stopper`], [`ElectorHandle::stop`], dropping the handle), so that
+    /// the next candidate takes over at its next attempt instead of after
+    /// a lease duration (default off, as client-go's `ReleaseOnCancel`;
+    /// "cancel" is client-go's word for the stop). The release waits for
+    /// the work to let go of its term, at most
+    /// [`release_grace`](Self::release_grace).
+    #[doc(alias = "release_on_stop")]
     pub fn release_on_cancel(mut self, yes: bool) -> Self {
         self.config.release_on_cancel = yes;
         self
     }
 
-    /// After losing leadership, compete again instead of ending.
+    /// After losing leadership, compete again instead of ending (default
+    /// off: the elector ends, as client-go's does, and the program exits
+    /// to be restarted afresh).
     pub fn rejoin(mut self, yes: bool) -> Self {
         self.config.rejoin = yes;
         self
     }
 
-    /// Watch the Lease to act on changes within a round trip (see [`ElectorConfig::watch`]).
+    /// Watch the Lease (one more thread and connection) so that a release
+    /// or an expiry is acted on within a round trip instead of up to a
+    /// retry period later (default off). Polling goes on underneath, and
+    /// the expiry rule is unchanged. Needs `watch` on `leases`.
     pub fn watch(mut self, yes: bool) -> Self {
         self.config.watch = yes;
         self
     }
 
-    /// Cap each request at `d` (see [`ElectorConfig::request_timeout`]).
+    /// The longest one request may take (each is also bounded by what is
+    /// left of its renew round). Default: `max(renew_deadline / 2, 1 s)`,
+    /// as client-go's `NewFromKubeconfig` sets, so that one hung request is
+    /// abandoned in time for a retry inside the renew deadline. A server
+    /// slower than the cap on every request loses the lease where an
+    /// uncapped client would have kept it: raise it for such a server.
     pub fn request_timeout(mut self, d: Duration) -> Self {
         self.config.request_timeout = Some(d);
         self
     }
 
-    /// Give the release on stop at most `d` (see [`ElectorConfig::release_timeout`]).
+    /// The budget of the release on stop, its own (not what was left of a
+    /// round): default 5 s.
     pub fn release_timeout(mut self, d: Duration) -> Self {
         self.config.release_timeout = d;
         self
     }
 
-    /// Wait at most `d` for the work to let go of its term before a
-    /// release on stop (see [`ElectorConfig::release_grace`]).
+    /// How long a release on stop waits for the work to let go of its
+    /// term (every [`Term`](crate::Term) the caller holds dropped; under
+    /// [`LeaderElector::run`], the work returned): default 10 s. Past it
+    /// the Lease is not released: it expires by itself, one lease duration
+    /// after the last renew, as after a crash.
     pub fn release_grace(mut self, d: Duration) -> Self {
         self.config.release_grace = d;
         self
     }
 
-    /// Give up acquiring after `d` without leading (see
-    /// [`ElectorConfig::acquire_timeout`]).
+    /// Give up acquiring when not leading `d` after the elector starts
+    /// (default: keep trying): the elector then ends without leading
+    /// (`run` returns [`Error::AcquireTimeout`]), having written nothing
+    /// more. Judged between attempts, so an attempt in flight decides, and
+    /// `ZERO` makes exactly one attempt; only the first term is waited for.
+    /// A Lease left by a holder that crashed is taken over only after a
+    /// whole lease duration seen unchanged: a shorter time-out never takes
+    /// one.
     pub fn acquire_timeout(mut self, d: Duration) -> Self {
         self.config.acquire_timeout = Some(d);
         self
     }
 
     /// Replace all timing and behaviour settings at once.
+    #[doc(hidden)]
     pub fn config(mut self, config: ElectorConfig) -> Self {
         self.config = config;
         self
     }
 
-    /// Use this clock (tests pass a [`crate::ManualClock`]).
+    /// Use this clock (the crate's tests pass a manual clock).
+    #[doc(hidden)]
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
     }
 
-    /// Validate and build.
+    /// Check the settings (client-go's rules: `lease_duration >
+    /// renew_deadline > 1.2 × retry_period`, the lease duration whole
+    /// seconds) and the lock's names, and make the elector; nothing is
+    /// sent yet. An [`Error::InvalidConfig`] names the rule broken.
     pub fn build(self) -> Result<LeaderElector> {
         self.lock.validate()?;
         self.config.validate(self.lock.identity())?;
@@ -156,7 +194,9 @@ pub struct LeaderElector {
 }
 
 impl LeaderElector {
-    /// Start building an elector on `lock`, with [`ElectorConfig::default`] timings.
+    /// Start building an elector on `lock` (a [`LeaseLock`](crate::LeaseLock),
+    /// or a [`Lock`] of one's own), with client-go's timings: lease 15 s,
+    /// renew deadline 10 s, retry period 2 s.
     pub fn builder(lock: impl Lock + 'static) -> ElectorBuilder {
         ElectorBuilder {
             lock: Box::new(lock),
@@ -177,6 +217,38 @@ impl LeaderElector {
     /// ends it at its start.
     pub fn stopper(&self) -> Stopper {
         Stopper::new(self.shared.clone())
+    }
+
+    /// A view of this elector for other threads (see [`Probe`]), taken
+    /// before it runs: so that a program whose main thread blocks in
+    /// [`run`](LeaderElector::run) can serve `/healthz`, `/readyz`,
+    /// `/leader` and `/metrics` (`health::HealthServer`, feature `health`)
+    /// or render [`render_prometheus`](crate::render_prometheus) into an
+    /// HTTP server of its own. Until it runs, the probe reports a
+    /// follower that has not yet asked the API server.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// use lease_elector::{render_prometheus, Client, ClientConfig, LeaderElector, LeaseLock};
+    ///
+    /// let server = TestApiServer::start()?;
+    /// let lock = LeaseLock::new(Client::new(ClientConfig::new(server.url()))?, "default", "jobs", "me");
+    /// let elector = LeaderElector::builder(lock).build()?;
+    /// let probe = elector.probe(); // e.g. for health::HealthServer::start("0.0.0.0:8080", vec![probe], ..)
+    /// assert!(!probe.is_leader());
+    /// let stopper = elector.stopper();
+    /// elector.run(|term| {
+    ///     assert!(probe.is_leader());
+    ///     let metrics = render_prometheus(&[probe.status()]);
+    ///     assert!(metrics.contains("leader_election_master_status{name=\"jobs\"} 1"));
+    ///     # let _ = term;
+    ///     stopper.stop();
+    /// })?;
+    /// assert!(!probe.is_leader());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn probe(&self) -> Probe {
+        Probe::new(self.shared.clone())
     }
 
     /// Start the elector thread (`lease-elector/<namespace>/<name>`).

@@ -138,13 +138,12 @@ impl ElectorHandle {
     /// and exit normally).
     ///
     /// Bounded whatever the server does: the request in flight is abandoned
-    /// at once, the release has [`ElectorConfig::release_timeout`] (5 s by
+    /// at once, the release has
+    /// [`release_timeout`](super::ElectorBuilder::release_timeout) (5 s by
     /// default), queued Events at most their request time-out (5 s) when
     /// the lock holds the recorder's last reference, and a TCP connect in
     /// progress (the one step that cannot be cut short) at most 5 s: at
     /// most 15 s with default settings, inside a pod's 30 s grace period.
-    ///
-    /// [`ElectorConfig::release_timeout`]: super::ElectorConfig::release_timeout
     pub fn stop(mut self) -> Result<()> {
         self.stop_and_join()
     }

@@ -1,5 +1,6 @@
 //! [`Probe`]: the read-only view of a running elector. Every accessor lives
-//! here once; [`ElectorHandle`](super::ElectorHandle) derefs to it.
+//! here once; [`ElectorHandle::probe`](super::ElectorHandle::probe) and
+//! [`LeaderElector::probe`](super::LeaderElector::probe) hand it out.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,8 +13,31 @@ use crate::status::{ElectorStatus, FailureKind};
 
 /// A cheap, cloneable, thread-safe view of a running elector, for a
 /// health endpoint, a metrics thread or the work itself. Never blocks on
-/// the network. [`ElectorHandle`](super::ElectorHandle) derefs to it, so
-/// `handle.is_leader()` and `handle.probe().is_leader()` are the same call.
+/// the network. [`ElectorHandle::probe`](super::ElectorHandle::probe) gives
+/// one for an elector started with `spawn`, and
+/// [`LeaderElector::probe`](super::LeaderElector::probe) one for an elector
+/// about to [`run`](super::LeaderElector::run).
+///
+/// For metrics, [`render_prometheus`](crate::render_prometheus) of
+/// [`status`](Probe::status) is the Prometheus text; the `health` feature's
+/// `health::HealthServer` serves it with `/healthz` and `/readyz`.
+///
+/// ```
+/// use lease_elector::testing::TestApiServer;
+/// use lease_elector::{Client, ClientConfig, LeaderElector, LeaderEvent, LeaseLock};
+///
+/// let server = TestApiServer::start()?;
+/// let lock = LeaseLock::new(Client::new(ClientConfig::new(server.url()))?, "default", "jobs", "me");
+/// let (handle, events) = LeaderElector::builder(lock).build()?.spawn()?;
+/// let probe = handle.probe(); // for another thread
+/// while !matches!(events.recv()?, LeaderEvent::StartedLeading { .. }) {}
+/// assert!(probe.is_leader());
+/// assert_eq!(probe.leader().as_deref(), Some("me"));
+/// assert_eq!(probe.status().term_token, Some(0));
+/// handle.stop()?;
+/// assert!(!probe.is_leader());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Probe {
     shared: Arc<Shared>,
@@ -156,7 +180,7 @@ impl Probe {
 
     /// A snapshot of this elector's state and counters (never blocks on
     /// the network); see [`ElectorStatus`], and
-    /// [`crate::status::render_prometheus`] for metrics.
+    /// [`render_prometheus`](crate::render_prometheus) for metrics.
     pub fn status(&self) -> ElectorStatus {
         let leading = self.is_leader();
         let st = self.shared.lock();

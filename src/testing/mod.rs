@@ -40,11 +40,9 @@
 //! server.inject(Fault::status(500).method("PUT").candidate("pod-b").times(2));
 //!
 //! // Someone else takes the lease over behind the program's back.
-//! let mut lease = server.lease("default", "my-lease").expect("the program created its lease");
-//! let mut record = lease.record();
+//! let mut record = server.record("default", "my-lease").expect("the program created its lease");
 //! record.holder_identity = "intruder".into();
-//! lease.set_record(&record);
-//! server.put_lease("default", &lease);
+//! server.put_record("default", "my-lease", &record);
 //! // ... assert the program notices it lost leadership ...
 //! assert!(server.stats().updates > 0);
 //! # let _ = (config_a, config_b);
@@ -221,9 +219,10 @@
 //! X -o jsonpath=...`, `get lease X -w`, `describe lease X`, `create -f`,
 //! `replace -f`, `edit`, `patch`, `label`, `annotate`, `delete lease X`,
 //! `create namespace`, `get namespaces` and `get events` work as against a
-//! cluster. `cargo run --example
-//! test_server -- --kubeconfig PATH [--tls] [--token T]` runs one on its
-//! own.
+//! cluster. The `lease-elector-test-server` binary runs one on its own, a
+//! fake cluster for kubectl and your program (`cargo install
+//! lease-elector --features testing --bin lease-elector-test-server`, then
+//! `lease-elector-test-server --kubeconfig PATH [--tls] [--token T]`).
 
 mod api;
 mod apply;
@@ -267,7 +266,7 @@ pub use faults::Fault;
 pub use recorded::RecordedEvent;
 pub use stats::{RequestLog, Stats};
 
-use crate::{ClientConfig, Lease};
+use crate::{ClientConfig, LeaderElectionRecord, Lease};
 
 use server::{Shared, State};
 use store::Collection;
@@ -543,7 +542,7 @@ impl TestApiServer {
         kubeconfig::write(path.as_ref(), &kubeconfig::render(&self.url(), ca, token))
     }
 
-    /// The stored Lease `namespace/name`, as the crate's typed [`Lease`];
+    /// The stored Lease `namespace/name`, as the crate's typed `Lease`;
     /// `None` when there is none (or what is stored does not decode as a
     /// Lease: see [`lease_json`](Self::lease_json) for that).
     ///
@@ -555,6 +554,7 @@ impl TestApiServer {
     /// # server.shutdown();
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    #[doc(hidden)]
     pub fn lease(&self, namespace: &str, name: &str) -> Option<Lease> {
         let st = self.shared.lock();
         let stored = st.store.get(Collection::Leases, namespace, name)?;
@@ -601,6 +601,60 @@ impl TestApiServer {
             .map(str::to_string)
     }
 
+    /// The leader-election record of the stored Lease `namespace/name`
+    /// (holder, times, duration, transitions); `None` when there is no
+    /// such Lease, or what is stored does not decode as one (see
+    /// [`lease_json`](Self::lease_json) for that).
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// assert!(server.record("default", "my-lease").is_none());
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn record(&self, namespace: &str, name: &str) -> Option<LeaderElectionRecord> {
+        self.lease(namespace, name).map(|l| l.record())
+    }
+
+    /// Write `record` into the Lease `namespace/name` as another writer
+    /// would: creating it, or replacing the election fields of the stored
+    /// one and keeping the rest (labels, annotations, fields this crate
+    /// does not know), without validation; the resourceVersion is bumped
+    /// and watchers see the change.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// use lease_elector::LeaderElectionRecord;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// // Someone else took the lease behind the program's back.
+    /// let record = LeaderElectionRecord {
+    ///     holder_identity: "intruder".into(),
+    ///     lease_duration_seconds: 15,
+    ///     ..LeaderElectionRecord::default()
+    /// };
+    /// server.put_record("default", "my-lease", &record);
+    /// assert_eq!(server.holder("default", "my-lease").as_deref(), Some("intruder"));
+    /// # server.shutdown();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn put_record(&self, namespace: &str, name: &str, record: &LeaderElectionRecord) {
+        let mut st = self.shared.lock();
+        let stored = st.store.get(Collection::Leases, namespace, name);
+        let mut lease = stored
+            .and_then(|v| serde_json::from_value::<Lease>(v.clone()).ok())
+            .unwrap_or_else(|| Lease::new(namespace, name, record));
+        lease.set_record(record);
+        match serde_json::to_value(&lease) {
+            Ok(v) => st.store.write(Collection::Leases, namespace, name, v),
+            Err(e) => panic!("TestApiServer::put_record: the lease does not encode: {e}"),
+        };
+        drop(st);
+        self.shared.notify();
+    }
+
     /// Store `lease` (named by its `metadata.name`) in `namespace`, creating
     /// or overwriting it without validation and bumping the
     /// resourceVersion; watchers see the change. Its
@@ -622,6 +676,7 @@ impl TestApiServer {
     /// # Panics
     ///
     /// When `lease` has an empty `metadata.name`: a test bug.
+    #[doc(hidden)]
     pub fn put_lease(&self, namespace: &str, lease: &Lease) {
         match serde_json::to_value(lease) {
             Ok(v) => self.store_lease(namespace, v),
@@ -630,8 +685,9 @@ impl TestApiServer {
     }
 
     /// Store the Lease written as JSON `text` (named by its
-    /// `metadata.name`) in `namespace`, as [`put_lease`](Self::put_lease)
-    /// does, whatever its fields: a test can seed values no typed Lease
+    /// `metadata.name`) in `namespace`, creating or overwriting it without
+    /// validation and bumping the resourceVersion (watchers see the
+    /// change), whatever its fields: a test can seed values no typed Lease
     /// holds (a time in the wrong format, a field of a newer version).
     ///
     /// ```

@@ -13,6 +13,7 @@ use lease_elector::{
     ManualClock,
 };
 
+pub mod health_program;
 pub mod logs;
 pub mod oracle;
 pub mod overlap;
