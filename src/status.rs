@@ -37,7 +37,8 @@ pub struct ElectorStatus {
     /// The holder last observed on the Lease, if any (as the server holds
     /// it: escape it before showing it).
     pub holder: Option<String>,
-    /// The fencing token of the term in progress, while leading.
+    /// The fencing token of the term in progress, while leading
+    /// ([`Term::token`](crate::Term::token)).
     pub term_token: Option<u64>,
     /// When the last successful acquire or renew request started, on the
     /// elector's clock.
@@ -352,7 +353,7 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "lease_elector_term_token",
         kind: "gauge",
-        help: "The fencing token (leaseTransitions as written on acquiring) of the term in progress; absent while not leading.",
+        help: "The fencing token (the Lease's resourceVersion as the write that began it stored it) of the term in progress; absent while not leading.",
         value: |s| s.term_token.map(|t| t as f64),
         client_go: false,
     },
@@ -384,7 +385,7 @@ const FAMILIES: &[Family] = &[
 /// let body = render_prometheus(&[handle.probe().status()]);
 /// assert!(body.contains("# TYPE leader_election_master_status gauge\n"));
 /// assert!(body.contains("leader_election_master_status{name=\"jobs\"} 1\n"));
-/// assert!(body.contains("lease_elector_term_token{namespace=\"default\",name=\"jobs\"} 0\n"));
+/// assert!(body.contains("lease_elector_term_token{namespace=\"default\",name=\"jobs\"} "));
 /// handle.stop()?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```

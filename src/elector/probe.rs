@@ -30,10 +30,15 @@ use crate::status::{ElectorStatus, FailureKind};
 /// let lock = LeaseLock::new(Client::new(ClientConfig::new(server.url()))?, "default", "jobs", "me");
 /// let (handle, events) = LeaderElector::builder(lock).build()?.spawn()?;
 /// let probe = handle.probe(); // for another thread
-/// while !matches!(events.recv()?, LeaderEvent::StartedLeading { .. }) {}
+/// let term = loop {
+///     if let LeaderEvent::StartedLeading { term, .. } = events.recv()? {
+///         break term;
+///     }
+/// };
 /// assert!(probe.is_leader());
 /// assert_eq!(probe.leader().as_deref(), Some("me"));
-/// assert_eq!(probe.status().term_token, Some(0));
+/// assert_eq!(probe.status().term_token, Some(term.token()));
+/// drop(term);
 /// handle.stop()?;
 /// assert!(!probe.is_leader());
 /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -412,6 +412,57 @@ pub fn stop_margin(lease_duration: Duration, renew_deadline: Duration) -> Durati
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::ManualClock;
+
+    fn term(clock: &ManualClock) -> Term {
+        let timings = super::super::ElectorConfig::default();
+        Term::new(7, "me", "ns/lease", clock.now(), &timings, Arc::new(clock.clone()))
+    }
+
+    #[test]
+    fn a_renew_answered_after_the_deadline_does_not_extend_the_term_even_unlooked_at() {
+        let clock = ManualClock::new();
+        let t = term(&clock);
+        let renew_began = clock.now() + Duration::from_secs(9);
+        // Nobody asked is_current(): the deadline (10 s) passes while the
+        // renew that began at 9 s is in flight, and its answer comes at 11 s.
+        clock.advance(Duration::from_secs(11));
+        assert!(!t.renewed(renew_began), "a renew confirmed late counts");
+        assert!(!t.is_current());
+        assert_eq!(t.valid_until(), t.started_at() + Duration::from_secs(10));
+    }
+
+    #[test]
+    fn a_renew_answered_in_time_extends_the_term_from_its_start() {
+        let clock = ManualClock::new();
+        let t = term(&clock);
+        let renew_began = clock.now() + Duration::from_secs(9);
+        clock.advance(Duration::from_millis(9_500));
+        assert!(t.renewed(renew_began));
+        assert_eq!(t.valid_until(), renew_began + Duration::from_secs(10));
+        clock.advance(Duration::from_secs(9));
+        assert!(t.is_current());
+        clock.advance(Duration::from_millis(500));
+        assert!(!t.is_current(), "at the renew's start + the renew deadline");
+    }
+
+    #[test]
+    fn the_time_to_stop_is_the_lease_duration_less_the_margin_after_the_last_renew() {
+        let clock = ManualClock::new();
+        let t = term(&clock);
+        // 15 s lease, 1 s margin.
+        assert_eq!(t.time_to_stop(), Duration::from_secs(14));
+        clock.advance(Duration::from_secs(12));
+        assert!(!t.is_current());
+        assert_eq!(t.time_to_stop(), Duration::from_secs(2));
+        clock.advance(Duration::from_secs(5));
+        assert_eq!(t.time_to_stop(), Duration::ZERO);
+        let taken = term(&clock);
+        assert!(!taken.taken_over());
+        taken.end(true);
+        assert!(taken.taken_over() && !taken.is_current());
+        assert_eq!(taken.time_to_stop(), Duration::ZERO, "no time left");
+    }
 
     #[test]
     fn the_stop_margin_is_a_second_or_half_the_slack_of_the_lease() {
