@@ -310,7 +310,7 @@ pub use elector::{
 pub use error::{ApiStatus, Error, Result, StatusKind};
 pub use events::EventRecorder;
 pub use lock::{identity, LeaseLock};
-pub use status::{ElectorStatus, FailureKind, LastError};
+pub use status::{ElectorStatus, FailureKind, LastError, WatchMode};
 
 // Not part of the API: for the crate's own tools, examples and tests.
 #[doc(hidden)]

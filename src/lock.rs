@@ -329,7 +329,8 @@ impl Lock for LeaseLock {
         let mut lease = Lease::new(&self.namespace, &self.name, record);
         self.apply_labels(&mut lease);
         let stored = self.client.create_lease(&lease, deadline)?;
-        self.watched.clear();
+        self.watched
+            .forget_older_than(stored.metadata.resource_version.as_deref());
         self.check_identity(&stored, "create")?;
         self.check_written(&lease, &stored, "create")?;
         self.cached = Some(stored);
@@ -343,7 +344,8 @@ impl Lock for LeaseLock {
         lease.set_record(record);
         self.apply_labels(&mut lease);
         let stored = self.client.replace_lease(&lease, deadline)?;
-        self.watched.clear();
+        self.watched
+            .forget_older_than(stored.metadata.resource_version.as_deref());
         self.check_identity(&stored, "update")?;
         self.check_written(&lease, &stored, "update")?;
         // A Lease created anew has a new uid: ours had been deleted.

@@ -67,6 +67,59 @@ pub struct ElectorStatus {
     /// When a request last succeeded (the start, before one did), as
     /// wall-clock time.
     pub last_success_wall: SystemTime,
+    /// How changes of the Lease reach this candidate: through the watch,
+    /// or by polling (and why).
+    pub watch: WatchMode,
+}
+
+/// How changes of the Lease reach an elector ([`ElectorStatus::watch`]).
+///
+/// Watching, a release, a takeover or the last renew of a crashed leader
+/// reaches the candidates within a round trip; polling, at their next
+/// attempt, up to a retry period later (× 2.2 with jitter). Either way the
+/// renew path decides who leads: the mode changes timing, never safety.
+///
+/// ```
+/// use lease_elector::WatchMode;
+/// let refused = WatchMode::Polling("the API server refused the watch (403 Forbidden)".into());
+/// assert_eq!(refused.to_string(), "polling: the API server refused the watch (403 Forbidden)");
+/// assert!(WatchMode::Watching.is_watching());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WatchMode {
+    /// Not watching, by choice: turned off
+    /// ([`watch(false)`](crate::ElectorBuilder::watch), `--no-watch`), or
+    /// a lock that cannot be watched. Changes are seen by polling.
+    Off,
+    /// The watch is starting: its first stream is not open yet.
+    Starting,
+    /// The watch stream is open (or being reopened after the server ended
+    /// it): every change arrives within a round trip.
+    Watching,
+    /// Watching was asked for but is not working, and why: the server
+    /// refused it (RBAC without `list` and `watch` on leases), it was cut
+    /// more often than its budget allows, or it fails. Changes are seen by
+    /// polling meanwhile; the watch is tried again.
+    Polling(String),
+}
+
+impl WatchMode {
+    /// True when changes arrive through the watch.
+    pub fn is_watching(&self) -> bool {
+        matches!(self, WatchMode::Watching)
+    }
+}
+
+impl std::fmt::Display for WatchMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WatchMode::Off => f.write_str("off (polling)"),
+            WatchMode::Starting => f.write_str("starting"),
+            WatchMode::Watching => f.write_str("watching"),
+            WatchMode::Polling(why) => write!(f, "polling: {why}"),
+        }
+    }
 }
 
 /// The last failure, classified for an owner.
@@ -335,6 +388,13 @@ const FAMILIES: &[Family] = &[
         kind: "gauge",
         help: "Unix time a request to the API server last succeeded (the start, before one did).",
         value: |s| Some(unix_seconds(s.last_success_wall)),
+        client_go: false,
+    },
+    Family {
+        name: "lease_elector_watching",
+        kind: "gauge",
+        help: "1 when changes of the lease reach this candidate through its watch (within a round trip), 0 when it polls (the watch off, starting, refused or failing).",
+        value: |s| Some(f64::from(u8::from(s.watch.is_watching()))),
         client_go: false,
     },
     Family {

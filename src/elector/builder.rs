@@ -55,7 +55,21 @@ impl ElectorBuilder {
         self
     }
 
-    /// Watch the Lease to act on changes within a round trip (see [`ElectorConfig::watch`]).
+    /// Watch the Lease to act on every change within a round trip: on by
+    /// default; `false` polls only, as client-go does (see
+    /// [`ElectorConfig::watch`]). A server that refuses the watch gets
+    /// polling anyway, with one warning naming the RBAC to grant.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// use lease_elector::{Client, ClientConfig, LeaderElector, LeaseLock, WatchMode};
+    ///
+    /// let server = TestApiServer::start()?;
+    /// let lock = LeaseLock::new(Client::new(ClientConfig::new(server.url()))?, "default", "x", "me");
+    /// let (handle, _events) = LeaderElector::builder(lock).watch(false).build()?.spawn()?;
+    /// assert_eq!(handle.probe().status().watch, WatchMode::Off);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn watch(mut self, yes: bool) -> Self {
         self.config.watch = yes;
         self
@@ -189,8 +203,10 @@ impl LeaderElector {
         let watcher = if config.watch {
             match self.lock.watch(shared.wake.clone(), config.retry_period) {
                 Some(w) => Some(w?),
+                // A lock of the caller's without a watch: it polls, as asked
+                // of it (the status says `Off`).
                 None => {
-                    log::warn!(
+                    log::debug!(
                         "lock {} cannot be watched; polling only",
                         self.lock.describe()
                     );

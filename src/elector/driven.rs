@@ -53,7 +53,7 @@ pub(crate) fn drive<I: Io + 'static>(
     Ok(Driven {
         run: Box::pin(run.run()),
         stopper: Stopper::new(shared.clone()),
-        probe: Probe::new(shared),
+        probe: Probe::new(shared, None),
         wake,
         events,
     })

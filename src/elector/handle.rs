@@ -96,7 +96,7 @@ impl ElectorHandle {
         watcher: Option<Watcher>,
     ) -> ElectorHandle {
         ElectorHandle {
-            probe: Probe::new(shared.clone()),
+            probe: Probe::new(shared.clone(), watcher.as_ref().map(Watcher::state)),
             shared,
             thread: Some(thread),
             watcher,

@@ -8,7 +8,8 @@ use super::shared::Shared;
 use super::term::Term;
 use crate::duration::tenths;
 use crate::error::{Error, Result};
-use crate::status::{ElectorStatus, FailureKind};
+use crate::status::{ElectorStatus, FailureKind, WatchMode};
+use crate::watch::WatchState;
 
 /// A cheap, cloneable, thread-safe view of a running elector, for a
 /// health endpoint, a metrics thread or the work itself. Never blocks on
@@ -17,11 +18,13 @@ use crate::status::{ElectorStatus, FailureKind};
 #[derive(Debug, Clone)]
 pub struct Probe {
     shared: Arc<Shared>,
+    /// The elector's watch, if it runs one.
+    watch: Option<Arc<WatchState>>,
 }
 
 impl Probe {
-    pub(super) fn new(shared: Arc<Shared>) -> Probe {
-        Probe { shared }
+    pub(super) fn new(shared: Arc<Shared>, watch: Option<Arc<WatchState>>) -> Probe {
+        Probe { shared, watch }
     }
 
     /// True while this candidate leads and its last renew is younger than
@@ -188,6 +191,7 @@ impl Probe {
                 let wall = self.shared.clock.system_time();
                 wall.checked_sub(since).unwrap_or(wall)
             },
+            watch: self.watch.as_ref().map_or(WatchMode::Off, |w| w.mode()),
         }
     }
 }
