@@ -52,8 +52,9 @@ pub struct ElectorStatus {
     /// a watch event answered sends none, and is not counted).
     pub requests: u64,
     /// Requests that failed: an error answer, no answer, a
-    /// conflict on our write. Finding the lease held by another candidate
-    /// is not a failure (see `held_by_other`).
+    /// conflict on our renew. Finding the lease held by another candidate
+    /// is not a failure (see `held_by_other`), nor losing the race to take
+    /// it to another candidate (a 409 on an acquiring write).
     pub failed_requests: u64,
     /// Attempts that found the lease held by another candidate (a
     /// follower's every poll while a leader renews).
@@ -337,7 +338,7 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "lease_elector_failed_requests_total",
         kind: "counter",
-        help: "Requests to the API server that failed: an error answer, no answer within the budget, or a conflict on this candidate's write. Finding the lease held by another candidate is not a failure.",
+        help: "Requests to the API server that failed: an error answer, no answer within the budget, or a conflict on this candidate's renew. Finding the lease held by another candidate, or losing the race to take it, is not a failure.",
         value: |s| Some(s.failed_requests as f64),
         client_go: false,
     },

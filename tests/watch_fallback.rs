@@ -327,3 +327,46 @@ fn a_watching_leader_sends_one_request_per_renew() {
         "{s:?}"
     );
 }
+
+/// A release wakes every watching follower at once, and they race for
+/// the Lease: one wins, the others' writes get 409. Losing that race is
+/// not a failure (as a create that loses it is not): no failed request,
+/// no warning, and the loser follows the winner.
+#[test]
+fn followers_woken_together_by_a_release_race_and_the_losers_count_no_failure() {
+    logs();
+    let lease = "race";
+    for round in 0..3 {
+        let lease = format!("{lease}-{round}");
+        let mut c = Cluster::new();
+        add(&mut c, &lease, "a", defaults());
+        c.step_until(STEP, Duration::from_secs(5), |c| c.leaders() == ["a"]);
+        let b = add(&mut c, &lease, "b", defaults());
+        let d = add(&mut c, &lease, "d", defaults());
+        for i in [b, d] {
+            eventually("the followers to watch", || {
+                status(&c, i).watch == WatchMode::Watching
+            });
+        }
+        c.step(STEP);
+        c.settle();
+        let frozen = c.clock.elapsed();
+        c.stop(0);
+        eventually("one follower to lead", || c.leaders().len() == 1);
+        c.settle();
+        assert_eq!(c.clock.elapsed(), frozen);
+        let winner = c.server.holder(NS, &lease).unwrap();
+        let loser = if winner == "b" { d } else { b };
+        let s = status(&c, loser);
+        assert_eq!((s.failed_requests, s.consecutive_failures), (0, 0), "{s:?}");
+        assert_eq!(s.holder.as_deref(), Some(winner.as_str()), "{s:?}");
+        let warned: Vec<String> = logs()
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(l, m)| *l == log::Level::Warn && m.contains(&format!("{NS}/{lease}")))
+            .map(|(_, m)| m.clone())
+            .collect();
+        assert!(warned.is_empty(), "{warned:?}");
+    }
+}
