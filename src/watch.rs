@@ -579,8 +579,10 @@ impl WatchStream {
                     None => (true, Duration::ZERO),
                 });
                 self.latest.set(lease);
-                self.shared.state.changes.fetch_add(1, Ordering::Relaxed);
                 self.on_change.poke();
+                // Counted once told: whoever sees the count finds the
+                // candidate woken.
+                self.shared.state.changes.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
             "BOOKMARK" => {
