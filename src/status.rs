@@ -202,7 +202,7 @@ impl FailureKind {
     pub fn hint(self, namespace: &str) -> String {
         match self {
             FailureKind::Forbidden => format!(
-                "check RBAC: the identity needs get, create and update on leases.coordination.k8s.io in namespace {namespace}"
+                "check RBAC: the identity needs get, create and update on leases.coordination.k8s.io in namespace {namespace} (and list and watch, for the watch)"
             ),
             FailureKind::Unauthorized => {
                 "check the credentials: the token or certificate is missing, wrong or expired".into()
