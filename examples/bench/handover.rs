@@ -943,9 +943,10 @@ fn print_tables(all: &[Figures]) {
             f.timing.label(),
             if lo == hi { lo.to_string() } else { format!("{lo} to {hi}") }
         );
+        let own = format!("lease {NS}/{}-r-", f.timing.retry.as_secs());
         if let Some(example) = warnings()
             .into_iter()
-            .find(|m| m.contains("refused to watch"))
+            .find(|m| m.starts_with(&own) && m.contains("refused to watch"))
         {
             println!("> {example}");
         }
