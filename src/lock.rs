@@ -67,8 +67,10 @@ pub trait Lock: Send + fmt::Debug {
     }
     /// Record a transition (`"<identity> became leader"`); must not block.
     fn record_event(&self, _message: &str) {}
-    /// Start watching the lock object, poking `on_change` on every change;
-    /// `None` when this lock kind cannot be watched (the elector then polls).
+    /// Start watching the lock object, poking `on_change` on every change
+    /// (`_backoff` is the elector's retry period: failed reconnects back
+    /// off up to it); `None` when this lock kind cannot be watched (the
+    /// elector then polls, and its status says the watch is off).
     fn watch(&self, _on_change: Wakeup, _backoff: Duration) -> Option<Result<Watcher>> {
         None
     }
