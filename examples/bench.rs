@@ -232,7 +232,25 @@ impl Lock for Recorded {
     fn get(&mut self, deadline: &Deadline) -> lease_elector::Result<LeaderElectionRecord> {
         let start = Instant::now();
         let r = self.inner.get(deadline);
-        self.note("GET", start, r)
+        // Answered from what the watch delivered: no request was sent.
+        let what = if self.inner.last_get_was_local() {
+            "GET (from the watch)"
+        } else {
+            "GET"
+        };
+        self.note(what, start, r)
+    }
+
+    fn last_get_was_local(&self) -> bool {
+        self.inner.last_get_was_local()
+    }
+
+    fn version(&self) -> Option<String> {
+        self.inner.version()
+    }
+
+    fn last_update_created(&self) -> bool {
+        self.inner.last_update_created()
     }
 
     fn create(
@@ -1370,17 +1388,21 @@ fn candidates_row(n: usize, watch: bool) -> Res<CandidatesRow> {
     if !fleet[0].0.probe().is_leader() {
         return Err(format!("{n} candidates: the first one lost the lease").into());
     }
+    // Lock calls per second; with `sent`, only those that sent a request.
+    let rate = |calls: &Calls, sent: bool| {
+        let calls = calls.lock().unwrap_or_else(PoisonError::into_inner);
+        calls
+            .iter()
+            .filter(|c| c.start >= from && c.start < to)
+            .filter(|c| !sent || c.what != "GET (from the watch)")
+            .count() as f64
+            / secs
+    };
     let rates: Vec<f64> = fleet
         .iter()
-        .map(|(_, _, calls)| {
-            let calls = calls.lock().unwrap_or_else(PoisonError::into_inner);
-            calls
-                .iter()
-                .filter(|c| c.start >= from && c.start < to)
-                .count() as f64
-                / secs
-        })
+        .map(|(_, _, calls)| rate(calls, false))
         .collect();
+    let leader = rate(&fleet[0].2, true);
     for (h, _, _) in fleet {
         h.stop()?;
     }
@@ -1389,8 +1411,8 @@ fn candidates_row(n: usize, watch: bool) -> Res<CandidatesRow> {
     Ok(CandidatesRow {
         n,
         watch,
-        leader: rates[0],
-        follower_mean: (all - rates[0]).max(0.0) / (n - 1).max(1) as f64,
+        leader,
+        follower_mean: (all - leader).max(0.0) / (n - 1).max(1) as f64,
         follower_worst: rates[1..].iter().copied().fold(0.0, f64::max),
         server: all,
         accepted: s1.connections - s0.connections,
