@@ -1,17 +1,24 @@
-//! Figures for the README: request cost, handover and failover latency,
-//! threads, the load a fleet puts on a failing API server, how late a
-//! leader steps down under each kind of fault, one held request at
-//! client-go's timings, connections and wire bytes per renew over TLS at
-//! short and long retry periods, what the API server sees from one lease as
-//! candidates are added, what one process pays per lease it holds, and
-//! (given the `elect` binary) its resident memory.
+//! Figures for the README: request cost, handover, failover and takeover
+//! latency with the watch and with polling (and its picture,
+//! `docs/timeline.svg`), what the watch costs, threads, the load a fleet
+//! puts on a failing API server, how late a leader steps down under each
+//! kind of fault, one held request at client-go's timings, connections and
+//! wire bytes per renew over TLS at short and long retry periods, what the
+//! API server sees from one lease as candidates are added, what one
+//! process pays per lease it holds, and (given the `elect` binary) its
+//! resident memory.
 //!
 //! ```text
-//! cargo run --release --example bench                       # everything (several minutes)
-//! cargo run --release --example bench -- --quick            # without the minute-long TLS cases
-//! cargo run --release --example bench -- --only tls,shards  # some sections: steady, latency,
-//!                                                           # threads, storm, lateness, held,
-//!                                                           # tls, candidates, shards
+//! cargo run --release --example bench                       # everything (about half an hour)
+//! cargo run --release --example bench -- --quick            # without the minute-long TLS cases,
+//!                                                           # the watch's cost over 60 s, not 200
+//! cargo run --release --example bench -- --only tls,shards  # some sections: steady, handover,
+//!                                                           # watch-cost, threads, storm, lateness,
+//!                                                           # held, tls, candidates, shards
+//! cargo run --release --example bench -- --only handover --timings short,client-go
+//!                                                           # some timings: short (4/3/1 s),
+//!                                                           # client-go (15/10/2 s), OpenShift
+//!                                                           # (137/107/26 s, about 5 minutes)
 //! cargo run --release --example bench -- --elect PATH       # plus elect's RSS and threads
 //! cargo run --release --example bench -- --lease-elect PATH # plus lease-elect's RSS, threads,
 //!                                                           # COMMAND start and stop latency
@@ -21,14 +28,22 @@
 //! The per-lease figures (`shards`) come from child processes of this
 //! bench, started with `--serve` (the API server) and `--hold` (the
 //! electors), so that neither the server's threads nor the other sections'
-//! memory count against the electors.
+//! memory count against the electors; the crash failovers of `handover`
+//! kill candidates started with `--candidate`.
 //!
-//! Latencies are measured against the embedded API server on loopback with
-//! short timings (lease 2s, renew deadline 1.5s, retry 0.5s) and reported
-//! as multiples of those timings, which is what carries over to a cluster.
-//! The step-down figures use lease 4s / renew 3s / retry 1s (so that a
-//! request can be slowed to just under the 1.5s cap), the held-request
-//! figure client-go's 15s / 10s / 2s.
+//! `handover` (`bench/handover.rs`) runs at three timings, each with the
+//! watch (the default), polling, and a server refusing the watch, and
+//! draws the picture (`bench/timeline.rs`) from the short timings' run.
+//! The other latencies use short timings (lease 2s, renew deadline 1.5s,
+//! retry 0.5s) and are reported as multiples of those timings, which is
+//! what carries over to a cluster. The step-down figures use lease 4s /
+//! renew 3s / retry 1s (so that a request can be slowed to just under the
+//! 1.5s cap), the held-request figure client-go's 15s / 10s / 2s.
+
+#[path = "bench/handover.rs"]
+mod handover;
+#[path = "bench/timeline.rs"]
+mod timeline;
 
 use lease_elector::LeaderEvents;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -41,7 +56,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use lease_elector::lease::MicroTime;
 use lease_elector::lock::Watcher;
 use lease_elector::testing::{Fault, TestApiServer};
 use lease_elector::{
@@ -53,7 +67,6 @@ const LEASE: Duration = Duration::from_secs(2);
 const DEADLINE: Duration = Duration::from_millis(1500);
 const RETRY: Duration = Duration::from_millis(500);
 const NS: &str = "bench";
-const ROUNDS: usize = 8;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -108,17 +121,25 @@ fn max(v: &[Duration]) -> Duration {
 fn steady_state(server: &TestApiServer) -> Res<()> {
     println!("\n| who | requests | bytes |");
     println!("|---|---|---|");
+    let window = RETRY * 20;
+    // A watching leader's own renews come back through its watch, and
+    // are read from it: still one request per renew.
+    for watch in [true, false] {
+        let (leader, rx) = spawn(server, "steady-leader", "leader", watch, true)?;
+        wait_leading(&rx)?;
+        // Let the first renew happen so the cache is warm, then count.
+        std::thread::sleep(RETRY * 2);
+        server.reset_stats();
+        std::thread::sleep(window);
+        let s = server.stats();
+        let renews = s.updates.max(1);
+        println!("| leader, steady state, {} | {:.2} requests per renew ({} GET, {} PUT, {} watch over {} renews) | {} B sent + {} B received per renew |",
+            if watch { "watching (the default)" } else { "polling" },
+            s.requests as f64 / renews as f64, s.gets, s.updates, s.watches, renews, s.bytes_in / renews, s.bytes_out / renews);
+        leader.stop()?;
+    }
     let (leader, rx) = spawn(server, "steady", "leader", false, true)?;
     wait_leading(&rx)?;
-    // Let the first renew happen so the cache is warm, then count.
-    std::thread::sleep(RETRY * 2);
-    server.reset_stats();
-    let window = RETRY * 20;
-    std::thread::sleep(window);
-    let s = server.stats();
-    let renews = s.updates.max(1);
-    println!("| leader, steady state | {:.2} requests per renew ({} GET, {} PUT over {} renews) | {} B sent + {} B received per renew |",
-        s.requests as f64 / renews as f64, s.gets, s.updates, renews, s.bytes_in / renews, s.bytes_out / renews);
     for watch in [false, true] {
         let (f, _frx) = spawn(server, "steady", "follower", watch, false)?;
         std::thread::sleep(RETRY * 2);
@@ -138,76 +159,6 @@ fn steady_state(server: &TestApiServer) -> Res<()> {
         f.stop()?;
     }
     leader.stop()?;
-    Ok(())
-}
-
-/// Leader stops (releasing, or not: a crash) → the follower reports
-/// StartedLeading. A graceful handover is timed from the stop; a crash from
-/// the start of the leader's last successful renew, since that is what the
-/// lease duration counts from.
-fn handover(server: &TestApiServer, watch: bool, release: bool) -> Res<Vec<Duration>> {
-    let name = format!("handover-{watch}-{release}");
-    let mut out = Vec::new();
-    let (mut leader, mut lrx) = spawn(server, &name, "a", watch, release)?;
-    wait_leading(&lrx)?;
-    for round in 0..ROUNDS {
-        let id = if round % 2 == 0 { "b" } else { "a" };
-        let (next, nrx) = spawn(server, &name, id, watch, release)?;
-        // Let the follower observe the leader's renewals for a while.
-        std::thread::sleep(RETRY * 3);
-        let stopped = Instant::now();
-        leader.stop()?;
-        // A renew can start between any earlier look and the stop: take
-        // the last one from the Lease itself (its renewTime is the wall
-        // time the renew started), as an Instant.
-        let t0 = if release {
-            stopped
-        } else {
-            last_renew_instant(server, &name)?
-        };
-        drop(lrx);
-        let at = wait_leading(&nrx)?;
-        out.push(at.saturating_duration_since(t0));
-        leader = next;
-        lrx = nrx;
-    }
-    leader.stop()?;
-    Ok(out)
-}
-
-fn last_renew_instant(server: &TestApiServer, name: &str) -> Res<Instant> {
-    let lease = server.lease(NS, name).ok_or("lease exists")?;
-    let renewed: MicroTime = lease.record().renew_time.ok_or("lease has a renewTime")?;
-    let (now, wall) = (Instant::now(), SystemTime::now());
-    let ago = wall.duration_since(renewed.to_system_time())?;
-    Ok(now
-        .checked_sub(ago)
-        .ok_or("renewTime within the process's lifetime")?)
-}
-
-fn latency_table(server: &TestApiServer) -> Res<()> {
-    println!("\n| handover ({ROUNDS} rounds) | median | worst | worst / unit |");
-    println!("|---|---|---|---|");
-    for (release, unit, unit_name) in [
-        (true, RETRY, "retryPeriod"),
-        (false, LEASE, "leaseDuration"),
-    ] {
-        for watch in [false, true] {
-            let v = handover(server, watch, release)?;
-            println!(
-                "| {}, {} | {} ms | {} ms | {:.2} × {unit_name} |",
-                if release {
-                    "graceful: stop + release → StartedLeading"
-                } else {
-                    "crash: last renew → StartedLeading"
-                },
-                if watch { "watch" } else { "polling" },
-                median(v.clone()).as_millis(),
-                max(&v).as_millis(),
-                max(&v).as_secs_f64() / unit.as_secs_f64()
-            );
-        }
-    }
     Ok(())
 }
 
@@ -281,7 +232,25 @@ impl Lock for Recorded {
     fn get(&mut self, deadline: &Deadline) -> lease_elector::Result<LeaderElectionRecord> {
         let start = Instant::now();
         let r = self.inner.get(deadline);
-        self.note("GET", start, r)
+        // Answered from what the watch delivered: no request was sent.
+        let what = if self.inner.last_get_was_local() {
+            "GET (from the watch)"
+        } else {
+            "GET"
+        };
+        self.note(what, start, r)
+    }
+
+    fn last_get_was_local(&self) -> bool {
+        self.inner.last_get_was_local()
+    }
+
+    fn version(&self) -> Option<String> {
+        self.inner.version()
+    }
+
+    fn last_update_created(&self) -> bool {
+        self.inner.last_update_created()
     }
 
     fn create(
@@ -441,9 +410,10 @@ fn storm_table(server: &TestApiServer) -> Res<()> {
             )
         } else {
             format!(
-                "{:.2} requests ({} in all, {} new connections)",
+                "{:.2} requests ({} in all, {} of them watches, {} new connections)",
                 s.requests as f64 / fleet_periods,
                 s.requests,
+                s.watches,
                 s.connections
             )
         };
@@ -676,47 +646,64 @@ fn status_field(pid: u32, field: &str) -> Option<String> {
 }
 
 fn elect_footprint(server: &TestApiServer, path: &str) -> Res<()> {
-    let mut child = Command::new(path)
-        .args([
-            "--server",
-            &server.url(),
-            "--namespace",
-            NS,
-            "--name",
-            "footprint",
-            "--identity",
-            "elect-1",
-        ])
-        .args([
-            "--lease-duration",
-            "2",
-            "--renew-deadline",
-            "1.5",
-            "--retry-period",
-            "0.5",
-            "--release-on-cancel",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()?;
-    let stdout = child.stdout.take().ok_or("no stdout")?;
-    let mut lines = BufReader::new(stdout).lines();
-    loop {
-        let line = lines.next().ok_or("elect exited before leading")??;
-        if line.starts_with("LEADING") {
-            break;
+    println!("\n| elect binary while leading (lease 2 s, renew deadline 1.5 s, retry 0.5 s) | peak RSS (VmHWM) | threads | exit, lease released |");
+    println!("|---|---|---|---|");
+    for (flags, threads_are) in [
+        (&[][..], "main, elector, watch, stdin, signals, forwarder"),
+        (
+            &["--no-watch"][..],
+            "main, elector, stdin, signals, forwarder",
+        ),
+    ] {
+        let name = format!("footprint{}", flags.len());
+        let mut child = Command::new(path)
+            .args([
+                "--server",
+                &server.url(),
+                "--namespace",
+                NS,
+                "--name",
+                &name,
+                "--identity",
+                "elect-1",
+            ])
+            .args([
+                "--lease-duration",
+                "2",
+                "--renew-deadline",
+                "1.5",
+                "--retry-period",
+                "0.5",
+                "--release-on-cancel",
+            ])
+            .args(flags)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
+        loop {
+            let line = lines.next().ok_or("elect exited before leading")??;
+            if line.starts_with("LEADING") {
+                break;
+            }
         }
+        // Lead through a few renewals before sampling.
+        std::thread::sleep(RETRY * 6);
+        let hwm = status_field(child.id(), "VmHWM:").unwrap_or_default();
+        let threads = status_field(child.id(), "Threads:").unwrap_or_default();
+        drop(child.stdin.take()); // stdin closes: elect releases and exits
+        let status = child.wait()?;
+        let released = server
+            .lease(NS, &name)
+            .map(|l| l.record().holder_identity.is_empty());
+        let mode = if flags.is_empty() {
+            "watching (the default)"
+        } else {
+            "`--no-watch`"
+        };
+        println!("| {mode} | {hwm} | {threads} ({threads_are}) | {status}, {released:?} |");
     }
-    // Lead through a few renewals before sampling.
-    std::thread::sleep(RETRY * 6);
-    let hwm = status_field(child.id(), "VmHWM:").unwrap_or_default();
-    let threads = status_field(child.id(), "Threads:").unwrap_or_default();
-    drop(child.stdin.take()); // stdin closes: elect releases and exits
-    let status = child.wait()?;
-    let released = server
-        .lease(NS, "footprint")
-        .map(|l| l.record().holder_identity.is_empty());
-    println!("\n| elect binary while leading | peak RSS (VmHWM) {hwm} | threads {threads} (main, elector, stdin, signals, forwarder) | exit {status}, lease released: {released:?} |");
     Ok(())
 }
 
@@ -1401,17 +1388,21 @@ fn candidates_row(n: usize, watch: bool) -> Res<CandidatesRow> {
     if !fleet[0].0.probe().is_leader() {
         return Err(format!("{n} candidates: the first one lost the lease").into());
     }
+    // Lock calls per second; with `sent`, only those that sent a request.
+    let rate = |calls: &Calls, sent: bool| {
+        let calls = calls.lock().unwrap_or_else(PoisonError::into_inner);
+        calls
+            .iter()
+            .filter(|c| c.start >= from && c.start < to)
+            .filter(|c| !sent || c.what != "GET (from the watch)")
+            .count() as f64
+            / secs
+    };
     let rates: Vec<f64> = fleet
         .iter()
-        .map(|(_, _, calls)| {
-            let calls = calls.lock().unwrap_or_else(PoisonError::into_inner);
-            calls
-                .iter()
-                .filter(|c| c.start >= from && c.start < to)
-                .count() as f64
-                / secs
-        })
+        .map(|(_, _, calls)| rate(calls, false))
         .collect();
+    let leader = rate(&fleet[0].2, true);
     for (h, _, _) in fleet {
         h.stop()?;
     }
@@ -1420,8 +1411,8 @@ fn candidates_row(n: usize, watch: bool) -> Res<CandidatesRow> {
     Ok(CandidatesRow {
         n,
         watch,
-        leader: rates[0],
-        follower_mean: (all - rates[0]).max(0.0) / (n - 1).max(1) as f64,
+        leader,
+        follower_mean: (all - leader).max(0.0) / (n - 1).max(1) as f64,
         follower_worst: rates[1..].iter().copied().fold(0.0, f64::max),
         server: all,
         accepted: s1.connections - s0.connections,
@@ -1545,7 +1536,12 @@ fn serve(dir: &Path) -> Res<()> {
 /// its threads, memory and CPU time in the window; stops them and exits.
 fn hold(n: usize, kubeconfig: &Path, shared: bool) -> Res<()> {
     let config = ClientConfig::from_kubeconfig(kubeconfig, None)?;
-    let cfg = timings(LEASE, DEADLINE, RETRY);
+    // Polling, as these figures always were: the watch adds a thread and
+    // a connection per lease (`--only watch-cost`).
+    let cfg = ElectorConfig {
+        watch: false,
+        ..timings(LEASE, DEADLINE, RETRY)
+    };
     let one = if shared {
         Some(Client::new(config.clone())?)
     } else {
@@ -1746,7 +1742,11 @@ fn main() -> Res<()> {
             .and_then(|i| args.get(i + 1))
             .cloned()
     };
-    // The child processes of the per-lease section.
+    // The child processes of the per-lease section, and the handover
+    // section's candidates that are killed.
+    if let Some(i) = args.iter().position(|a| a == "--candidate") {
+        return handover::candidate(&args[i + 1..]);
+    }
     if let Some(dir) = value("--serve") {
         return serve(Path::new(&dir));
     }
@@ -1761,6 +1761,7 @@ fn main() -> Res<()> {
     let only: Option<Vec<String>> =
         value("--only").map(|s| s.split(',').map(str::to_string).collect());
     let run = |section: &str| only.as_ref().is_none_or(|o| o.iter().any(|s| s == section));
+    handover::install_logger();
     let server = TestApiServer::start()?;
     server.add_namespace(NS);
     println!(
@@ -1770,8 +1771,23 @@ fn main() -> Res<()> {
     if run("steady") {
         steady_state(&server)?;
     }
-    if run("latency") {
-        latency_table(&server)?;
+    if run("handover") || run("latency") {
+        // `--timings short,client-go` for some of them (the OpenShift
+        // timings take about 5 minutes).
+        let names = value("--timings");
+        let timings: Vec<handover::Timing> = handover::TIMINGS
+            .into_iter()
+            .filter(|t| {
+                names
+                    .as_deref()
+                    .is_none_or(|n| n.split(',').any(|n| n.eq_ignore_ascii_case(t.name)))
+            })
+            .collect();
+        handover::section(&timings, true)?;
+    }
+    if run("watch-cost") {
+        let window = Duration::from_secs(if quick { 60 } else { 200 });
+        handover::cost_section(&handover::TIMINGS, window)?;
     }
     if run("threads") {
         thread_table(&server)?;

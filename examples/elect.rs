@@ -5,7 +5,7 @@
 //! elect [--server URL --namespace NS | --kubeconfig F [--context C]] --name NAME
 //!       [--identity ID] [--token-file F] [--ca-file F]
 //!       [--lease-duration S --renew-deadline S --retry-period S]
-//!       [--release-on-cancel] [--ignore-stdin] [--no-events]
+//!       [--release-on-cancel] [--no-watch] [--ignore-stdin] [--no-events]
 //! elect --help | --version
 //! ```
 //!
@@ -19,7 +19,10 @@
 //! `--ca-file`. Durations are seconds or Go duration strings (`15`, `1.5`,
 //! `15s`, `1m30s`).
 //!
-//! It records Kubernetes Events for transitions, as library-go does
+//! It watches the Lease (`--no-watch` polls instead, as client-go does), so
+//! that a release or a takeover reaches it within a round trip; a server
+//! that refuses the watch gets polling, and one line on stderr with the
+//! RBAC to grant. It records Kubernetes Events for transitions, as library-go does
 //! (`--no-events` turns that off). It keeps competing after losing the
 //! lease, and exits 0 on SIGTERM/SIGINT or when stdin closes, if stdin is
 //! a pipe or a socket (a terminal or `/dev/null` is never read, so it runs
@@ -38,7 +41,7 @@ use std::time::Duration;
 use lease_elector::client::ConnectOptions;
 use lease_elector::events::EventRecorder;
 use lease_elector::text::Escaped;
-use lease_elector::tool::{check_election_flags, duration_flag};
+use lease_elector::tool::{check_election_flags, duration_flag, watch_flag};
 use lease_elector::{
     Client, ElectorConfig, ElectorStatus, LeaderElector, LeaderEvent, LeaseLock, StopReason,
 };
@@ -53,13 +56,15 @@ struct Args {
     renew_deadline: Option<Duration>,
     retry_period: Option<Duration>,
     release_on_cancel: bool,
+    /// `--watch` (the default) or `--no-watch`.
+    watch: Option<bool>,
     ignore_stdin: bool,
     no_events: bool,
 }
 
 const USAGE: &str = "usage: elect [--server URL --namespace NS | --kubeconfig F [--context C]] --name NAME [--identity ID] \
 [--token-file F] [--ca-file F] [--lease-duration S --renew-deadline S --retry-period S] \
-[--release-on-cancel] [--ignore-stdin] [--no-events] | --help | --version";
+[--release-on-cancel] [--no-watch] [--ignore-stdin] [--no-events] | --help | --version";
 
 const HELP: &str = "\
 elect: Kubernetes leader election on a coordination.k8s.io/v1 Lease; one line per event on
@@ -78,6 +83,9 @@ stdout: LEADING <identity>, STOPPED <identity>, NEW_LEADER <identity>.
   --renew-deadline S      default 10s
   --retry-period S        default 2s
   --release-on-cancel     release the lease on exit so another candidate takes over at once
+  --no-watch              poll the Lease every retry period instead of watching it (the watch,
+                          on by default, brings every change within a round trip and needs
+                          `list` and `watch` on leases; --watch is still accepted)
   --ignore-stdin          do not stop when stdin closes (only a pipe or a socket is read)
   --no-events             do not record Kubernetes Events for transitions
   -h, --help              this text
@@ -98,6 +106,8 @@ usage error.
 #[derive(Default)]
 struct Reporter {
     failing: bool,
+    /// The last reason for polling told (each is told once).
+    polling: Option<String>,
 }
 
 impl Reporter {
@@ -111,6 +121,15 @@ impl Reporter {
             _ => {}
         }
         self.failing = s.consecutive_failures > 0;
+        if let lease_elector::WatchMode::Polling(why) = &s.watch {
+            if self.polling.as_ref() != Some(why) {
+                eprintln!(
+                    "elect: lease {lease}: polling, not watching: {}",
+                    Escaped(why)
+                );
+                self.polling = Some(why.clone());
+            }
+        }
         // The reason is recorded before StoppedLeading is sent.
         if let (Some(LeaderEvent::StoppedLeading { reason, .. }), Some(why)) = (event, &s.last_loss)
         {
@@ -152,9 +171,12 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Parsed, String> {
             "--lease-duration" => a.lease_duration = Some(duration_flag(&flag, &value()?)?),
             "--renew-deadline" => a.renew_deadline = Some(duration_flag(&flag, &value()?)?),
             "--retry-period" => a.retry_period = Some(duration_flag(&flag, &value()?)?),
-            "--release-on-cancel" | "--ignore-stdin" | "--no-events" if inline.is_some() => {
+            "--release-on-cancel" | "--watch" | "--no-watch" | "--ignore-stdin" | "--no-events"
+                if inline.is_some() =>
+            {
                 return Err(format!("{flag} takes no value"));
             }
+            "--watch" | "--no-watch" => a.watch = watch_flag(&flag),
             "--release-on-cancel" => a.release_on_cancel = true,
             "--ignore-stdin" => a.ignore_stdin = true,
             "--no-events" => a.no_events = true,
@@ -245,6 +267,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(d) = args.retry_period {
         builder = builder.retry_period(d);
+    }
+    if let Some(watch) = args.watch {
+        builder = builder.watch(watch);
     }
     let (handle, events) = builder.build()?.spawn()?;
 

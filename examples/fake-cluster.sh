@@ -28,7 +28,7 @@ POD_B=$!
 kubectl get leases  # demo   pod-a   ...
 
 # 3. Failover by SIGTERM: pod-a releases the Lease on its way out
-#    (--release-on-cancel), so pod-b takes over within a retry period.
+#    (--release-on-cancel), and pod-b, which watches it, takes over at once.
 kill -TERM $POD_A
 kubectl wait lease/demo --for=jsonpath='{.spec.holderIdentity}'=pod-b --timeout=10s
 

@@ -8,7 +8,8 @@
 //! A whole program (`cargo add lease-elector env_logger log signal-hook`).
 //! It works while this replica leads; on SIGTERM the work is told to stop,
 //! and the Lease is released once the work has returned, so that the next
-//! replica takes over at its next attempt, never while this one works:
+//! replica, which watches the Lease, takes over within a round trip, never
+//! while this one works:
 //!
 //! ```no_run
 #![doc = include_str!("../docs/in-cluster.rs")]
@@ -37,11 +38,15 @@
 //!
 //! [`ClientConfig::infer`] reads the pod's service account in a cluster,
 //! and `$KUBECONFIG` or `~/.kube/config` elsewhere, as kubectl does (see
-//! [Connecting](#connecting)). The service account needs `get`, `create`
-//! and `update` on `leases` (and `watch` with
-//! [`watch`](ElectorBuilder::watch); `create` on core `events` with an
-//! [`EventRecorder`]); the repository's `docs/deploy/` holds a
-//! ServiceAccount, Role, RoleBinding and Deployment to start from.
+//! [Connecting](#connecting)). The service account needs `get`, `create`,
+//! `update` and `watch` on `leases` (`watch` for the Lease watch, which
+//! asks for the one Lease by name: no `list`), and `create` on core
+//! `events` with an [`EventRecorder`]; the repository's `docs/deploy/`
+//! holds a ServiceAccount, Role, RoleBinding and Deployment to start from.
+//! Without `watch` it polls, as client-go does: a release or a takeover is
+//! then seen at the next attempt, up to 2.2 retry periods later, where the
+//! watch brings it within a round trip (see
+//! [Every change within a round trip](#every-change-within-a-round-trip)).
 //!
 //! A custom lock (a database row, a test double) implements [`Lock`], with
 //! [`LeaderElectionRecord`], [`Deadline`] and [`MicroTime`].
@@ -51,7 +56,7 @@
 //! The `testing` feature embeds a Kubernetes API server (`testing::TestApiServer`):
 //! each candidate gets a client configuration of its own, and one line
 //! breaks the API server for that candidate alone. Here the leader steps
-//! down and releases, and the other takes over on its next attempt:
+//! down and releases, and the other, woken by its watch, takes over:
 //!
 //! ```
 //! use lease_elector::testing::TestApiServer;
@@ -100,22 +105,39 @@
 //! | the API server is down, for a candidate | one attempt per jittered retry period (`× [1, 2.2)`), or the server's `Retry-After` (429, 503; clamped to 60 s) if longer |
 //! | the process froze past its deadline (SIGSTOP, a pause, a suspend) | [`Term::is_current`] and [`Probe::is_leader`] are false from the deadline on; woken, the elector steps down before it sends anything; a renew confirmed late does not revive the term. The clock counts suspended time (`CLOCK_BOOTTIME`) |
 //! | the elector thread is held up (a logger that blocks) | a thread waiting on [`LeaderEvents`] ends the term itself at its deadline; the elector acts first and logs after |
-//! | another holder, or a freed Lease, seen by the leader | the term ends at once; with [`watch`](ElectorBuilder::watch), at the watch event, without waiting for the next renew |
+//! | a release, seen by a follower | it takes the Lease at once: the watch event wakes it (polling, at its next attempt) |
+//! | another holder, a freed or a deleted Lease, seen by the leader | the term ends at once: at the watch event, without waiting for the next renew (polling, at the next renew) |
+//! | the server refuses the watch (403, 404, 405), or it keeps being cut | the elector polls as with [`watch(false)`](ElectorBuilder::watch), warns once with the verbs to grant, and [`ElectorStatus::watch`] says why; the watch is asked again every 10 min, never more than 10 times in 10 min |
 //! | the Lease deleted | its last holder is deemed to hold it for a lease duration from when it was seen missing; a leader whose `PUT` recreates it steps down (kube-apiserver creates a Lease on update) |
 //! | a writer lowers or drops `leaseTransitions` | the next term's token is the highest seen or stored + 1 |
 //! | a holder's wall clock stands still or steps | any change of `resourceVersion` counts as a renew seen |
 //! | two processes with one identity | a record under our identity that this process did not write is waited out like another holder's; [`Probe::duplicate_identity`] turns true |
 //! | [`ElectorHandle::stop`] or [`Stopper::stop`] | `StoppedLeading` at once, whatever the server is doing; the request in flight is abandoned; with `release_on_cancel`, the release (its own 5 s budget, [`release_timeout`](ElectorBuilder::release_timeout)) waits for the work to drop its `Term`s |
 //! | the handle dropped during a panic, or the work panicking under `run` | the elector stops without releasing: the Lease expires |
-//! | the leader crashed | a follower takes over a lease duration after it last saw the record change (at once after a release) |
+//! | the leader crashed | a follower takes over a lease duration after it last saw the record change: watching, its last renew, within a round trip of the write; polling, up to 2.2 retry periods later |
 //! | [`acquire_timeout`](ElectorBuilder::acquire_timeout) passes | the elector ends without leading (`run` returns [`Error::AcquireTimeout`]), judged between attempts |
 //!
 //! Limits: a candidate that never read the Lease and finds it missing
 //! after a deletion creates it at once, as client-go does; a Lease freed
-//! or retaken by another writer is learned of at the holder's next renew,
-//! up to a retry period later (at once when watching); each candidate's
+//! or retaken by another writer is learned of at the watch event, or, while
+//! polling, at the holder's next renew, up to a retry period later; each candidate's
 //! clock must run within ±(LD − RD) / (LD + RD) of true time (±20 % at
 //! 15 s / 10 s, ±12.3 % at 137 s / 107 s, ±5.9 % at 270 s / 240 s).
+//!
+//! # Every change within a round trip
+//!
+//! Each candidate watches its Lease (one more thread and connection), so
+//! a write reaches every candidate as the API server tells it, not at its
+//! next poll: a graceful handover takes a round trip, a crash failover the
+//! lease duration after the last renew to within milliseconds, and a
+//! leader whose Lease another writer took, freed or deleted stops at that
+//! write. The benchmark (`examples/bench.rs`) draws this picture from its
+//! own run, on loopback with lease 4 s, renew deadline 3 s, retry period
+//! 1 s, and prints the figures beside polling's (the README's Figures).
+//! Polling stays underneath: a watch that is down, late or refused costs
+//! time, never safety, since only the renew path decides who leads.
+//!
+#![doc = include_str!("../docs/timeline.svg")]
 //!
 //! # Terms and fencing
 //!
@@ -200,7 +222,8 @@
 //! [`Probe::status`] is a snapshot that never touches the network
 //! ([`ElectorStatus`]: leading, holder, term token, the last error and its
 //! [`FailureKind`] with what to check, why the last term was lost,
-//! counters). [`Probe::check`] is client-go's liveness check (leader not
+//! counters, and [`WatchMode`]: watching, or polling and why).
+//! [`Probe::check`] is client-go's liveness check (leader not
 //! renewed for the lease duration + a tolerance, or a lost term that
 //! outlived it); [`Probe::check_ready`] also fails for a candidate with no
 //! successful request for longer than the tolerance, or refused 403.
@@ -211,8 +234,9 @@
 //! and the crate's `lease_elector_*` series (attempts, renews, failed
 //! requests, held by another, consecutive failures, transitions, requests,
 //! last renew and last success timestamps, duplicate identity, term token,
-//! last error kind). A healthy follower's failure series stay at 0: alert
-//! on `rate(lease_elector_failed_requests_total[5m]) > 0` or
+//! last error kind, and `lease_elector_watching`: 1 while the watch brings
+//! the changes, 0 while polling). A healthy follower's failure series stay
+//! at 0: alert on `rate(lease_elector_failed_requests_total[5m]) > 0` or
 //! `time() - lease_elector_last_success_timestamp_seconds > 60`. A program
 //! with an HTTP server of its own serves [`render_prometheus`] of
 //! [`Probe::status`] as its `/metrics`.
@@ -342,7 +366,7 @@ pub use error::{ApiStatus, Error, Result, StatusKind};
 pub use events::EventRecorder;
 pub use lease::{LeaderElectionRecord, MicroTime, MicroTimeError};
 pub use lock::{identity, LeaseLock, Lock};
-pub use status::{render_prometheus, ElectorStatus, FailureKind, LastError};
+pub use status::{render_prometheus, ElectorStatus, FailureKind, LastError, WatchMode};
 
 // Not part of the API: for the crate's own tools, examples and tests.
 #[doc(hidden)]

@@ -152,9 +152,11 @@ pub trait Lock: Send + fmt::Debug {
     }
     /// Record a transition (`"<identity> became leader"`); must not block.
     fn record_event(&self, _message: &str) {}
-    /// Start watching the lock object, poking `on_change` on every change;
-    /// `None` when this lock kind cannot be watched (the elector then polls).
-    /// Not part of the API: only [`LeaseLock`] watches.
+    /// Start watching the lock object, poking `on_change` on every change
+    /// (`_backoff` is the elector's retry period: failed reconnects back
+    /// off up to it); `None` when this lock kind cannot be watched (the
+    /// elector then polls, and its status says the watch is off). Not part
+    /// of the API: only [`LeaseLock`] watches.
     #[doc(hidden)]
     fn watch(&self, _on_change: Wakeup, _backoff: Duration) -> Option<Result<Watcher>> {
         None
@@ -447,7 +449,8 @@ impl Lock for LeaseLock {
         let mut lease = Lease::new(&self.namespace, &self.name, record);
         self.apply_labels(&mut lease);
         let stored = self.client.create_lease(&lease, deadline)?;
-        self.watched.clear();
+        self.watched
+            .forget_older_than(stored.metadata.resource_version.as_deref());
         self.check_identity(&stored, "create")?;
         self.check_written(&lease, &stored, "create")?;
         self.cached = Some(stored);
@@ -464,14 +467,19 @@ impl Lock for LeaseLock {
             .client
             .replace_lease(&lease, deadline)
             .inspect_err(|e| {
-                // The Lease holds something newer than we sent against: what
-                // the watch delivered so far may be no newer, and the read
-                // that follows a conflict must see the server's.
+                // The Lease holds something newer than we sent against: a
+                // delivery no newer than that is stale, and the read that
+                // follows a conflict must not be answered from it.
                 if e.is_conflict() {
-                    self.watched.clear();
+                    let against = lease.metadata.resource_version.as_deref();
+                    let next = against
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .map(|v| v.saturating_add(1).to_string());
+                    self.watched.forget_older_than(next.as_deref());
                 }
             })?;
-        self.watched.clear();
+        self.watched
+            .forget_older_than(stored.metadata.resource_version.as_deref());
         self.check_identity(&stored, "update")?;
         self.check_written(&lease, &stored, "update")?;
         // A Lease created anew has a new uid: ours had been deleted.

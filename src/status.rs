@@ -66,8 +66,9 @@ pub struct ElectorStatus {
     /// a watch event answered sends none, and is not counted).
     pub requests: u64,
     /// Requests that failed: an error answer, no answer, a
-    /// conflict on our write. Finding the lease held by another candidate
-    /// is not a failure (see `held_by_other`).
+    /// conflict on our renew. Finding the lease held by another candidate
+    /// is not a failure (see `held_by_other`), nor losing the race to take
+    /// it to another candidate (a 409 on an acquiring write).
     pub failed_requests: u64,
     /// Attempts that found the lease held by another candidate (a
     /// follower's every poll while a leader renews).
@@ -82,6 +83,59 @@ pub struct ElectorStatus {
     /// When a request last succeeded (the start, before one did), as
     /// wall-clock time.
     pub last_success_wall: SystemTime,
+    /// How changes of the Lease reach this candidate: through the watch,
+    /// or by polling (and why).
+    pub watch: WatchMode,
+}
+
+/// How changes of the Lease reach an elector ([`ElectorStatus::watch`]).
+///
+/// Watching, a release, a takeover or the last renew of a crashed leader
+/// reaches the candidates within a round trip; polling, at their next
+/// attempt, up to a retry period later (× 2.2 with jitter). Either way the
+/// renew path decides who leads: the mode changes timing, never safety.
+///
+/// ```
+/// use lease_elector::WatchMode;
+/// let refused = WatchMode::Polling("the API server refused the watch (403 Forbidden)".into());
+/// assert_eq!(refused.to_string(), "polling: the API server refused the watch (403 Forbidden)");
+/// assert!(WatchMode::Watching.is_watching());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WatchMode {
+    /// Not watching, by choice: turned off
+    /// ([`watch(false)`](crate::ElectorBuilder::watch), `--no-watch`), or
+    /// a lock that cannot be watched. Changes are seen by polling.
+    Off,
+    /// The watch is starting: its first stream is not open yet.
+    Starting,
+    /// The watch stream is open (or being reopened after the server ended
+    /// it): every change arrives within a round trip.
+    Watching,
+    /// Watching was asked for but is not working, and why: the server
+    /// refused it (RBAC without `list` and `watch` on leases), it was cut
+    /// more often than its budget allows, or it fails. Changes are seen by
+    /// polling meanwhile; the watch is tried again.
+    Polling(String),
+}
+
+impl WatchMode {
+    /// True when changes arrive through the watch.
+    pub fn is_watching(&self) -> bool {
+        matches!(self, WatchMode::Watching)
+    }
+}
+
+impl std::fmt::Display for WatchMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WatchMode::Off => f.write_str("off (polling)"),
+            WatchMode::Starting => f.write_str("starting"),
+            WatchMode::Watching => f.write_str("watching"),
+            WatchMode::Polling(why) => write!(f, "polling: {why}"),
+        }
+    }
 }
 
 /// The last failure, classified for an owner.
@@ -163,7 +217,7 @@ impl FailureKind {
     pub fn hint(self, namespace: &str) -> String {
         match self {
             FailureKind::Forbidden => format!(
-                "check RBAC: the identity needs get, create and update on leases.coordination.k8s.io in namespace {namespace}"
+                "check RBAC: the identity needs get, create and update on leases.coordination.k8s.io in namespace {namespace} (and watch, for the Lease watch)"
             ),
             FailureKind::Unauthorized => {
                 "check the credentials: the token or certificate is missing, wrong or expired".into()
@@ -297,7 +351,7 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "lease_elector_failed_requests_total",
         kind: "counter",
-        help: "Requests to the API server that failed: an error answer, no answer within the budget, or a conflict on this candidate's write. Finding the lease held by another candidate is not a failure.",
+        help: "Requests to the API server that failed: an error answer, no answer within the budget, or a conflict on this candidate's renew. Finding the lease held by another candidate, or losing the race to take it, is not a failure.",
         value: |s| Some(s.failed_requests as f64),
         client_go: false,
     },
@@ -348,6 +402,13 @@ const FAMILIES: &[Family] = &[
         kind: "gauge",
         help: "Unix time a request to the API server last succeeded (the start, before one did).",
         value: |s| Some(unix_seconds(s.last_success_wall)),
+        client_go: false,
+    },
+    Family {
+        name: "lease_elector_watching",
+        kind: "gauge",
+        help: "1 when changes of the lease reach this candidate through its watch (within a round trip), 0 when it polls (the watch off, starting, refused or failing).",
+        value: |s| Some(f64::from(u8::from(s.watch.is_watching()))),
         client_go: false,
     },
     Family {

@@ -1,7 +1,7 @@
 //! What the crate's command-line tools (`lease-elect`, and the `elect` and
 //! `test_server` examples) share, so that they cannot drift apart: reading a
 //! duration flag, checking the election's flags as usage, and when standard
-//! input means "stop". Public because
+//! input means "stop", the watch flags. Public because
 //! binaries and examples see only the public API; small, and no dependency.
 
 use std::time::Duration;
@@ -30,6 +30,24 @@ pub fn duration_flag(flag: &str, value: &str) -> Result<Duration, String> {
     };
     parse_go_duration(&go)
         .map_err(|e| format!("{flag} {e}: give seconds (15, 1.5) or a Go duration (1m30s, 500ms)"))
+}
+
+/// The watch flags both tools read: `--no-watch` turns the Lease watch
+/// off (poll only, as client-go does); `--watch`, the default since the
+/// watch is on by default, is still accepted. `None` for any other flag.
+///
+/// ```
+/// use lease_elector::tool::watch_flag;
+/// assert_eq!(watch_flag("--no-watch"), Some(false));
+/// assert_eq!(watch_flag("--watch"), Some(true));
+/// assert_eq!(watch_flag("--name"), None);
+/// ```
+pub fn watch_flag(flag: &str) -> Option<bool> {
+    match flag {
+        "--watch" => Some(true),
+        "--no-watch" => Some(false),
+        _ => None,
+    }
 }
 
 /// Check what a command line names for an election before any request:

@@ -4,11 +4,36 @@
 //! response. The stream rides on the client's request building, TLS and
 //! credentials ([`Client::open_stream`]) over a connection pool of its own,
 //! on a thread of its own; stopping closes that pool, which ends a blocked
-//! read at once, and the thread is joined. It reconnects (from the last
-//! resourceVersion seen) on close, error or silence; while it is down the
-//! elector's polling carries on as before. A change only makes the next
-//! acquisition attempt earlier: the expiry rule still decides.
+//! read at once, and the thread is joined. A change only makes the next
+//! attempt earlier (or ends a term the leader sees taken): the expiry rule
+//! and the renew path still decide, so a watch that is down, late or cut
+//! costs time, never safety. While it is down the elector polls, as it
+//! does without a watch.
+//!
+//! What the stream costs, and its bounds:
+//! - one thread and one connection per watching elector;
+//! - reconnects: the server ends each stream after `timeoutSeconds`, drawn
+//!   in [5, 10) min as client-go's reflectors draw it (6 to 12 an hour);
+//!   bookmarks (asked for) keep a quiet stream alive; a stream silent for
+//!   longer than the Lease's holder may go without renewing (the larger of
+//!   3 retry periods and its lease duration; 90 s on a free Lease, longer
+//!   than kube-apiserver's minute between bookmarks) is presumed dead (a
+//!   peer gone without a FIN) and reopened;
+//! - it resumes from the last `resourceVersion` seen, and starts afresh
+//!   (the Lease as it is now, then its changes) after a 410;
+//! - failed reopens back off from 100 ms, doubling up to the retry period;
+//!   and whatever the server or the network does, at most
+//!   [`OPEN_BUDGET`] watch requests in [`OPEN_WINDOW`];
+//! - a server that refuses the watch (403, 404, 405: RBAC without `list`
+//!   and `watch`, or a proxy that does not pass it) is asked again only
+//!   every [`REFUSED_RETRY`], and polling goes on as if the watch were off.
+//!
+//! Falling back to polling (refused, or cut more often than the budget
+//! allows) is logged once at warn with what to fix, and shows in
+//! [`ElectorStatus::watch`](crate::ElectorStatus::watch) and `/metrics`
+//! (`lease_elector_watching`).
 
+use std::collections::VecDeque;
 use std::io::{self, BufRead, BufReader, Read};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -19,19 +44,36 @@ use crate::client::{lease_path, lease_target, segment, Client, Target, MAX_BODY}
 use crate::clock::{Wake, Wakeup};
 use crate::error::{Error, Result};
 use crate::lease::Lease;
+use crate::status::WatchMode;
 use crate::text::Escaped;
 
-/// Server-side cap on one watch request; the stream is simply reopened.
+/// The server-side cap on one watch request (`timeoutSeconds`) is drawn
+/// from `[WATCH_TIMEOUT_SECS, 2 × WATCH_TIMEOUT_SECS)` for each request,
+/// as client-go's reflector draws it, so a fleet does not reconnect in step.
 const WATCH_TIMEOUT_SECS: u64 = 300;
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
 /// A stream that stayed open this long was healthy: reconnect quickly.
 const HEALTHY_STREAM: Duration = Duration::from_secs(1);
-/// A watch silent for this many retry periods is presumed dead (a peer
-/// that vanished without a FIN, a load balancer that dropped the flow) and
-/// reopened. A held Lease changes every retry period, so a live watch on
-/// it is never this quiet; on a free Lease the cost is one reconnect.
+/// A watch on a held Lease silent for this many retry periods (or the
+/// holder's lease duration, if longer) is presumed dead (a peer that
+/// vanished without a FIN, a load balancer that dropped the flow) and
+/// reopened. A live holder writes at least that often.
 const SILENT_PERIODS: u32 = 3;
 const MIN_SILENCE: Duration = Duration::from_secs(1);
+/// The same on a free or missing Lease, which nobody need write: longer
+/// than the minute between kube-apiserver's bookmarks.
+const QUIET_SILENCE: Duration = Duration::from_secs(90);
+/// Failed reopens in a row (no answer, an error status, a stream that
+/// lived less than [`HEALTHY_STREAM`]) after which the status says polling.
+const FAILURES_BEFORE_POLLING: u32 = 3;
+/// At most this many watch requests in [`OPEN_WINDOW`], whatever happens:
+/// a healthy watch needs one every 5 to 10 min.
+pub(crate) const OPEN_BUDGET: usize = 10;
+/// See [`OPEN_BUDGET`].
+pub(crate) const OPEN_WINDOW: Duration = Duration::from_secs(600);
+/// How long after a refusal (403, 404, 405) the watch is asked for again,
+/// so that a Role fixed later is picked up without a restart.
+pub(crate) const REFUSED_RETRY: Duration = Duration::from_secs(600);
 
 /// The newest Lease a watch delivered and nobody has read yet; shared
 /// between a [`Watcher`] and the lock that will use it instead of a `GET`.
@@ -54,9 +96,27 @@ impl LatestLease {
             .take()
     }
 
-    /// Forget any delivered Lease (after a write, it is stale).
-    pub(crate) fn clear(&self) {
-        self.take();
+    /// After our write stored version `written`: forget a delivered Lease
+    /// older than it (stale). One at least as new is kept: the event of
+    /// this very write, which may arrive before its answer (then the read
+    /// it wakes is answered locally, not by a `GET`), or a later write of
+    /// someone else's. Versions that are not numbers cannot be ordered:
+    /// then forget whatever was delivered.
+    pub(crate) fn forget_older_than(&self, written: Option<&str>) {
+        let mut slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        let version = |v: Option<&str>| v.and_then(|v| v.parse::<u64>().ok());
+        let keep = slot.as_ref().is_some_and(|l| {
+            match (
+                version(l.metadata.resource_version.as_deref()),
+                version(written),
+            ) {
+                (Some(delivered), Some(written)) => delivered >= written,
+                _ => false,
+            }
+        });
+        if !keep {
+            *slot = None;
+        }
     }
 
     fn set(&self, lease: Option<Lease>) {
@@ -64,17 +124,56 @@ impl LatestLease {
     }
 }
 
+/// What a watch tells the elector's status: its mode, and how many
+/// changes it delivered. Shared by the [`Watcher`] and the elector's
+/// [`Probe`](crate::Probe)s.
+#[derive(Debug)]
+pub(crate) struct WatchState {
+    mode: Mutex<WatchMode>,
+    changes: AtomicU64,
+}
+
+impl WatchState {
+    fn new() -> Self {
+        WatchState {
+            mode: Mutex::new(WatchMode::Starting),
+            changes: AtomicU64::new(0),
+        }
+    }
+
+    /// The mode now.
+    pub(crate) fn mode(&self) -> WatchMode {
+        self.mode
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Set the mode; the one it replaces.
+    fn set_mode(&self, mode: WatchMode) -> WatchMode {
+        std::mem::replace(
+            &mut *self.mode.lock().unwrap_or_else(PoisonError::into_inner),
+            mode,
+        )
+    }
+
+    /// How many Lease changes the watch has reported.
+    pub(crate) fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Relaxed)
+    }
+}
+
 struct WatchShared {
     stop: Wakeup,
     /// The stream's own connection pool: closed on stop.
     pool: Mutex<Option<ureq::Agent>>,
-    changes: AtomicU64,
+    state: Arc<WatchState>,
 }
 
 impl std::fmt::Debug for WatchShared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WatchShared")
-            .field("changes", &self.changes)
+            .field("state", &self.state)
             .finish_non_exhaustive()
     }
 }
@@ -89,20 +188,21 @@ pub struct Watcher {
 
 impl Watcher {
     /// Watch Lease `namespace/name`: store each delivered object in
-    /// `latest`, then poke `on_change`. Failed reconnects back off from
-    /// 100ms up to `backoff`.
+    /// `latest`, then poke `on_change`. `retry_period` is the elector's:
+    /// failed reopens back off up to it, and a held Lease is expected to
+    /// change at least every 3 of them.
     pub(crate) fn spawn(
         client: Client,
         namespace: &str,
         name: &str,
         latest: LatestLease,
         on_change: Wakeup,
-        backoff: Duration,
+        retry_period: Duration,
     ) -> Result<Watcher> {
         let shared = Arc::new(WatchShared {
             stop: Wakeup::new(),
             pool: Mutex::new(Some(client.stream_pool())),
-            changes: AtomicU64::new(0),
+            state: Arc::new(WatchState::new()),
         });
         let stream = WatchStream {
             client,
@@ -113,11 +213,15 @@ impl Watcher {
             on_change,
             resource_version: None,
             refresh_token: false,
-            silence: (backoff * SILENT_PERIODS).max(MIN_SILENCE),
+            retry_period,
+            quiet: None,
+            warned_refused: false,
+            warned_cut: false,
+            jitter: crate::random::SplitMix64::new(crate::random::seed()),
         };
         let thread = thread::Builder::new()
             .name(crate::names::thread_name(&["lease-watch", namespace, name]))
-            .spawn(move || stream.run(backoff))
+            .spawn(move || stream.run())
             .map_err(Error::Spawn)?;
         Ok(Watcher {
             shared,
@@ -127,7 +231,12 @@ impl Watcher {
 
     /// How many Lease changes the watch has reported.
     pub(crate) fn changes(&self) -> u64 {
-        self.shared.changes.load(Ordering::Relaxed)
+        self.shared.state.changes()
+    }
+
+    /// Its mode and counters, for the elector's status.
+    pub(crate) fn state(&self) -> Arc<WatchState> {
+        self.shared.state.clone()
     }
 
     fn stop_and_join(&mut self) {
@@ -170,8 +279,26 @@ struct WatchStream {
     on_change: Wakeup,
     resource_version: Option<String>,
     refresh_token: bool,
-    /// No byte for this long ends the stream (see [`SILENT_PERIODS`]).
-    silence: Duration,
+    retry_period: Duration,
+    /// What the last delivered event said: `Some(true)` a free or missing
+    /// Lease (nobody need write it), `Some(false)` a held one and its
+    /// holder's lease duration; `None` before any.
+    quiet: Option<(bool, Duration)>,
+    /// Each kind of fallback is logged at warn once.
+    warned_refused: bool,
+    warned_cut: bool,
+    jitter: crate::random::SplitMix64,
+}
+
+/// How one watch request ended.
+enum Ended {
+    /// The stream was open (200) and ended: the server's time-out, a
+    /// close, silence, an error mid-stream or a 410 event.
+    Stream { expired: bool, why: Option<String> },
+    /// 403, 404 or 405: this server will not watch Leases for us.
+    Refused(u16),
+    /// No stream: no answer, or another error status.
+    Failed(String),
 }
 
 /// One event line: `{"type":"MODIFIED","object":{...}}`.
@@ -184,43 +311,156 @@ struct WatchEvent {
 }
 
 impl WatchStream {
-    /// Watch until stopped. Reconnects wait 100ms, doubling up to
-    /// `max_backoff` while attempts keep failing fast; a stream that lived
-    /// a while resets the wait.
-    fn run(mut self, max_backoff: Duration) {
+    /// Watch until stopped; see the module docs for the reconnect rules.
+    fn run(mut self) {
         let target = format!("lease {}/{}", self.namespace, self.name);
+        let max_backoff = self.retry_period.max(MIN_BACKOFF);
         let mut delay = MIN_BACKOFF;
+        let mut failures = 0u32;
+        let mut opens: VecDeque<Instant> = VecDeque::new();
         while !self.shared.stop.is_stopped() {
-            let opened = Instant::now();
-            let result = self.watch_once();
+            let now = Instant::now();
+            while opens
+                .front()
+                .is_some_and(|t| now.saturating_duration_since(*t) >= OPEN_WINDOW)
+            {
+                opens.pop_front();
+            }
+            if opens.len() >= OPEN_BUDGET {
+                let until = opens.front().map_or(now, |t| *t + OPEN_WINDOW);
+                self.fall_back_cut(opens.len());
+                let wait = until.saturating_duration_since(now);
+                if self.shared.stop.wait_timeout(wait) == Wake::Stopped {
+                    break;
+                }
+                continue;
+            }
+            opens.push_back(now);
+            let ended = self.watch_once();
             if self.shared.stop.is_stopped() {
                 break;
             }
-            if opened.elapsed() >= HEALTHY_STREAM {
-                delay = MIN_BACKOFF;
-            }
+            let lived = now.elapsed();
             // Names, Status messages and error bodies are the server's text.
-            match result {
-                Ok(()) => log::debug!(
-                    "watch on {} ended; reopening in {delay:?}",
-                    Escaped(&target)
-                ),
-                Err(e) => log::debug!(
-                    "watch on {}: {}; retrying in {delay:?}",
-                    Escaped(&target),
-                    Escaped(&e.to_string())
-                ),
+            let failed = match ended {
+                Ended::Refused(code) => {
+                    self.fall_back_refused(code);
+                    failures = 0;
+                    delay = MIN_BACKOFF;
+                    if self.shared.stop.wait_timeout(REFUSED_RETRY) == Wake::Stopped {
+                        break;
+                    }
+                    continue;
+                }
+                // Start afresh at once, from the Lease as it is now: the
+                // version we resumed from has left the server's window (a
+                // relist). Without a version to resume from, a 410 is the
+                // server's fault and backs off like any failure.
+                Ended::Stream { expired: true, .. } => {
+                    log::debug!(
+                        "watch on {}: resourceVersion too old (410); starting afresh",
+                        Escaped(&target)
+                    );
+                    failures = 0;
+                    delay = MIN_BACKOFF;
+                    continue;
+                }
+                Ended::Stream { why, .. } => {
+                    log::debug!(
+                        "watch on {} ended{}",
+                        Escaped(&target),
+                        why.map(|w| format!(": {}", Escaped(&w)))
+                            .unwrap_or_default()
+                    );
+                    lived < HEALTHY_STREAM
+                }
+                Ended::Failed(why) => {
+                    log::debug!("watch on {}: {}", Escaped(&target), Escaped(&why));
+                    if failures + 1 >= FAILURES_BEFORE_POLLING {
+                        self.set_mode(WatchMode::Polling(format!(
+                            "the watch fails ({}); polling meanwhile",
+                            crate::text::escape(&why)
+                        )));
+                    }
+                    true
+                }
+            };
+            if failed {
+                failures = failures.saturating_add(1);
+            } else {
+                failures = 0;
+                delay = MIN_BACKOFF;
             }
             if self.shared.stop.wait_timeout(delay) == Wake::Stopped {
                 break;
             }
-            delay = (delay * 2).min(max_backoff.max(MIN_BACKOFF));
+            if failed {
+                delay = (delay * 2).min(max_backoff);
+            }
         }
     }
 
-    fn watch_once(&mut self) -> io::Result<()> {
+    fn set_mode(&self, mode: WatchMode) -> WatchMode {
+        self.shared.state.set_mode(mode)
+    }
+
+    /// The server will not watch Leases for this candidate: poll, and say
+    /// once what to fix.
+    fn fall_back_refused(&mut self, code: u16) {
+        let why = match code {
+            403 => "403 Forbidden",
+            404 => "404 Not Found",
+            405 => "405 Method Not Allowed",
+            _ => "refused",
+        };
+        let fix = format!(
+            "grant watch on leases.coordination.k8s.io in namespace {}",
+            crate::text::escape(&self.namespace)
+        );
+        self.set_mode(WatchMode::Polling(format!(
+            "the API server refused the watch ({why}): {fix}"
+        )));
+        if !std::mem::replace(&mut self.warned_refused, true) {
+            log::warn!(
+                "lease {}/{}: the API server refused to watch it ({why}); polling instead, so a release or a takeover is seen up to a retry period late: {fix}",
+                Escaped(&self.namespace),
+                Escaped(&self.name)
+            );
+        }
+    }
+
+    /// More watch requests than the budget allows: poll until the window
+    /// lets one more through, and say so once.
+    fn fall_back_cut(&mut self, opens: usize) {
+        let window = humantime::format_duration(OPEN_WINDOW);
+        let was = self.set_mode(WatchMode::Polling(format!(
+            "the watch was cut {opens} times in {window}: check proxies and load balancers between here and the API server (they must let a watch stream stay open)"
+        )));
+        if !matches!(was, WatchMode::Polling(_)) && !std::mem::replace(&mut self.warned_cut, true) {
+            log::warn!(
+                "lease {}/{}: the watch on it was cut {opens} times in {window}; polling instead until the window allows another: check proxies and load balancers between here and the API server (they must let a watch stream stay open)",
+                Escaped(&self.namespace),
+                Escaped(&self.name)
+            );
+        }
+    }
+
+    /// How long the stream may stay silent before it is presumed dead.
+    fn silence(&self) -> Duration {
+        let busy = (self.retry_period.saturating_mul(SILENT_PERIODS)).max(MIN_SILENCE);
+        // Never longer than the server keeps a stream open anyway.
+        let cap = Duration::from_secs(WATCH_TIMEOUT_SECS).max(busy);
+        match self.quiet {
+            Some((true, _)) => QUIET_SILENCE.max(busy),
+            Some((false, holder)) => busy.max(holder).min(cap),
+            None => busy,
+        }
+    }
+
+    fn watch_once(&mut self) -> Ended {
+        let timeout = WATCH_TIMEOUT_SECS + self.jitter.next_u64() % WATCH_TIMEOUT_SECS;
         let mut path = format!(
-            "{}?watch=true&fieldSelector=metadata.name%3D{}&timeoutSeconds={WATCH_TIMEOUT_SECS}",
+            "{}?watch=true&fieldSelector=metadata.name%3D{}&allowWatchBookmarks=true&timeoutSeconds={timeout}",
             lease_path(&self.namespace, None),
             segment(&self.name)
         );
@@ -235,7 +475,7 @@ impl WatchStream {
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
         else {
-            return Ok(()); // stopped
+            return Ended::Failed("stopped".into());
         };
         let what = lease_target(&self.namespace, &self.name);
         let target = Target {
@@ -243,34 +483,60 @@ impl WatchStream {
             action: "watch",
         };
         let refresh = std::mem::take(&mut self.refresh_token);
-        let (code, body) = self
-            .client
-            .open_stream(
-                &pool,
-                &path,
-                target,
-                self.silence,
-                refresh,
-                &self.shared.stop,
-            )
-            .map_err(io::Error::other)?;
+        let opened = self.client.open_stream(
+            &pool,
+            &path,
+            target,
+            self.silence(),
+            refresh,
+            &self.shared.stop,
+        );
+        let (code, body) = match opened {
+            Ok(answer) => answer,
+            Err(e) => return Ended::Failed(e.to_string()),
+        };
         match code {
             200 => {}
             401 => {
                 self.refresh_token = true;
-                return Err(io::Error::other("watch refused: 401 Unauthorized"));
+                return Ended::Failed("refused: 401 Unauthorized".into());
             }
+            403..=405 => return Ended::Refused(code),
             410 => {
-                self.resource_version = None;
-                return Err(io::Error::other("watch: resourceVersion too old (410)"));
+                let resumed = self.resource_version.take().is_some();
+                return if resumed {
+                    Ended::Stream {
+                        expired: true,
+                        why: None,
+                    }
+                } else {
+                    Ended::Failed("refused with status 410".into())
+                };
             }
-            _ => {
-                return Err(io::Error::other(format!(
-                    "watch refused with status {code}"
-                )))
-            }
+            _ => return Ended::Failed(format!("refused with status {code}")),
         }
-        self.read_events(BufReader::new(body))
+        let was = self.set_mode(WatchMode::Watching);
+        if let WatchMode::Polling(why) = was {
+            log::info!(
+                "lease {}/{}: watching it again (was polling: {})",
+                Escaped(&self.namespace),
+                Escaped(&self.name),
+                Escaped(&why)
+            );
+        }
+        let had_version = self.resource_version.is_some();
+        match self.read_events(BufReader::new(body)) {
+            Ok(()) => Ended::Stream {
+                expired: false,
+                why: None,
+            },
+            Err(e) => Ended::Stream {
+                // A 410 only tells something when we resumed: without a
+                // version it is the server's fault, and backs off.
+                expired: had_version && self.resource_version.is_none(),
+                why: Some(e.to_string()),
+            },
+        }
     }
 
     fn read_events(&mut self, mut body: impl BufRead) -> io::Result<()> {
@@ -305,9 +571,18 @@ impl WatchStream {
                     "DELETED" => None,
                     _ => serde_json::from_value::<Lease>(event.object).ok(),
                 };
+                self.quiet = Some(match &lease {
+                    Some(l) => {
+                        let record = l.record();
+                        (record.holder_identity.is_empty(), record.lease_duration())
+                    }
+                    None => (true, Duration::ZERO),
+                });
                 self.latest.set(lease);
-                self.shared.changes.fetch_add(1, Ordering::Relaxed);
                 self.on_change.poke();
+                // Counted once told: whoever sees the count finds the
+                // candidate woken.
+                self.shared.state.changes.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
             "BOOKMARK" => {
@@ -330,5 +605,44 @@ impl WatchStream {
                 format!("unknown watch event type {other:?}"),
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LatestLease;
+    use crate::lease::Lease;
+
+    fn lease(version: &str) -> Lease {
+        let mut l = Lease::new("ns", "name", &Default::default());
+        l.metadata.resource_version = Some(version.to_string());
+        l
+    }
+
+    fn held(slot: &LatestLease) -> Option<String> {
+        slot.take().and_then(|l| l.metadata.resource_version)
+    }
+
+    /// The event of our own write can arrive before the write's answer:
+    /// kept, the read it wakes is answered from it instead of by a `GET`
+    /// (one request per renew). Older deliveries are stale.
+    #[test]
+    fn a_write_forgets_only_what_is_older_than_it() {
+        let slot = LatestLease::new();
+        for (delivered, written, kept) in [
+            ("7", "7", true),
+            ("8", "7", true),
+            ("6", "7", false),
+            ("a", "a", false),
+            ("7", "b", false),
+        ] {
+            slot.set(Some(lease(delivered)));
+            slot.forget_older_than(Some(written));
+            let want = kept.then(|| delivered.to_string());
+            assert_eq!(held(&slot), want, "{delivered} after a write of {written}");
+        }
+        slot.set(Some(lease("7")));
+        slot.forget_older_than(None);
+        assert_eq!(held(&slot), None);
     }
 }

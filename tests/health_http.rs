@@ -371,6 +371,55 @@ fn metrics_are_the_prometheus_text_of_every_elector_served() {
         .contains("# TYPE leader_election_master_status gauge"));
 }
 
+/// `lease_elector_watching`: 1 for a candidate whose watch brings the
+/// changes, 0 for one the server refuses the watch (a Role without `list`
+/// and `watch`, for it alone), which polls.
+#[test]
+fn metrics_say_which_elector_watches_and_which_polls_refused() {
+    use lease_elector::testing::Fault;
+    let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
+    server.inject(
+        Fault::status(403)
+            .path_contains("watch=true")
+            .candidate("b")
+            .forever(),
+    );
+    let spawn = |id: &str| {
+        let client = lease_elector::Client::new(server.client_config(id)).unwrap();
+        LeaderElector::builder(LeaseLock::new(client, NS, "watching", id))
+            .build()
+            .unwrap()
+            .spawn()
+            .unwrap()
+    };
+    let (a, a_events) = spawn("a");
+    wait_started(&a_events);
+    let (b, _b_events) = spawn("b");
+    eventually("a to watch and b to poll", || {
+        a.probe().status().watch == lease_elector::WatchMode::Watching
+            && matches!(
+                b.probe().status().watch,
+                lease_elector::WatchMode::Polling(_)
+            )
+    });
+    let h = health(&[&a, &b]);
+    let answer = get(h.local_addr(), "/metrics");
+    let watching: Vec<&str> = answer
+        .body
+        .lines()
+        .filter(|l| l.starts_with("lease_elector_watching{"))
+        .collect();
+    let series = format!(r#"lease_elector_watching{{namespace="{NS}",name="watching"}}"#);
+    assert_eq!(
+        watching,
+        [format!("{series} 1"), format!("{series} 0")],
+        "{}",
+        answer.body
+    );
+    assert!(answer.body.contains("# TYPE lease_elector_watching gauge"));
+}
+
 #[test]
 fn head_answers_like_get_without_the_body() {
     let p = pair("head");

@@ -37,7 +37,9 @@ fn a_run_program_serves_healthz_readyz_leader_and_metrics_while_it_leads() {
     // The term's token: the resourceVersion of the write that began it.
     let token: u64 = metrics
         .lines()
-        .find_map(|l| l.strip_prefix("lease_elector_term_token{namespace=\"default\",name=\"my-operator\"} "))
+        .find_map(|l| {
+            l.strip_prefix("lease_elector_term_token{namespace=\"default\",name=\"my-operator\"} ")
+        })
         .and_then(|t| t.parse().ok())
         .unwrap_or_else(|| panic!("no term token: {metrics}"));
     assert!(token > 0, "{metrics}");

@@ -818,6 +818,65 @@ fn the_health_endpoint_serves_while_electing() {
     assert_eq!(a.exit_code(), Some(0));
 }
 
+/// The watch is on by default and `/metrics` says so; `--no-watch` polls
+/// (no watch request at all); a server that refuses the watch gets
+/// polling and one warning on stderr naming the verbs to grant.
+#[test]
+fn the_watch_is_on_by_default_off_with_no_watch_and_a_refusal_is_told_once() {
+    let free_addr = || {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        format!("127.0.0.1:{port}")
+    };
+    let watching = |addr: &str| {
+        http_get(addr, "/metrics")
+            .lines()
+            .find(|l| l.starts_with("lease_elector_watching{"))
+            .map(|l| l.ends_with(" 1"))
+    };
+    for (flags, refused) in [
+        (&[][..], false),
+        (&["--no-watch"][..], false),
+        (&[][..], true),
+    ] {
+        let server = TestApiServer::start().unwrap();
+        server.add_namespace("cli");
+        if refused {
+            server.inject(
+                lease_elector::testing::Fault::status(403)
+                    .path_contains("watch=true")
+                    .forever(),
+            );
+        }
+        let addr = free_addr();
+        let mut extra = vec!["--ignore-stdin", "--health-addr", &addr];
+        extra.extend_from_slice(flags);
+        let a = Elect::start(&server, "a", &extra);
+        a.expect("NEW_LEADER a");
+        a.expect("LEADING a");
+        let want = flags.is_empty() && !refused;
+        wait_for(|| (watching(&addr) == Some(want)).then_some(()));
+        if refused {
+            wait_for(|| (server.stats().watches >= 1).then_some(()));
+        }
+        a.signal("-TERM");
+        a.expect("STOPPED a");
+        let (code, log) = a.exit_with_log();
+        assert_eq!(code, Some(0), "{log}");
+        let told = log
+            .lines()
+            .filter(|l| l.contains("grant watch on leases"))
+            .count();
+        assert_eq!(told, usize::from(refused), "{flags:?}: {log}");
+        if !flags.is_empty() {
+            assert_eq!(server.stats().watches, 0, "--no-watch");
+        }
+    }
+}
+
 fn http_get(addr: &str, path: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();

@@ -465,6 +465,9 @@ fn a_mixed_fleet_of_python_and_lease_elect_candidates_never_has_two_leaders() {
     let terms = fleet.terms();
     let leaders: Vec<&str> = terms.iter().map(|(id, _, _)| id.as_str()).collect();
     assert_eq!(leaders, ["py-1", "rust-1", "py-2", "rust-2", "py-3"]);
+    // lease-elect watched the Lease (its default) beside the polling
+    // Python candidates.
+    assert!(server.stats().watches >= 2, "{:?}", server.stats());
     for (i, a) in terms.iter().enumerate() {
         for b in &terms[i + 1..] {
             assert!(

@@ -80,7 +80,20 @@ impl<I: Io> Run<I> {
 
         // 4. Ours to take or keep.
         self.carry_over(&mut record, &old);
-        let written = self.write(&record, &round.capped(cap), false).await?;
+        let written = match self.write(&record, &round.capped(cap), false).await {
+            // Another candidate took it first (a release wakes every
+            // watching follower at once): held by someone else, as the
+            // next read shows. Not a failure, as a create that loses the
+            // race is not.
+            Err(e) if e.is_conflict() && self.term.is_none() => {
+                log::debug!(
+                    "lease {} was taken by another candidate first",
+                    self.shared.describe
+                );
+                return Ok(false);
+            }
+            written => written?,
+        };
         if slow_path {
             self.shared.lock().counters.slow_path_renews += 1;
         }
@@ -212,16 +225,18 @@ impl<I: Io> Run<I> {
     }
 
     /// Count a call to the lock: a request if `sent`, and a failed one on
-    /// an error answer, no answer or a conflict on our write, but not a
-    /// create that lost the race to another candidate (the lease is then
-    /// simply held by someone else) nor a request a stop cut short.
+    /// an error answer, no answer or a conflict on our renew, but not a
+    /// write that lost the race to take the lease to another candidate (a
+    /// create's 409, or an acquiring update's: the lease is then simply
+    /// held by someone else) nor a request a stop cut short.
     fn count_request(&self, sent: bool, failure: Option<&Error>) {
         let mut st = self.shared.lock();
         if sent {
             st.counters.requests += 1;
         }
         if let Some(e) = failure {
-            if !e.is_already_exists() && !self.shared.wake.is_stopped() {
+            let lost_race = e.is_already_exists() || e.is_conflict() && self.term.is_none();
+            if !lost_race && !self.shared.wake.is_stopped() {
                 st.counters.failed_requests += 1;
             }
         }

@@ -70,10 +70,23 @@ impl ElectorBuilder {
         self
     }
 
-    /// Watch the Lease (one more thread and connection) so that a release
-    /// or an expiry is acted on within a round trip instead of up to a
-    /// retry period later (default off). Polling goes on underneath, and
-    /// the expiry rule is unchanged. Needs `watch` on `leases`.
+    /// Watch the Lease to act on every change within a round trip (one
+    /// more thread and connection): on by default; `false` polls only, as
+    /// client-go does. A server that refuses the watch gets polling
+    /// anyway, with one warning naming the RBAC to grant (`watch` on
+    /// `leases`). Polling goes on underneath, and the expiry rule is
+    /// unchanged.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// use lease_elector::{Client, ClientConfig, LeaderElector, LeaseLock, WatchMode};
+    ///
+    /// let server = TestApiServer::start()?;
+    /// let lock = LeaseLock::new(Client::new(ClientConfig::new(server.url()))?, "default", "x", "me");
+    /// let (handle, _events) = LeaderElector::builder(lock).watch(false).build()?.spawn()?;
+    /// assert_eq!(handle.probe().status().watch, WatchMode::Off);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn watch(mut self, yes: bool) -> Self {
         self.config.watch = yes;
         self
@@ -261,8 +274,10 @@ impl LeaderElector {
         let watcher = if config.watch {
             match self.lock.watch(shared.wake.clone(), config.retry_period) {
                 Some(w) => Some(w?),
+                // A lock of the caller's without a watch: it polls, as asked
+                // of it (the status says `Off`).
                 None => {
-                    log::warn!(
+                    log::debug!(
                         "lock {} cannot be watched; polling only",
                         self.lock.describe()
                     );
@@ -283,6 +298,12 @@ impl LeaderElector {
             .spawn(move || block_on(run.run()))
             .map_err(Error::Spawn)?;
         let events = LeaderEvents::new(self.rx, shared.clone());
+        if let Some(w) = &watcher {
+            *shared
+                .watch
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(w.state());
+        }
         Ok((ElectorHandle::new(shared, thread, watcher), events))
     }
 }

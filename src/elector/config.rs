@@ -21,9 +21,17 @@ pub struct ElectorConfig {
     /// After losing leadership (not after stop), go back to acquiring
     /// instead of ending. client-go ends; so does the default.
     pub rejoin: bool,
-    /// Watch the Lease (one more thread) so a release or an expiry is acted
-    /// on within a round trip instead of up to a retry period. Polling
-    /// continues underneath; the expiry rule is unchanged.
+    /// Watch the Lease (one more thread and connection) so that every
+    /// change reaches this candidate within a round trip: a release or a
+    /// takeover wakes a follower at once, a leader whose Lease another
+    /// writer took, freed or deleted ends its term at the event, and a
+    /// follower times a crashed leader's expiry from its last renew as
+    /// delivered. On by default (it needs `list` and `watch` on leases);
+    /// where the server refuses it, or it keeps being cut, the elector
+    /// polls as with `false`, logs that once with the fix, and
+    /// [`ElectorStatus::watch`](crate::ElectorStatus::watch) says so. The
+    /// renew path decides who leads either way: the watch changes timing,
+    /// never safety.
     pub watch: bool,
     /// The longest one request may take (each is also bounded by what is
     /// left of its renew round). `None`: `max(renew_deadline / 2, 1 s)`, as
@@ -60,7 +68,7 @@ pub struct ElectorConfig {
 }
 
 impl Default for ElectorConfig {
-    /// client-go's usual values: 15s / 10s / 2s.
+    /// client-go's usual values: 15s / 10s / 2s, and the watch on.
     fn default() -> Self {
         ElectorConfig {
             lease_duration: Duration::from_secs(15),
@@ -68,7 +76,7 @@ impl Default for ElectorConfig {
             retry_period: Duration::from_secs(2),
             release_on_cancel: false,
             rejoin: false,
-            watch: false,
+            watch: true,
             request_timeout: None,
             release_timeout: DEFAULT_RELEASE_TIMEOUT,
             release_grace: DEFAULT_RELEASE_GRACE,

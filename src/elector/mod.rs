@@ -42,8 +42,11 @@
 //! away (or the server's `Retry-After`, clamped to
 //! [`MAX_RETRY_AFTER`](crate::client::MAX_RETRY_AFTER)); only an answered
 //! attempt that showed a held lease may wake earlier, at its observed
-//! expiry. Renew attempts are a retry period apart, start to start, as
-//! client-go's `PollImmediateUntil`.
+//! expiry, or when the watch delivers a change (read from what it
+//! delivered, without a request). Renew attempts are a retry period
+//! apart, start to start, as client-go's `PollImmediateUntil`; between
+//! them a leader looks at what its watch delivers, and a record not ours
+//! ends the term there.
 //!
 //! A stop ([`ElectorHandle::stop`], [`Stopper::stop`]) ends the term at
 //! once: `StoppedLeading` is sent from the stopping thread, whatever the
@@ -90,6 +93,10 @@
 //!   `GET` + `PUT` at once.
 //! - A new term on our own earlier record adds one to `leaseTransitions`
 //!   (see above).
+//! - The Lease is watched by default (client-go polls): a change reaches
+//!   every candidate within a round trip. An acquiring write that gets
+//!   409 lost the race to another candidate (a release wakes every
+//!   watching follower at once): not a failure, as a create's 409 is not.
 
 use std::time::Instant;
 

@@ -223,6 +223,7 @@ impl Probe {
                 let wall = self.shared.clock.system_time();
                 wall.checked_sub(since).unwrap_or(wall)
             },
+            watch: self.shared.watch_mode(),
         }
     }
 }

@@ -94,6 +94,8 @@ pub(super) struct Shared {
     pub(super) identity: String,
     /// Set by a `Drop` during a panic: stop without releasing.
     pub(super) skip_release: AtomicBool,
+    /// The Lease watch's state, once the elector runs with one.
+    pub(super) watch: Mutex<Option<Arc<crate::watch::WatchState>>>,
     /// The caller reads every event (`LeaderElector::run` does): a term
     /// sent with `StartedLeading` is a hold from the moment it is sent, so
     /// that a stop between the send and the read does not release before
@@ -132,6 +134,7 @@ impl Shared {
             describe,
             identity,
             skip_release: AtomicBool::new(false),
+            watch: Mutex::new(None),
             hold_on_send: AtomicBool::new(false),
         }
     }
@@ -143,6 +146,15 @@ impl Shared {
 
     pub(super) fn now(&self) -> Instant {
         self.clock.now()
+    }
+
+    /// How the elector learns of the Lease's changes now.
+    pub(super) fn watch_mode(&self) -> crate::status::WatchMode {
+        self.watch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map_or(crate::status::WatchMode::Off, |w| w.mode())
     }
 
     /// Send `event`; a caller that dropped its receiver just doesn't listen.

@@ -416,7 +416,14 @@ mod tests {
 
     fn term(clock: &ManualClock) -> Term {
         let timings = super::super::ElectorConfig::default();
-        Term::new(7, "me", "ns/lease", clock.now(), &timings, Arc::new(clock.clone()))
+        Term::new(
+            7,
+            "me",
+            "ns/lease",
+            clock.now(),
+            &timings,
+            Arc::new(clock.clone()),
+        )
     }
 
     #[test]

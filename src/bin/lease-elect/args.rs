@@ -4,13 +4,13 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use lease_elector::client::ConnectOptions;
-use lease_elector::tool::{check_election_flags, duration_flag};
+use lease_elector::tool::{check_election_flags, duration_flag, watch_flag};
 use lease_elector::ElectorConfig;
 
 /// One line, printed after a usage error.
 pub const USAGE: &str = "usage: lease-elect [--server URL | --kubeconfig F [--context C]] [--namespace NS] --name NAME [--identity ID] \
 [--token-file F] [--ca-file F] [--lease-duration S --renew-deadline S --retry-period S] \
-[--release-on-cancel] [--watch] [--no-events] [--health-addr ADDR [--health-tolerance S]] [-v]... \
+[--release-on-cancel] [--no-watch] [--no-events] [--health-addr ADDR [--health-tolerance S]] [-v]... \
 [--grace S] [--restart] [--acquire-timeout S] [-- COMMAND [ARGS...]] | --help | --version";
 
 /// `--help`.
@@ -38,8 +38,12 @@ Lease:
   --retry-period S        default 2s
   --release-on-cancel     release the lease on exit so another candidate takes over at once
                           (always done with COMMAND, once COMMAND has ended)
-  --watch                 watch the Lease to act on a release or expiry within a round trip
-                          (needs `list` and `watch` on leases)
+  --no-watch              do not watch the Lease: poll it every retry period, as client-go
+                          does. By default every change of the Lease (a release, a takeover,
+                          a crashed leader's last renew) reaches this candidate within a round
+                          trip through a watch, which needs `list` and `watch` on leases; a
+                          server that refuses it gets polling anyway, and one warning that
+                          says so. (--watch, the default, is still accepted.)
   --no-events             do not record Kubernetes Events for transitions (recorded by default,
                           as library-go does: needs `create` on events; a refusal is warned
                           about and never affects the election)
@@ -145,13 +149,14 @@ pub struct Args {
 }
 
 impl Args {
-    /// The default timings with those the flags give.
+    /// The default timings with those the flags give, and the watch.
     pub fn elector_config(&self) -> ElectorConfig {
         let defaults = ElectorConfig::default();
         ElectorConfig {
             lease_duration: self.lease_duration.unwrap_or(defaults.lease_duration),
             renew_deadline: self.renew_deadline.unwrap_or(defaults.renew_deadline),
             retry_period: self.retry_period.unwrap_or(defaults.retry_period),
+            watch: self.watch,
             ..defaults
         }
     }
@@ -175,6 +180,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     let mut a = Args {
         grace: DEFAULT_GRACE,
         health_tolerance: DEFAULT_HEALTH_TOLERANCE,
+        watch: ElectorConfig::default().watch,
         ..Args::default()
     };
     let mut grace_given = false;
@@ -238,6 +244,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
             "--release-on-cancel"
             | "--ignore-stdin"
             | "--watch"
+            | "--no-watch"
             | "--no-events"
             | "--restart"
             | "--verbose"
@@ -247,7 +254,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
             }
             "--release-on-cancel" => a.release_on_cancel = true,
             "--ignore-stdin" => a.ignore_stdin = true,
-            "--watch" => a.watch = true,
+            "--watch" | "--no-watch" => a.watch = watch_flag(&flag).unwrap_or(a.watch),
             "--no-events" => a.no_events = true,
             "--restart" => a.restart = true,
             "--verbose" => a.verbose = a.verbose.saturating_add(1),
@@ -318,6 +325,15 @@ mod tests {
     }
 
     #[test]
+    fn the_watch_is_on_unless_no_watch_is_given() {
+        assert!(run(&["--name", "x"]).watch);
+        assert!(run(&["--name", "x", "--watch"]).watch, "still accepted");
+        assert!(!run(&["--name", "x", "--no-watch"]).watch);
+        assert!(run(&["--name", "x"]).elector_config().watch);
+        assert!(!run(&["--no-watch", "--name", "x"]).elector_config().watch);
+    }
+
+    #[test]
     fn durations_are_plain_seconds_or_go_durations() {
         let d = |v| duration_flag("--grace", v);
         assert_eq!(d("15"), Ok(Duration::from_secs(15)));
@@ -343,6 +359,7 @@ mod tests {
             &["--name", "x", "--acquire-timeout", "1"],
             &["--name", "x", "--"],
             &["--name", "x", "--watch=yes"],
+            &["--name", "x", "--no-watch=yes"],
             &["--name", "x", "--health-addr", "localhost"],
             &["--server", "http://127.0.0.1:1"],
             &["--server", "http://127.0.0.1:1", "--name", "x"],

@@ -191,7 +191,15 @@ impl SimIo {
             let mut net = self.net.borrow_mut();
             let pn = &mut net.procs[self.p];
             let recreated = !created && pn.cached.as_ref().is_some_and(|c| c.uid != stored.uid);
-            pn.watched = None;
+            // As `LeaseLock`: a delivery at least as new as the write is
+            // kept (the event of this very write may come before its answer).
+            if pn
+                .watched
+                .as_ref()
+                .is_none_or(|w| w.version < stored.version)
+            {
+                pn.watched = None;
+            }
             pn.cached = Some(stored);
             recreated
         };
@@ -304,9 +312,14 @@ impl Io for SimIo {
         let uid = (self.lock != LockKind::NoUid).then_some(uid);
         let op = Op::Update(record.clone(), Some(version), uid);
         let stored = self.call(op, "update", deadline).await.inspect_err(|e| {
-            // As `LeaseLock`: after a conflict, the next read asks the server.
+            // As `LeaseLock`: after a conflict, a delivery no newer than the
+            // version written against is stale.
             if e.is_conflict() {
-                self.net.borrow_mut().procs[self.p].watched = None;
+                let mut net = self.net.borrow_mut();
+                let pn = &mut net.procs[self.p];
+                if pn.watched.as_ref().is_none_or(|w| w.version <= version) {
+                    pn.watched = None;
+                }
             }
         })?;
         Ok(self.written(stored, false))
