@@ -35,6 +35,9 @@ fn spawn(
     LeaderElector::builder(lock(LeaseLock::new(client, NS, name, id)))
         .config(ElectorConfig {
             release_on_cancel: false,
+            // Polling: the slow path below is a renew that conflicts with
+            // a write the leader has not seen (the watch would show it).
+            watch: false,
             ..ElectorConfig::default()
         })
         .clock(Arc::new(clock.clone()))
