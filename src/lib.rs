@@ -109,7 +109,7 @@
 //! | another holder, a freed or a deleted Lease, seen by the leader | the term ends at once: at the watch event, without waiting for the next renew (polling, at the next renew) |
 //! | the server refuses the watch (403, 404, 405), or it keeps being cut | the elector polls as with [`watch(false)`](ElectorBuilder::watch), warns once with the verbs to grant, and [`ElectorStatus::watch`] says why; the watch is asked again every 10 min, never more than 10 times in 10 min |
 //! | the Lease deleted | its last holder is deemed to hold it for a lease duration from when it was seen missing; a leader whose `PUT` recreates it steps down (kube-apiserver creates a Lease on update) |
-//! | a writer lowers or drops `leaseTransitions` | the next term's token is the highest seen or stored + 1 |
+//! | a writer lowers or drops `leaseTransitions`, or sets it to `i32::MAX` | nothing changes for tokens: a term's token is the `resourceVersion` the write that began it got, which only grows; `leaseTransitions` counts takeovers as client-go does |
 //! | a holder's wall clock stands still or steps | any change of `resourceVersion` counts as a renew seen |
 //! | two processes with one identity | a record under our identity that this process did not write is waited out like another holder's; [`Probe::duplicate_identity`] turns true |
 //! | [`ElectorHandle::stop`] or [`Stopper::stop`] | `StoppedLeading` at once, whatever the server is doing; the request in flight is abandoned; with `release_on_cancel`, the release (its own 5 s budget, [`release_timeout`](ElectorBuilder::release_timeout)) waits for the work to drop its `Term`s |
@@ -118,11 +118,15 @@
 //! | [`acquire_timeout`](ElectorBuilder::acquire_timeout) passes | the elector ends without leading (`run` returns [`Error::AcquireTimeout`]), judged between attempts |
 //!
 //! Limits: a candidate that never read the Lease and finds it missing
-//! after a deletion creates it at once, as client-go does; a Lease freed
-//! or retaken by another writer is learned of at the watch event, or, while
-//! polling, at the holder's next renew, up to a retry period later; each candidate's
-//! clock must run within ±(LD − RD) / (LD + RD) of true time (±20 % at
-//! 15 s / 10 s, ±12.3 % at 137 s / 107 s, ±5.9 % at 270 s / 240 s).
+//! after a deletion creates it at once, as client-go does; a Lease freed,
+//! retaken or deleted by another writer is learned of at the watch event,
+//! or, while polling, at the holder's next renew, up to a retry period
+//! later (its term then ends as [taken over](Term::taken_over), and the
+//! next term's token is greater); each candidate's clock must run within
+//! ±(LD − RD) / (LD + RD) of true time (±20 % at 15 s / 10 s, ±12.3 % at
+//! 137 s / 107 s, ±5.9 % at 270 s / 240 s), and for the work's budget
+//! after a term ([`Term::time_to_stop`]) within about ±1 s / 2LD of each
+//! other (±3 % at 15 s).
 //!
 //! # Every change within a round trip
 //!
@@ -143,25 +147,37 @@
 //!
 //! | [`Term`] | what it says |
 //! |---|---|
-//! | [`token`](Term::token) | the fencing token: the Lease's `leaseTransitions` as written on acquiring, greater than every earlier term's on this Lease |
+//! | [`token`](Term::token) | the fencing token: the Lease's `resourceVersion` as the write that began the term stored it (etcd's revision), greater than every earlier term's on this Lease, across deletions and whatever anyone writes into it |
 //! | [`is_current`](Term::is_current) | false from the moment the renew deadline passes without a renew or the term ends, and never true again (reads the clock only) |
-//! | [`valid_until`](Term::valid_until) | when `is_current` turns false unless a renew succeeds first: refuse to start an operation that would end after it |
-//! | [`wait_ended`](Term::wait_ended) | blocks until the term ends |
+//! | [`time_to_stop`](Term::time_to_stop) | the work's time budget: how long it may still run before anyone else may lead (the lease duration after the last renew, less a margin; zero once taken over): begin a step only if it fits |
+//! | [`taken_over`](Term::taken_over) | the term ended because another writer took, freed or deleted the Lease: stop at once |
+//! | [`valid_until`](Term::valid_until) | when `is_current` turns false unless a renew succeeds first, on the elector's clock |
+//! | [`wait_ended`](Term::wait_ended) | blocks until the term ends, at most a timeout: a pause between steps that the term's end cuts short |
+//!
+//! The work's budget: after a term ends at its deadline, the work has the
+//! lease duration less the renew deadline (5 s with client-go's 15 s /
+//! 10 s, 30 s with OpenShift's 137 s / 107 s) before another candidate may
+//! lead; `time_to_stop()` leaves 1 s of it as a margin for clock rates.
+//! `lease-elect` enforces it with SIGKILL; the library cannot stop a
+//! thread, so the work keeps it by looking at its term between steps.
 //!
 //! A lease cannot stop a process that is not running: a leader frozen
 //! whole (a stopped VM, a long pause) may write after another took over,
 //! and checking `is_current()` first does not help if the freeze falls
 //! between the check and the write. client-go offers no fencing; lock
-//! services close the gap as Chubby's sequencers and ZooKeeper's zxid do:
-//! send `term.token()` with every write, and have the store keep the
-//! highest token it has seen and refuse a lower one (a conditional update
-//! in a database, a conditional put in an object store).
-//! `cargo run --example fencing` shows it. The token fences only the
-//! resources that check it. Deleting the Lease restarts `leaseTransitions`
-//! at 0: reset the store's highest token with it. Only candidates that
-//! increment `leaseTransitions` give new terms new tokens: client-go does
-//! on a change of holder; this crate also on a new term on its own earlier
-//! record; the official Python client does not.
+//! services close the gap as Chubby's sequencers and etcd's election
+//! revisions do: send `term.token()` with every write, and have the store
+//! keep the highest token it has seen and refuse a lower one (a
+//! conditional update in a database, a conditional put in an object
+//! store). `cargo run --example fencing` shows it. The token fences only
+//! the resources that check it. It is the Lease's `resourceVersion`, an
+//! integer that grows with every write to the cluster (KEP-5504 documents
+//! it as comparable since Kubernetes 1.35; on etcd it always was): a
+//! deleted and recreated Lease, or a writer lowering `leaseTransitions`,
+//! cannot make a later term's token smaller. A lock of your own that
+//! reports no versions, or versions that are not integers, gets the
+//! `leaseTransitions` it wrote instead, with a warning (a fallback that a
+//! deletion restarts).
 //!
 //! # Connecting
 //!

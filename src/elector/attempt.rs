@@ -229,7 +229,7 @@ impl<I: Io> Run<I> {
     /// write that lost the race to take the lease to another candidate (a
     /// create's 409, or an acquiring update's: the lease is then simply
     /// held by someone else) nor a request a stop cut short.
-    fn count_request(&self, sent: bool, failure: Option<&Error>) {
+    pub(super) fn count_request(&self, sent: bool, failure: Option<&Error>) {
         let mut st = self.shared.lock();
         if sent {
             st.counters.requests += 1;

@@ -64,7 +64,11 @@ impl ElectorBuilder {
 
     /// After losing leadership, compete again instead of ending (default
     /// off: the elector ends, as client-go's does, and the program exits
-    /// to be restarted afresh).
+    /// to be restarted afresh). The next term is sought only once the work
+    /// of the lost one has let go of it (every [`Term`](crate::Term) of it
+    /// dropped): one piece of work at a time. With
+    /// [`spawn`](LeaderElector::spawn), drop a term's `Term`s when the
+    /// term ends.
     pub fn rejoin(mut self, yes: bool) -> Self {
         self.config.rejoin = yes;
         self

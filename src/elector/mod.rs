@@ -71,11 +71,28 @@
 //!
 //! # Terms and tokens
 //!
-//! Every term's [`Term::token`] is the `leaseTransitions` this candidate
-//! wrote when it acquired. client-go adds one on a change of holder; this
-//! elector also adds one when it starts a new term on a record it held in
-//! an earlier term (after a lost term, with `rejoin`), so that no two terms
-//! share a token and a fenced resource can tell them apart.
+//! Every term's [`Term::token`] is the `resourceVersion` the API server
+//! gave the write that began it: etcd's revision, which grows with every
+//! write to the cluster, across deletions and recreations of the Lease,
+//! whatever anyone writes into `leaseTransitions` (KEP-5504 documents
+//! resourceVersions as comparable integers since Kubernetes 1.35). So no
+//! two terms share a token, and a later term's is greater. A lock that
+//! reports no versions, or versions that are not decimal integers, gets
+//! the `leaseTransitions` it wrote instead (with a warning). The
+//! `leaseTransitions` this elector writes counts takeovers as client-go's
+//! does (one more on a change of holder), and also on a new term on its own
+//! earlier record.
+//!
+//! # One piece of work at a time
+//!
+//! A term the caller holds (a `Term` received, or cloned) is work running.
+//! A release on stop waits for it (`release_grace`); with `rejoin`, a new
+//! term is not sought while the work of the last one still holds its
+//! `Term`: wait before acquiring, rather than hold a new term the work
+//! cannot use yet. A term ends as [taken over](Term::taken_over) when
+//! another writer took, freed or deleted the Lease (a deletion lets anyone
+//! create it at once), also when a read finds it created anew: the work
+//! has no time left.
 //!
 //! Deliberate differences from client-go, each on the safe side:
 //! - The renew deadline counts from the *start* of the last successful renew
@@ -107,6 +124,8 @@ mod config;
 pub(crate) mod driven;
 mod handle;
 pub(crate) mod io;
+#[cfg(test)]
+mod lab;
 mod lost;
 mod probe;
 mod receiver;

@@ -474,14 +474,16 @@ impl<I: Io> Run<I> {
         let deadline = Deadline::after(self.shared.clock.clone(), self.cfg().release_timeout);
         let mut record = self.release_record();
         let mut result = self.io.update(&record, &deadline).await;
+        self.count_request(true, result.as_ref().err());
         // A renew that stop() cut short may have landed after all: the
         // conflict is then with ourselves, and a fresh read shows it.
         if matches!(&result, Err(e) if e.is_conflict()) {
-            if let Ok(current) = self.io.get(&deadline).await {
+            if let Ok(current) = self.read(&deadline).await {
                 if self.is_ours(&current.record) {
                     self.observe(current.record, current.version);
                     record = self.release_record();
                     result = self.io.update(&record, &deadline).await;
+                    self.count_request(true, result.as_ref().err());
                 }
             }
         }

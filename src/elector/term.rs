@@ -26,9 +26,11 @@ use crate::clock::{add_saturating, Clock, Wakeup};
 /// One leadership term of this candidate: its fencing token, and whether it
 /// is still current. Cheap to clone (clones share the term), `Send + Sync`.
 ///
-/// Hand it to the work: check [`Term::is_current`] (or
-/// [`Term::valid_until`]) before each step, and send [`Term::token`] with
-/// every write to a resource that can refuse stale tokens.
+/// Hand it to the work: before each step check [`Term::is_current`] and
+/// that [`Term::time_to_stop`] leaves time for the step, pause between
+/// steps with [`Term::wait_ended`] (never a bare sleep), stop at once when
+/// [`Term::taken_over`], and send [`Term::token`] with every write to a
+/// resource that can refuse stale tokens.
 ///
 /// ```
 /// use lease_elector::testing::TestApiServer;
@@ -220,8 +222,13 @@ impl Term {
 
     /// When [`Term::is_current`] turns false unless a renew succeeds first:
     /// the start of the last successful renew plus the renew deadline, on
-    /// the elector's clock. Refuse to start an operation that would end
-    /// after it. (The term can end sooner: a step-down, a stop.)
+    /// the elector's clock. (The term can end sooner: a step-down, a stop.)
+    ///
+    /// The elector's clock counts the time the machine was suspended
+    /// (`CLOCK_BOOTTIME`); `Instant::now()` does not, so after a suspend
+    /// the two disagree: do not compare this with `Instant::now()`. Ask
+    /// the term instead: [`Term::time_to_stop`] for the time the work has
+    /// left, [`Term::wait_ended`] to wait.
     pub fn valid_until(&self) -> Instant {
         self.deadline(&self.lock())
     }

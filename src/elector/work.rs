@@ -31,10 +31,21 @@ impl LeaderElector {
     ///   returned while its term was still current (its job done: the
     ///   elector stops and releases);
     /// - `Ok(StopReason::Lost)`: leadership was lost (without `rejoin`;
-    ///   with it, the next term calls `work` again);
+    ///   with it, the next term calls `work` again, once the work of the
+    ///   lost one has returned: one piece of work at a time);
+    /// - `Err(Error::NotReleased)`: stopped with `release_on_cancel`, but
+    ///   the work still ran when `release_grace` ran out: the lease was
+    ///   left to expire (the next candidate leads a lease duration after
+    ///   the last renew, not at once);
     /// - `Err(Error::AcquireTimeout)`: it never led within the builder's
     ///   `acquire_timeout`; other errors: the thread could not start, or
     ///   the release failed (the lease then expires by itself).
+    ///
+    /// The work's time budget: after a term ends at its deadline, another
+    /// candidate may lead `lease_duration − renew_deadline` later (5 s by
+    /// default); [`Term::time_to_stop`] counts it down (less a margin),
+    /// and is zero once the term was [taken over](Term::taken_over). Begin
+    /// a step only if it fits, and pause with [`Term::wait_ended`].
     ///
     /// `work` may borrow from the caller (the threads are scoped). If it
     /// panics, the elector stops without releasing and the panic goes on

@@ -214,7 +214,7 @@ impl Checker {
                 ));
             }
         }
-        if ordered && u64::try_from(version).ok() != Some(token) {
+        if ordered && version != token {
             found.push(format!(
                 "p{p}'s term has token {token}, not the revision {version} of the write that began it"
             ));

@@ -1,0 +1,693 @@
+//! The decision code, run on a bench: the elector's state machine (`Run`)
+//! against an in-memory Lease and a manual clock, every call answered at
+//! once and logged with its time, faults scripted call by call. Fast and
+//! exact: the tests below pin what the seeded simulation judges only in
+//! aggregate (the pauses between attempts, the counters, what a release
+//! writes) or cannot reach.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::mpsc::{self, Receiver};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::io::{block_on, Io, Read, Written};
+use super::run::Run;
+use super::shared::Shared;
+use super::term::{LetGo, Term};
+use super::{ElectorConfig, LeaderEvent, Probe};
+use crate::clock::{Clock, ManualClock, Wake, Wakeup};
+use crate::deadline::Deadline;
+use crate::error::{ApiStatus, Error, Result};
+use crate::lease::{LeaderElectionRecord, MicroTime};
+
+/// What the bench saw the elector do.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Call {
+    Get,
+    Create(LeaderElectionRecord),
+    Update(LeaderElectionRecord),
+    Sleep(Duration),
+}
+
+/// The Lease, as the bench's server stores it.
+#[derive(Debug, Clone)]
+pub(super) struct Stored {
+    pub(super) record: LeaderElectionRecord,
+    pub(super) version: u64,
+    pub(super) uid: u64,
+}
+
+/// What the bench's server holds and saw.
+#[derive(Debug, Default)]
+pub(super) struct Server {
+    pub(super) lease: Option<Stored>,
+    pub(super) revision: u64,
+    uid: u64,
+    /// Every call, with its time since the bench began.
+    pub(super) log: Vec<(Duration, Call)>,
+    /// Answers to give instead of the store's, in order (`None`: the
+    /// store's own).
+    pub(super) script: VecDeque<Option<Error>>,
+    /// Updates create a missing Lease (no uid precondition).
+    pub(super) create_on_update: bool,
+    /// The answer of the next write is lost after it applied.
+    pub(super) lose_next_answer: bool,
+    /// What another writer does, and when (time since the bench began).
+    pub(super) later: VecDeque<(Duration, Later)>,
+}
+
+/// What another writer does to the Lease.
+#[derive(Debug, Clone)]
+pub(super) enum Later {
+    Put(LeaderElectionRecord),
+    Delete,
+    LoseNextAnswer,
+}
+
+impl Server {
+    /// Store `record` as another writer would.
+    pub(super) fn put(&mut self, record: LeaderElectionRecord) {
+        self.revision += 1;
+        if self.lease.is_none() {
+            self.uid += 1;
+        }
+        self.lease = Some(Stored {
+            record,
+            version: self.revision,
+            uid: self.uid,
+        });
+    }
+
+    pub(super) fn delete(&mut self) {
+        self.revision += 1;
+        self.lease = None;
+    }
+
+    /// The calls of one kind, with their times.
+    pub(super) fn calls(&self, kind: fn(&Call) -> bool) -> Vec<(Duration, Call)> {
+        self.log.iter().filter(|(_, c)| kind(c)).cloned().collect()
+    }
+}
+
+pub(super) fn api(code: u16, reason: &str) -> Error {
+    Error::Api {
+        target: "lease lab/lease".into(),
+        action: "test",
+        status: ApiStatus::new(code, reason, ""),
+    }
+}
+
+pub(super) fn transport() -> Error {
+    Error::Transport {
+        target: "lease lab/lease".into(),
+        action: "test",
+        source: "no answer".into(),
+    }
+}
+
+/// The elector's lock and clock on the bench.
+pub(super) struct LabIo {
+    server: Rc<RefCell<Server>>,
+    clock: ManualClock,
+    origin: Instant,
+    identity: String,
+    /// The Lease as last read or written (the version an update is
+    /// conditional on).
+    seen: Option<(u64, u64)>,
+    /// The bench stops the elector once its clock reaches this.
+    stop_at: Instant,
+    /// What a wait for the work answers.
+    let_go: LetGo,
+}
+
+impl LabIo {
+    fn now(&self) -> Duration {
+        self.clock.now().saturating_duration_since(self.origin)
+    }
+
+    fn log(&self, call: Call) {
+        let at = self.now();
+        self.server.borrow_mut().log.push((at, call));
+    }
+
+    fn scripted(&self) -> Option<Error> {
+        self.server.borrow_mut().script.pop_front().flatten()
+    }
+
+    fn write(&mut self, record: &LeaderElectionRecord, create: bool) -> Result<Written> {
+        let mut server = self.server.borrow_mut();
+        match (&server.lease, create) {
+            (Some(_), true) => return Err(api(409, "AlreadyExists")),
+            (None, false) if !server.create_on_update => return Err(api(404, "NotFound")),
+            (Some(s), false) if Some(s.version) != self.seen.map(|(v, _)| v) => {
+                return Err(api(409, "Conflict"))
+            }
+            _ => {}
+        }
+        let recreated = !create && server.lease.is_none();
+        server.put(record.clone());
+        let stored = server.lease.clone().expect("just stored");
+        let lost = std::mem::take(&mut server.lose_next_answer);
+        drop(server);
+        if lost {
+            return Err(transport());
+        }
+        self.seen = Some((stored.version, stored.uid));
+        Ok(Written {
+            version: Some(stored.version.to_string()),
+            recreated,
+        })
+    }
+}
+
+impl Io for LabIo {
+    async fn get(&mut self, _deadline: &Deadline) -> Result<Read> {
+        self.log(Call::Get);
+        if let Some(e) = self.scripted() {
+            return Err(e);
+        }
+        let lease = self.server.borrow().lease.clone();
+        let Some(stored) = lease else {
+            return Err(api(404, "NotFound"));
+        };
+        let recreated = self.seen.is_some_and(|(_, uid)| uid != stored.uid);
+        self.seen = Some((stored.version, stored.uid));
+        Ok(Read {
+            record: stored.record,
+            version: Some(stored.version.to_string()),
+            local: false,
+            recreated,
+        })
+    }
+
+    async fn create(&mut self, record: &LeaderElectionRecord, _d: &Deadline) -> Result<Written> {
+        self.log(Call::Create(record.clone()));
+        if let Some(e) = self.scripted() {
+            return Err(e);
+        }
+        self.write(record, true)
+    }
+
+    async fn update(&mut self, record: &LeaderElectionRecord, _d: &Deadline) -> Result<Written> {
+        self.log(Call::Update(record.clone()));
+        if let Some(e) = self.scripted() {
+            return Err(e);
+        }
+        self.write(record, false)
+    }
+
+    async fn sleep(&mut self, d: Duration, wake: &Wakeup) -> Wake {
+        self.log(Call::Sleep(d));
+        if let Some(w) = wake.take() {
+            return w;
+        }
+        let until = crate::clock::add_saturating(self.clock.now(), d).min(self.stop_at);
+        // Another writer's writes due meanwhile: at their time, waking a
+        // sleeper as a watch would not (the bench polls).
+        loop {
+            let next = self
+                .server
+                .borrow()
+                .later
+                .front()
+                .map(|(at, _)| self.origin + *at);
+            match next {
+                Some(at) if at <= until => {
+                    self.clock
+                        .advance(at.saturating_duration_since(self.clock.now()));
+                    let (_, what) = self.server.borrow_mut().later.pop_front().expect("due");
+                    let mut server = self.server.borrow_mut();
+                    match what {
+                        Later::Put(r) => server.put(r),
+                        Later::Delete => server.delete(),
+                        Later::LoseNextAnswer => server.lose_next_answer = true,
+                    }
+                }
+                _ => break,
+            }
+        }
+        self.clock
+            .advance(until.saturating_duration_since(self.clock.now()));
+        if until >= self.stop_at {
+            wake.stop();
+            return Wake::Stopped;
+        }
+        Wake::Elapsed
+    }
+
+    async fn let_go(&mut self, _term: &Term, _grace: Duration, _stop: &Wakeup) -> LetGo {
+        self.let_go
+    }
+
+    fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    fn record_event(&self, _message: &str) {}
+}
+
+/// One elector on the bench.
+pub(super) struct Lab {
+    pub(super) server: Rc<RefCell<Server>>,
+    pub(super) clock: ManualClock,
+    pub(super) origin: Instant,
+    pub(super) config: ElectorConfig,
+    pub(super) identity: String,
+    pub(super) let_go: LetGo,
+}
+
+/// What a run on the bench left.
+pub(super) struct Ran {
+    pub(super) result: Result<()>,
+    pub(super) probe: Probe,
+    pub(super) events: Vec<LeaderEvent>,
+}
+
+impl Lab {
+    /// client-go's 15 s / 10 s / 2 s, releasing on stop.
+    pub(super) fn new() -> Lab {
+        let clock = ManualClock::new();
+        Lab {
+            server: Rc::default(),
+            origin: clock.now(),
+            clock,
+            config: ElectorConfig {
+                release_on_cancel: true,
+                watch: false,
+                ..ElectorConfig::default()
+            },
+            identity: "me".into(),
+            let_go: LetGo::Released,
+        }
+    }
+
+    /// A record of `holder`'s, renewed now by its clock.
+    pub(super) fn record(&self, holder: &str, transitions: i32) -> LeaderElectionRecord {
+        let now = MicroTime::from_system_time(self.clock.system_time());
+        LeaderElectionRecord {
+            holder_identity: holder.into(),
+            lease_duration_seconds: 15,
+            acquire_time: Some(now),
+            renew_time: Some(now),
+            leader_transitions: transitions,
+            ..LeaderElectionRecord::default()
+        }
+    }
+
+    /// Run the elector from now until its clock has moved `for_`, then
+    /// stop it (releasing as configured).
+    pub(super) fn run_for(&self, for_: Duration) -> Ran {
+        let (tx, rx) = mpsc::channel();
+        let shared = Arc::new(Shared::new(
+            Wakeup::new(),
+            Arc::new(self.clock.clone()),
+            self.config.clone(),
+            "lab/lease".into(),
+            self.identity.clone(),
+            tx,
+        ));
+        let io = LabIo {
+            server: self.server.clone(),
+            clock: self.clock.clone(),
+            origin: self.origin,
+            identity: self.identity.clone(),
+            seen: None,
+            stop_at: self.clock.now() + for_,
+            let_go: self.let_go,
+        };
+        let probe = Probe::new(shared.clone());
+        let run = Run::new(io, shared.clone(), 7);
+        let result = block_on(run.run());
+        let events = collect(&rx);
+        Ran {
+            result,
+            probe,
+            events,
+        }
+    }
+}
+
+fn collect(rx: &Receiver<LeaderEvent>) -> Vec<LeaderEvent> {
+    rx.try_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::elector::StopReason;
+
+    const S: fn(u64) -> Duration = Duration::from_secs;
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+
+    fn updates(server: &Server) -> Vec<(Duration, LeaderElectionRecord)> {
+        server
+            .log
+            .iter()
+            .filter_map(|(at, c)| match c {
+                Call::Update(r) | Call::Create(r) => Some((*at, r.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn gets(server: &Server) -> Vec<Duration> {
+        server
+            .log
+            .iter()
+            .filter_map(|(at, c)| matches!(c, Call::Get).then_some(*at))
+            .collect()
+    }
+
+    fn started(events: &[LeaderEvent]) -> usize {
+        events
+            .iter()
+            .filter(|e| matches!(e, LeaderEvent::StartedLeading { .. }))
+            .count()
+    }
+
+    fn stopped(events: &[LeaderEvent]) -> Vec<StopReason> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                LeaderEvent::StoppedLeading { reason, .. } => Some(*reason),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_leader_renews_every_retry_period_from_the_start_of_the_last_renew_with_one_put_each() {
+        let lab = Lab::new();
+        let ran = lab.run_for(S(21));
+        let server = lab.server.borrow();
+        let writes = updates(&server);
+        // A create at 0 s (after its GET), then one PUT every 2 s.
+        assert!(matches!(server.log[0].1, Call::Get));
+        assert!(matches!(server.log[1].1, Call::Create(_)));
+        let times: Vec<Duration> = writes.iter().map(|(at, _)| *at).collect();
+        assert_eq!(
+            &times[..11],
+            &(0..11).map(|i| S(2 * i)).collect::<Vec<_>>()[..]
+        );
+        // The renews keep the term's acquire time and transitions.
+        let first = &writes[0].1;
+        for (_, w) in &writes[1..10] {
+            assert_eq!(w.acquire_time, first.acquire_time);
+            assert_eq!(w.leader_transitions, first.leader_transitions);
+            assert_eq!(w.holder_identity, "me");
+            assert_eq!(w.lease_duration_seconds, 15);
+        }
+        let status = ran.probe.status();
+        assert_eq!(status.slow_path_renews, 0);
+        assert_eq!(status.held_by_other, 0);
+        // 1 GET + 1 create + 10 renews + the release.
+        assert_eq!((status.attempts, status.renews), (11, 11));
+        assert_eq!(status.requests, 13);
+        assert_eq!(
+            (status.failed_requests, status.consecutive_failures),
+            (0, 0)
+        );
+        assert_eq!(started(&ran.events), 1);
+        assert_eq!(stopped(&ran.events), [StopReason::Stopped]);
+        assert!(ran.result.is_ok());
+    }
+
+    #[test]
+    fn the_release_frees_the_record_for_a_second_keeping_its_transitions_and_times_now() {
+        let lab = Lab::new();
+        lab.server.borrow_mut().put(lab.record("", 4));
+        lab.run_for(S(5));
+        let server = lab.server.borrow();
+        let writes = updates(&server);
+        let (at, release) = writes.last().unwrap().clone();
+        assert_eq!(release.holder_identity, "");
+        assert_eq!(release.lease_duration_seconds, 1);
+        assert_eq!(
+            release.leader_transitions, 5,
+            "one more than the 4 stored, kept"
+        );
+        let now = MicroTime::from_system_time(lab.clock.system_time());
+        assert_eq!(
+            (release.acquire_time, release.renew_time),
+            (Some(now), Some(now))
+        );
+        assert_eq!(at, S(5));
+        assert_eq!(server.lease.as_ref().unwrap().record, release);
+    }
+
+    #[test]
+    fn no_release_without_release_on_cancel_nor_of_a_record_not_ours() {
+        let mut lab = Lab::new();
+        lab.config.release_on_cancel = false;
+        lab.run_for(S(5));
+        assert_eq!(
+            lab.server
+                .borrow()
+                .lease
+                .as_ref()
+                .unwrap()
+                .record
+                .holder_identity,
+            "me"
+        );
+
+        let lab = Lab::new();
+        let other = lab.record("other", 9);
+        // Another writer takes the Lease just before the stop: the leader
+        // sees it at its next renew (it polls) and does not free it.
+        lab.server
+            .borrow_mut()
+            .later
+            .push_back((MS(4_500), Later::Put(other.clone())));
+        let ran = lab.run_for(S(7));
+        let server = lab.server.borrow();
+        assert_eq!(server.lease.as_ref().unwrap().record, other);
+        assert_eq!(stopped(&ran.events), [StopReason::Lost]);
+        assert!(updates(&server)
+            .iter()
+            .all(|(_, w)| !w.holder_identity.is_empty()));
+    }
+
+    #[test]
+    fn a_release_that_conflicts_with_a_renew_of_its_own_that_landed_reads_and_releases() {
+        let lab = Lab::new();
+        // The renew at 4 s lands, its answer lost: the release at 5 s is
+        // written against an older version and conflicts with ourselves.
+        lab.server
+            .borrow_mut()
+            .later
+            .push_back((MS(3_900), Later::LoseNextAnswer));
+        lab.run_for(MS(5_000));
+        let server = lab.server.borrow();
+        assert_eq!(server.lease.as_ref().unwrap().record.holder_identity, "");
+        let tail: Vec<&Call> = server.log.iter().rev().take(3).map(|(_, c)| c).collect();
+        assert!(
+            matches!(tail[..], [Call::Update(_), Call::Get, Call::Update(_)]),
+            "{tail:?}"
+        );
+    }
+
+    #[test]
+    fn after_a_failed_attempt_the_next_is_a_jittered_retry_period_later() {
+        let lab = Lab::new();
+        lab.server.borrow_mut().script = (0..12).map(|_| Some(api(500, "InternalError"))).collect();
+        let ran = lab.run_for(S(40));
+        let times = gets(&lab.server.borrow());
+        let gaps: Vec<Duration> = times.windows(2).map(|w| w[1] - w[0]).take(11).collect();
+        assert!(
+            gaps.iter().all(|g| *g >= S(2) && *g < MS(4_400)),
+            "{gaps:?}"
+        );
+        // Jittered: not all the same, some in the upper half.
+        assert!(gaps.iter().any(|g| *g > MS(3_300)), "{gaps:?}");
+        assert!(gaps.iter().any(|g| *g < MS(3_300)), "{gaps:?}");
+        let status = ran.probe.status();
+        assert_eq!(status.failed_requests, 12);
+        assert_eq!(status.consecutive_failures, 0, "led after the failures");
+        assert_eq!(started(&ran.events), 1);
+    }
+
+    #[test]
+    fn a_retry_after_longer_than_the_pause_is_waited_out() {
+        let lab = Lab::new();
+        let mut e = api(503, "ServiceUnavailable");
+        if let Error::Api { status, .. } = &mut e {
+            status.retry_after = Some(S(7));
+        }
+        lab.server.borrow_mut().script.push_back(Some(e));
+        lab.run_for(S(10));
+        let times = gets(&lab.server.borrow());
+        assert_eq!(times[1] - times[0], S(7));
+    }
+
+    #[test]
+    fn a_lease_held_by_another_is_taken_at_its_observed_expiry_not_a_retry_period_later() {
+        let lab = Lab::new();
+        lab.server.borrow_mut().put(lab.record("other", 2));
+        let ran = lab.run_for(S(20));
+        let server = lab.server.borrow();
+        let (at, take) = updates(&server)[0].clone();
+        // Seen at 0 s, unchanged: expired 15 s later; taken 1 ms after.
+        assert_eq!(at, S(15) + MS(1));
+        assert_eq!(take.leader_transitions, 3);
+        assert_eq!(take.holder_identity, "me");
+        // Polled meanwhile every 2 to 4.4 s.
+        let polls = gets(&server);
+        assert!(
+            polls.windows(2).all(|w| w[1] - w[0] <= MS(4_400)),
+            "{polls:?}"
+        );
+        assert!(ran.probe.status().held_by_other >= 4);
+    }
+
+    #[test]
+    fn a_renew_that_conflicts_takes_the_slow_path_and_counts_it() {
+        let lab = Lab::new();
+        lab.server.borrow_mut().script = [None, None, Some(api(409, "Conflict"))]
+            .into_iter()
+            .collect();
+        let ran = lab.run_for(S(7));
+        assert_eq!(ran.probe.status().slow_path_renews, 1);
+        let server = lab.server.borrow();
+        // The conflicting PUT at 2 s, a GET and a PUT at once.
+        let at_two: Vec<&Call> = server
+            .log
+            .iter()
+            .filter(|(at, _)| *at == S(2))
+            .map(|(_, c)| c)
+            .collect();
+        assert!(
+            matches!(
+                at_two[..],
+                [Call::Update(_), Call::Get, Call::Update(_), ..]
+            ),
+            "{at_two:?}"
+        );
+        assert_eq!(stopped(&ran.events), [StopReason::Stopped]);
+    }
+
+    #[test]
+    fn a_renew_that_fails_in_transport_is_retried_a_retry_period_after_it_began() {
+        let lab = Lab::new();
+        lab.server.borrow_mut().script = [None, None, Some(transport()), Some(transport())]
+            .into_iter()
+            .collect();
+        let ran = lab.run_for(S(9));
+        let server = lab.server.borrow();
+        let times: Vec<Duration> = updates(&server).iter().map(|(at, _)| *at).collect();
+        assert_eq!(&times[..5], &[S(0), S(2), S(4), S(6), S(8)]);
+        let status = ran.probe.status();
+        assert_eq!(status.failed_requests, 2);
+        assert_eq!(stopped(&ran.events), [StopReason::Stopped], "kept its term");
+    }
+
+    #[test]
+    fn renews_failing_past_the_renew_deadline_end_the_term_at_it() {
+        let lab = Lab::new();
+        lab.server.borrow_mut().script = [None, None]
+            .into_iter()
+            .chain((0..20).map(|_| Some(api(500, "InternalError"))))
+            .collect();
+        let ran = lab.run_for(S(30));
+        let lost = ran.events.iter().find_map(|e| match e {
+            LeaderEvent::StoppedLeading {
+                at,
+                reason: StopReason::Lost,
+            } => Some(*at),
+            _ => None,
+        });
+        // The last renew began at 0 s (the create): lost at 10 s.
+        assert_eq!(
+            lost.map(|at| at.saturating_duration_since(lab.origin)),
+            Some(S(10))
+        );
+        assert!(ran
+            .probe
+            .status()
+            .last_loss
+            .is_some_and(|l| l.contains("renew deadline")));
+    }
+
+    #[test]
+    fn a_lease_recreated_by_our_own_renew_is_not_led_on_before_a_lease_duration() {
+        let mut lab = Lab::new();
+        lab.config.rejoin = true;
+        lab.server.borrow_mut().create_on_update = true;
+        lab.server
+            .borrow_mut()
+            .later
+            .push_back((MS(3_000), Later::Delete));
+        let ran = lab.run_for(S(30));
+        let starts: Vec<Duration> = ran
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                LeaderEvent::StartedLeading { at, .. } => {
+                    Some(at.saturating_duration_since(lab.origin))
+                }
+                _ => None,
+            })
+            .collect();
+        // Led at 0 s; the renew at 4 s recreated the deleted Lease: lost
+        // there, and not led again before 4 s + 15 s.
+        assert_eq!(stopped(&ran.events)[0], StopReason::Lost);
+        assert_eq!(starts.len(), 2, "{starts:?}");
+        assert!(starts[1] >= S(19), "{starts:?}");
+        assert!(starts[1] <= S(19) + MS(10), "{starts:?}");
+    }
+
+    #[test]
+    fn a_missing_lease_last_held_by_another_is_waited_out_one_never_held_is_created_at_once() {
+        let lab = Lab::new();
+        lab.server.borrow_mut().put(lab.record("other", 2));
+        lab.server
+            .borrow_mut()
+            .later
+            .push_back((S(3), Later::Delete));
+        lab.run_for(S(25));
+        let server = lab.server.borrow();
+        let creates: Vec<Duration> = server
+            .calls(|c| matches!(c, Call::Create(_)))
+            .iter()
+            .map(|(at, _)| *at)
+            .collect();
+        // First seen missing at its next attempt after 3 s: held a lease
+        // duration from then.
+        let missing = gets(&server).into_iter().find(|at| *at > S(3)).unwrap();
+        assert!(creates[0] >= missing + S(15), "{creates:?} {missing:?}");
+        drop(server);
+
+        let lab = Lab::new();
+        lab.server.borrow_mut().put(lab.record("", 2));
+        lab.server
+            .borrow_mut()
+            .later
+            .push_back((S(1), Later::Delete));
+        let mut lab = lab;
+        lab.config.release_on_cancel = false;
+        // The Lease is free at first: taken at 0 s; when it is deleted...
+        let ran = lab.run_for(S(3));
+        assert_eq!(started(&ran.events), 1);
+    }
+
+    #[test]
+    fn a_new_term_writes_one_more_than_the_highest_transitions_seen_also_when_lowered() {
+        let lab = Lab::new();
+        lab.server.borrow_mut().put(lab.record("other", 7));
+        // The holder is replaced by a writer that lowers the count; the
+        // candidate saw 7 and writes 8 when it takes over.
+        lab.server
+            .borrow_mut()
+            .later
+            .push_back((S(1), Later::Put(lab.record("other2", 1))));
+        lab.run_for(S(20));
+        let server = lab.server.borrow();
+        let take = &updates(&server)[0].1;
+        assert_eq!(
+            (take.holder_identity.as_str(), take.leader_transitions),
+            ("me", 8)
+        );
+    }
+}
