@@ -13,18 +13,23 @@ pub const MAX_SUBDOMAIN: usize = 253;
 
 /// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
 fn is_label(s: &str) -> bool {
+    s.len() <= MAX_LABEL && is_part(s)
+}
+
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, of any length.
+fn is_part(s: &str) -> bool {
     let b = s.as_bytes();
     let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
     !b.is_empty()
-        && b.len() <= MAX_LABEL
         && b.first().is_some_and(alnum)
         && b.last().is_some_and(alnum)
         && b.iter().all(|c| alnum(c) || *c == b'-')
 }
 
-/// Dot-separated labels, at most 253 characters.
+/// Dot-separated parts, at most 253 characters in all: apimachinery's
+/// `IsDNS1123Subdomain`, which (unlike DNS) puts no limit of 63 on a part.
 fn is_subdomain(s: &str) -> bool {
-    s.len() <= MAX_SUBDOMAIN && s.split('.').all(is_label)
+    s.len() <= MAX_SUBDOMAIN && s.split('.').all(is_part)
 }
 
 fn invalid(what: &str, value: &str, rule: &str) -> Error {
@@ -110,7 +115,9 @@ mod tests {
             "a".repeat(61)
         );
         assert_eq!(longest.len(), 253);
-        for ok in ["a", "my-lock", "a.b.c", "cert-manager-controller", &longest] {
+        // kube-apiserver takes a part longer than 63 (a DNS label's limit).
+        let long_part = "a".repeat(64);
+        for ok in ["a", "my-lock", "a.b.c", "cert-manager-controller", &longest, &long_part] {
             assert!(check_lease_name(ok).is_ok(), "{ok}");
         }
         for bad in [
@@ -121,7 +128,7 @@ mod tests {
             "A",
             "a\0b",
             "a/b",
-            &"a".repeat(64),
+            &"a".repeat(254),
             &format!("{longest}a"),
         ] {
             assert!(check_lease_name(bad).is_err(), "{bad:?}");

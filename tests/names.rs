@@ -38,8 +38,10 @@ fn bad_namespaces_names_and_identities_are_errors_at_build() {
     refused(build("ns", "a/b", "me"), "lease name");
     refused(build("ns", "lock", "m\0e"), "identity");
     refused(build("ns", "lock", ""), "identity");
-    // What Kubernetes accepts is accepted.
+    // What Kubernetes accepts is accepted: a Lease name is a DNS-1123
+    // subdomain as apimachinery checks it, with no limit of 63 on a part.
     build("kube-system", "cert-manager.io-controller", "pod-a_ü 1").unwrap();
+    build("kube-system", &format!("{}.lock", "p".repeat(70)), "me").unwrap();
 }
 
 #[test]
