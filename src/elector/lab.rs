@@ -691,3 +691,137 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod more_tests {
+    use super::*;
+    use crate::elector::StopReason;
+
+    const S: fn(u64) -> Duration = Duration::from_secs;
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+
+    fn at_of(server: &Server, pick: fn(&Call) -> bool) -> Vec<Duration> {
+        server.calls(pick).iter().map(|(at, _)| *at).collect()
+    }
+
+    #[test]
+    fn a_missing_lease_is_created_at_once_and_its_404_is_no_failure() {
+        let lab = Lab::new();
+        let ran = lab.run_for(S(1));
+        let server = lab.server.borrow();
+        assert!(matches!(server.log[0], (t, Call::Get) if t == S(0)));
+        assert!(matches!(server.log[1], (t, Call::Create(_)) if t == S(0)));
+        assert_eq!(ran.probe.status().failed_requests, 0);
+    }
+
+    #[test]
+    fn a_create_that_loses_the_race_reads_the_winner_at_once_and_is_no_failure() {
+        let lab = Lab::new();
+        lab.server.borrow_mut().script =
+            [None, Some(api(409, "AlreadyExists"))].into_iter().collect();
+        // The winner's record, stored as our create is refused.
+        let winner = lab.record("winner", 0);
+        lab.server.borrow_mut().later.push_back((MS(0), Later::Put(winner)));
+        let ran = lab.run_for(S(3));
+        let server = lab.server.borrow();
+        let gets = at_of(&server, |c| matches!(c, Call::Get));
+        // 404 at 0 s, create refused at 0 s, the winner read 1 ms later.
+        assert_eq!(gets[1], MS(1), "{:?}", server.log);
+        let status = ran.probe.status();
+        assert_eq!(status.failed_requests, 0);
+        assert_eq!(ran.probe.leader().as_deref(), Some("winner"));
+    }
+
+    #[test]
+    fn a_write_whose_answer_was_lost_is_ours_when_read_back_in_the_same_acquire() {
+        let lab = Lab::new();
+        lab.server.borrow_mut().lose_next_answer = true;
+        let ran = lab.run_for(S(10));
+        let server = lab.server.borrow();
+        let writes: Vec<LeaderElectionRecord> = server
+            .log
+            .iter()
+            .filter_map(|(_, c)| match c {
+                Call::Create(r) | Call::Update(r) => Some(r.clone()),
+                _ => None,
+            })
+            .collect();
+        // The create landed, its answer lost; the next attempt reads it
+        // back as ours and writes it again: same acquire time and
+        // transitions (not a new term over a stranger's record).
+        assert_eq!(writes[1].acquire_time, writes[0].acquire_time);
+        assert_eq!(writes[1].leader_transitions, 0);
+        let started: Vec<Duration> = ran
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                LeaderEvent::StartedLeading { at, .. } => Some(at.saturating_duration_since(lab.origin)),
+                _ => None,
+            })
+            .collect();
+        // Led at the next attempt, not a lease duration later.
+        assert_eq!(started.len(), 1);
+        assert!(started[0] < S(5), "{started:?}");
+        assert!(!ran.probe.duplicate_identity());
+    }
+
+    #[test]
+    fn a_record_under_our_identity_renewed_by_another_process_is_a_duplicate_and_never_ours() {
+        let lab = Lab::new();
+        // A process with our identity holds the Lease and renews it.
+        lab.server.borrow_mut().put(lab.record("me", 3));
+        let mut later = VecDeque::new();
+        for i in 1..10u64 {
+            let mut r = lab.record("me", 3);
+            let t = MicroTime::from_system_time(lab.clock.system_time() + S(2 * i));
+            r.renew_time = Some(t);
+            later.push_back((S(2 * i), Later::Put(r)));
+        }
+        lab.server.borrow_mut().later = later;
+        let ran = lab.run_for(S(19));
+        assert!(ran.probe.duplicate_identity());
+        assert!(!ran.events.iter().any(|e| matches!(e, LeaderEvent::StartedLeading { .. })));
+        let server = lab.server.borrow();
+        assert!(server.calls(|c| matches!(c, Call::Update(_) | Call::Create(_))).is_empty());
+    }
+
+    #[test]
+    fn a_record_under_our_identity_seen_once_is_waited_out_then_taken_as_a_new_term() {
+        let lab = Lab::new();
+        // A previous run of ours left it: never renewed again.
+        lab.server.borrow_mut().put(lab.record("me", 3));
+        let ran = lab.run_for(S(20));
+        assert!(!ran.probe.duplicate_identity());
+        let server = lab.server.borrow();
+        let writes = server.calls(|c| matches!(c, Call::Update(_)));
+        let (at, Call::Update(take)) = &writes[0] else { unreachable!() };
+        assert_eq!(*at, S(15) + MS(1));
+        assert_eq!(take.leader_transitions, 4, "a new term, not the old one's");
+    }
+
+    #[test]
+    fn a_lease_recreated_under_a_term_ends_it_even_when_it_holds_our_own_record() {
+        let lab = Lab::new();
+        {
+            let mut server = lab.server.borrow_mut();
+            server.create_on_update = true;
+            // The renew at 4 s lands on a Lease deleted just before (an
+            // update creates it anew, with a new uid), its answer lost.
+            server.later.push_back((MS(3_900), Later::LoseNextAnswer));
+            server.later.push_back((MS(3_950), Later::Delete));
+        }
+        let ran = lab.run_for(S(12));
+        let lost = ran.events.iter().find_map(|e| match e {
+            LeaderEvent::StoppedLeading {
+                at,
+                reason: StopReason::Lost,
+            } => Some(at.saturating_duration_since(lab.origin)),
+            _ => None,
+        });
+        // The retry at 6 s conflicts, reads our record back on a new
+        // Lease: the term is over there.
+        assert_eq!(lost, Some(S(6)));
+        let why = ran.probe.status().last_loss.unwrap_or_default();
+        assert!(why.contains("deleted and created again"), "{why}");
+    }
+}
