@@ -14,7 +14,7 @@
 # mutant's name as cargo-mutants prints it, ` # ` and the reason); it
 # fails if one is left or anything timed out. Schedules per mutant:
 # LEASE_ELECTOR_SIM_SCHEDULES (2,000 by default; CI's 10,000 takes
-# longer). Figures on this machine (2 cores): docs/architecture.md.
+# longer). Built with the `sim` profile (opt-level 1, no LTO). Figures on this machine (2 cores): docs/architecture.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cargo-mutants >/dev/null || {
@@ -30,7 +30,7 @@ mkdir -p "$out"
 export LEASE_ELECTOR_SIM_SCHEDULES=${LEASE_ELECTOR_SIM_SCHEDULES:-2000}
 # A failing schedule is enough to catch a mutant: stop at the first.
 export LEASE_ELECTOR_SIM_MAX_FAILURES=1
-cargo mutants "${args[@]}" --features testing --profile mutants --no-shuffle \
+cargo mutants "${args[@]}" --features testing --profile sim --no-shuffle \
   --output "$out" --timeout-multiplier 3 --minimum-test-timeout 120 \
   -- --lib --test simulation || true
 

@@ -117,7 +117,14 @@ mod tests {
         assert_eq!(longest.len(), 253);
         // kube-apiserver takes a part longer than 63 (a DNS label's limit).
         let long_part = "a".repeat(64);
-        for ok in ["a", "my-lock", "a.b.c", "cert-manager-controller", &longest, &long_part] {
+        for ok in [
+            "a",
+            "my-lock",
+            "a.b.c",
+            "cert-manager-controller",
+            &longest,
+            &long_part,
+        ] {
             assert!(check_lease_name(ok).is_ok(), "{ok}");
         }
         for bad in [

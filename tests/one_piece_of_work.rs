@@ -12,24 +12,9 @@ use std::time::{Duration, Instant};
 use common::*;
 use lease_elector::testing::TestApiServer;
 use lease_elector::{
-    Client, ClientConfig, EventRecorder, LeaderElector, LeaderEvent, LeaderEvents, LeaseLock,
-    ManualClock, Term,
+    Client, ClientConfig, EventRecorder, LeaderEvent, LeaderEvents, ManualClock, Term,
 };
 use serde_json::json;
-
-fn server() -> TestApiServer {
-    let server = TestApiServer::start().unwrap();
-    server.add_namespace(NS);
-    server
-}
-
-fn elector(server: &TestApiServer, id: &str) -> lease_elector::ElectorBuilder {
-    LeaderElector::builder(LeaseLock::new(client(server), NS, LEASE, id))
-        .lease_duration(Duration::from_secs(4))
-        .renew_deadline(Duration::from_secs(3))
-        .retry_period(Duration::from_secs(1))
-        .release_on_cancel(true)
-}
 
 fn resource_version(server: &TestApiServer) -> Option<u64> {
     server.lease_value(NS, LEASE)?["metadata"]["resourceVersion"]
@@ -40,8 +25,8 @@ fn resource_version(server: &TestApiServer) -> Option<u64> {
 
 #[test]
 fn run_with_rejoin_neither_leads_again_nor_releases_while_an_earlier_terms_work_runs() {
-    let server = server();
-    let elector = elector(&server, "a").rejoin(true).build().unwrap();
+    let server = server_with_namespace();
+    let elector = short_elector(&server, "a").rejoin(true).build().unwrap();
     let stopper = elector.stopper();
     let (term_tx, term_rx) = mpsc::channel::<Term>();
     let (go, gate) = mpsc::channel::<()>();
@@ -98,8 +83,8 @@ fn run_with_rejoin_neither_leads_again_nor_releases_while_an_earlier_terms_work_
 
 #[test]
 fn run_with_rejoin_starts_the_next_term_only_once_the_earlier_work_has_returned() {
-    let server = server();
-    let elector = elector(&server, "a").rejoin(true).build().unwrap();
+    let server = server_with_namespace();
+    let elector = short_elector(&server, "a").rejoin(true).build().unwrap();
     let stopper = elector.stopper();
     let (term_tx, term_rx) = mpsc::channel::<Term>();
     let (go, gate) = mpsc::channel::<()>();
@@ -175,13 +160,13 @@ fn write_spec(server: &TestApiServer, holder: &str, transitions: i64) {
 
 #[test]
 fn tokens_grow_across_a_deletion_a_lowering_writer_and_lease_transitions_at_its_edge() {
-    let server = server();
+    let server = server_with_namespace();
     let mut tokens = Vec::new();
     // A free Lease whose leaseTransitions another writer left at the
     // int32's edge: client-go's +1 cannot go above it.
     write_spec(&server, "", i64::from(i32::MAX));
     for (round, who) in ["a", "b", "c", "d"].into_iter().enumerate() {
-        let (handle, events) = elector(&server, who)
+        let (handle, events) = short_elector(&server, who)
             .retry_period(Duration::from_millis(200))
             .renew_deadline(Duration::from_millis(300))
             .lease_duration(Duration::from_secs(1))
@@ -211,9 +196,9 @@ fn tokens_grow_across_a_deletion_a_lowering_writer_and_lease_transitions_at_its_
 
 #[test]
 fn no_public_call_panics_on_the_longest_duration() {
-    let server = server();
+    let server = server_with_namespace();
     let long = Duration::MAX;
-    let (handle, events) = elector(&server, "a")
+    let (handle, events) = short_elector(&server, "a")
         .request_timeout(long)
         .release_timeout(long)
         .release_grace(long)

@@ -8,27 +8,12 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use common::*;
-use lease_elector::testing::TestApiServer;
-use lease_elector::{Error, LeaderElector, LeaseLock, StopReason};
-
-fn elector(server: &TestApiServer, id: &str) -> lease_elector::ElectorBuilder {
-    LeaderElector::builder(LeaseLock::new(client(server), NS, LEASE, id))
-        .lease_duration(Duration::from_secs(4))
-        .renew_deadline(Duration::from_secs(3))
-        .retry_period(Duration::from_secs(1))
-        .release_on_cancel(true)
-}
-
-fn server() -> TestApiServer {
-    let server = TestApiServer::start().unwrap();
-    server.add_namespace(NS);
-    server
-}
+use lease_elector::{Error, StopReason};
 
 #[test]
 fn the_lease_is_released_only_after_the_work_has_returned() {
-    let server = server();
-    let elector = elector(&server, "a").build().unwrap();
+    let server = server_with_namespace();
+    let elector = short_elector(&server, "a").build().unwrap();
     let stopper = elector.stopper();
     let (told_tx, told) = mpsc::channel();
     let (started_tx, started) = mpsc::channel();
@@ -73,9 +58,9 @@ fn the_lease_is_released_only_after_the_work_has_returned() {
 
 #[test]
 fn work_that_returns_while_leading_ends_the_election_and_releases() {
-    let server = server();
+    let server = server_with_namespace();
     let mut runs = 0;
-    let ended = elector(&server, "a")
+    let ended = short_elector(&server, "a")
         .build()
         .unwrap()
         .run(|term| {
@@ -89,8 +74,8 @@ fn work_that_returns_while_leading_ends_the_election_and_releases() {
 
 #[test]
 fn without_rejoin_a_lost_lease_ends_the_call_after_the_work() {
-    let server = server();
-    let elector = elector(&server, "a").build().unwrap();
+    let server = server_with_namespace();
+    let elector = short_elector(&server, "a").build().unwrap();
     let ended = elector
         .run(|term| {
             server.set_outage(true); // the API server goes away
@@ -108,8 +93,8 @@ fn without_rejoin_a_lost_lease_ends_the_call_after_the_work() {
 
 #[test]
 fn with_rejoin_each_term_runs_the_work_again_with_its_token() {
-    let server = server();
-    let elector = elector(&server, "a").rejoin(true).build().unwrap();
+    let server = server_with_namespace();
+    let elector = short_elector(&server, "a").rejoin(true).build().unwrap();
     let stopper = elector.stopper();
     let mut tokens = Vec::new();
     let ended = elector
@@ -132,10 +117,14 @@ fn with_rejoin_each_term_runs_the_work_again_with_its_token() {
 
 #[test]
 fn never_leading_within_the_acquire_timeout_is_an_error_naming_the_lease() {
-    let server = server();
-    let (holder, _events) = elector(&server, "holder").build().unwrap().spawn().unwrap();
+    let server = server_with_namespace();
+    let (holder, _events) = short_elector(&server, "holder")
+        .build()
+        .unwrap()
+        .spawn()
+        .unwrap();
     eventually("holder leads", || holder.probe().is_leader());
-    let err = elector(&server, "late")
+    let err = short_elector(&server, "late")
         .acquire_timeout(Duration::from_millis(100))
         .build()
         .unwrap()
@@ -148,8 +137,8 @@ fn never_leading_within_the_acquire_timeout_is_an_error_naming_the_lease() {
 
 #[test]
 fn work_that_panics_stops_the_elector_without_a_release() {
-    let server = server();
-    let elector = elector(&server, "a").build().unwrap();
+    let server = server_with_namespace();
+    let elector = short_elector(&server, "a").build().unwrap();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         elector.run(|_| panic!("the work failed"))
     }));

@@ -717,11 +717,15 @@ mod more_tests {
     #[test]
     fn a_create_that_loses_the_race_reads_the_winner_at_once_and_is_no_failure() {
         let lab = Lab::new();
-        lab.server.borrow_mut().script =
-            [None, Some(api(409, "AlreadyExists"))].into_iter().collect();
+        lab.server.borrow_mut().script = [None, Some(api(409, "AlreadyExists"))]
+            .into_iter()
+            .collect();
         // The winner's record, stored as our create is refused.
         let winner = lab.record("winner", 0);
-        lab.server.borrow_mut().later.push_back((MS(0), Later::Put(winner)));
+        lab.server
+            .borrow_mut()
+            .later
+            .push_back((MS(0), Later::Put(winner)));
         let ran = lab.run_for(S(3));
         let server = lab.server.borrow();
         let gets = at_of(&server, |c| matches!(c, Call::Get));
@@ -755,7 +759,9 @@ mod more_tests {
             .events
             .iter()
             .filter_map(|e| match e {
-                LeaderEvent::StartedLeading { at, .. } => Some(at.saturating_duration_since(lab.origin)),
+                LeaderEvent::StartedLeading { at, .. } => {
+                    Some(at.saturating_duration_since(lab.origin))
+                }
                 _ => None,
             })
             .collect();
@@ -780,9 +786,14 @@ mod more_tests {
         lab.server.borrow_mut().later = later;
         let ran = lab.run_for(S(19));
         assert!(ran.probe.duplicate_identity());
-        assert!(!ran.events.iter().any(|e| matches!(e, LeaderEvent::StartedLeading { .. })));
+        assert!(!ran
+            .events
+            .iter()
+            .any(|e| matches!(e, LeaderEvent::StartedLeading { .. })));
         let server = lab.server.borrow();
-        assert!(server.calls(|c| matches!(c, Call::Update(_) | Call::Create(_))).is_empty());
+        assert!(server
+            .calls(|c| matches!(c, Call::Update(_) | Call::Create(_)))
+            .is_empty());
     }
 
     #[test]
@@ -794,7 +805,9 @@ mod more_tests {
         assert!(!ran.probe.duplicate_identity());
         let server = lab.server.borrow();
         let writes = server.calls(|c| matches!(c, Call::Update(_)));
-        let (at, Call::Update(take)) = &writes[0] else { unreachable!() };
+        let (at, Call::Update(take)) = &writes[0] else {
+            unreachable!()
+        };
         assert_eq!(*at, S(15) + MS(1));
         assert_eq!(take.leader_transitions, 4, "a new term, not the old one's");
     }

@@ -65,6 +65,28 @@ pub fn timings() -> ElectorConfig {
     }
 }
 
+/// A test server with the tests' namespace.
+pub fn server_with_namespace() -> TestApiServer {
+    let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
+    server
+}
+
+/// Candidate `id` at lease 4 s, renew deadline 3 s, retry period 1 s,
+/// releasing on stop.
+pub fn short_elector(server: &TestApiServer, id: &str) -> lease_elector::ElectorBuilder {
+    lease_elector::LeaderElector::builder(lease_elector::LeaseLock::new(
+        client(server),
+        NS,
+        LEASE,
+        id,
+    ))
+    .lease_duration(Duration::from_secs(4))
+    .renew_deadline(Duration::from_secs(3))
+    .retry_period(Duration::from_secs(1))
+    .release_on_cancel(true)
+}
+
 pub fn client(server: &TestApiServer) -> Client {
     Client::new(ClientConfig::new(server.url()).timeout(Duration::from_secs(5))).unwrap()
 }
