@@ -211,13 +211,17 @@ fn a_command_in_its_grace_is_killed_at_once_when_another_holder_takes_the_lease(
 fn a_deleted_lease_kills_the_command_without_grace_and_a_fresh_candidate_runs_with_a_greater_token()
 {
     let world = world();
-    // COMMAND would take 5 s to end after SIGTERM, within a 10 s --grace.
-    let mut a = world.a_leads(&on_term("linger:5", "10"));
+    // COMMAND would take 5 s to end after SIGTERM, within a 10 s --grace;
+    // A polls (the watch would see the deletion at once, below).
+    let mut polling = on_term("linger:5", "10");
+    polling.flags.push("--no-watch".into());
+    let mut a = world.a_leads(&polling);
     // kubectl delete lease; then a fresh candidate, which never saw a
     // holder, creates the Lease at once.
     world.delete();
     let c = world.start("c", &Options::default());
     c.expect("LEADING c");
+    world.wait_ticks("c", 1);
     assert_eq!(a.exit_code(), Some(1), "{}", a.log());
     let (run_a, run_c) = (&world.timeline().of("a")[0], &world.timeline().of("c")[0]);
     assert_eq!(
@@ -250,6 +254,7 @@ fn with_the_watch_a_deleted_lease_ends_the_command_at_the_deleted_event() {
     world.delete();
     let c = world.start("c", &Options::default());
     c.expect("LEADING c");
+    world.wait_ticks("c", 1);
     assert_eq!(a.exit_code(), Some(1), "{}", a.log());
     let (overlap, runs) = world.timeline().worst_overlap();
     assert!(
