@@ -46,6 +46,14 @@ fn schedules_of_faults_never_give_two_leaders_or_backward_tokens() {
         "simulation: {} schedules, {failing} violations, {:.1} s",
         summary.schedules, summary.seconds
     );
+    // The seeds first: a replay that panics still leaves them printed.
+    for f in &summary.failures {
+        println!("seed {}:", f.seed);
+        for v in &f.violations {
+            println!("  {v}");
+        }
+        println!("  replay: {}", replay_command(f.seed));
+    }
     if let Some(first_failure) = summary.failures.first() {
         let traced = sim::run_traced(first_failure.seed);
         let tail = traced.trace.len().saturating_sub(400);
@@ -55,13 +63,6 @@ fn schedules_of_faults_never_give_two_leaders_or_backward_tokens() {
         println!("...");
         for line in &traced.trace[tail.max(60)..] {
             println!("{line}");
-        }
-        for f in &summary.failures {
-            println!("seed {}:", f.seed);
-            for v in &f.violations {
-                println!("  {v}");
-            }
-            println!("  replay: {}", replay_command(f.seed));
         }
         panic!(
             "{failing} failing schedule(s); first: seed {} (replay: {})",

@@ -66,6 +66,12 @@ impl Probe {
         self.shared.current_term()
     }
 
+    /// The last term started, also once over, without a hold.
+    #[cfg(feature = "testing")]
+    pub(crate) fn last_term_started(&self) -> Option<Term> {
+        self.shared.lock().last_started.as_ref().map(Term::share)
+    }
+
     /// The term in progress, while this candidate leads (it may have
     /// passed its deadline a moment ago: ask [`Term::is_current`]).
     pub fn term(&self) -> Option<Term> {

@@ -62,6 +62,10 @@ pub(super) struct Counters {
 pub(super) struct SharedState {
     /// The term in progress; `None` between terms.
     pub(super) term: Option<Term>,
+    /// The last term started, also once over: the simulation's checker
+    /// records a term that began and ended between two of its looks.
+    #[cfg(feature = "testing")]
+    pub(super) last_started: Option<Term>,
     /// The start of the last successful acquire or renew (of the current
     /// term, or the last one after it ended).
     pub(super) last_renew: Option<Instant>,
@@ -116,6 +120,8 @@ impl Shared {
         Shared {
             state: Mutex::new(SharedState {
                 term: None,
+                #[cfg(feature = "testing")]
+                last_started: None,
                 last_renew: None,
                 last_renew_wall: None,
                 leader: None,
@@ -177,6 +183,10 @@ impl Shared {
     pub(super) fn start_term(&self, term: &Term, start: Instant) {
         let mut st = self.lock();
         st.term = Some(term.share());
+        #[cfg(feature = "testing")]
+        {
+            st.last_started = Some(term.share());
+        }
         st.last_renew = Some(start);
         st.lost_at = None;
         st.duplicate_identity = false;

@@ -126,17 +126,27 @@ impl World {
     /// Look at process `p`'s elector: a term it started or ended since
     /// it was last looked at.
     pub(super) fn elector_view(&mut self, p: usize) {
-        let now_term = self.procs[p]
-            .driven
-            .as_ref()
-            .and_then(|d| d.probe.term_in_progress());
+        let (now_term, last) = match self.procs[p].driven.as_ref() {
+            Some(d) => (d.probe.term_in_progress(), d.probe.last_term_started()),
+            None => (None, None),
+        };
         let seen = self.procs[p].term.map(|t| &self.check.terms[t].term);
         let same = match (seen, &now_term) {
             (Some(a), Some(b)) => a == b,
             _ => false,
         };
-        if self.procs[p].in_term && !same {
+        // A term that began and ended since the last look (within one
+        // poll: the answer that began it came with a watch event that
+        // ended it): recorded, and ended, now.
+        let missed = last.filter(|l| seen != Some(l) && now_term.as_ref() != Some(l));
+        if self.procs[p].in_term && (!same || missed.is_some()) {
             self.elector_term_ended(p);
+        }
+        if let Some(term) = missed {
+            self.term_started(p, &term);
+            if self.procs[p].in_term {
+                self.elector_term_ended(p);
+            }
         }
         if let Some(term) = now_term.filter(|_| !same) {
             self.term_started(p, &term);

@@ -216,7 +216,7 @@ impl World {
             pr.store_at_stop = net
                 .store
                 .as_ref()
-                .map(|s| (s.version, net.written_by(p, &pr.identity, &s.record)));
+                .map(|s| (s.version, net.wrote_revision(p, s.version)));
         }
         // A panicking work stops without a release, also after a stop.
         self.procs[p].release_skipped |= !release;

@@ -54,9 +54,25 @@ pub struct Outcome {
     pub events: u64,
 }
 
-/// Run schedule `seed`.
+/// Run schedule `seed`. A panic in it (the elector's or the checker's)
+/// is a violation of that schedule, with its message: the search goes on
+/// and names the seed to replay (a replay, [`run_traced`], panics as
+/// itself, with its backtrace).
 pub fn run(seed: u64) -> Outcome {
-    run_with(seed, false)
+    std::panic::catch_unwind(|| run_with(seed, false)).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into());
+        Outcome {
+            seed,
+            violations: vec![format!("the schedule panicked: {what}")],
+            trace: Vec::new(),
+            terms: 0,
+            events: 0,
+        }
+    })
 }
 
 /// Run schedule `seed`, keeping its trace.

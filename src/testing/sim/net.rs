@@ -434,6 +434,17 @@ impl Net {
                 .any(|r| r.renew_time == record.renew_time && r.acquire_time == record.acquire_time)
     }
 
+    /// Whether process `p` wrote revision `revision` (another writer's
+    /// rewrite of its record, even one that keeps its holder and times, is
+    /// not its own: its next update conflicts).
+    pub(super) fn wrote_revision(&self, p: usize, revision: u64) -> bool {
+        self.history
+            .iter()
+            .rev()
+            .find(|w| w.revision == revision)
+            .is_some_and(|w| w.writer == Some(p))
+    }
+
     /// Whether anyone but process `p` wrote (or deleted) the Lease after
     /// revision `after`.
     pub(super) fn others_wrote_since(&self, p: usize, after: u64) -> bool {
