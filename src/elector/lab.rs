@@ -737,6 +737,34 @@ mod more_tests {
     }
 
     #[test]
+    fn a_takeover_that_loses_the_race_is_no_failure_and_the_winner_leads() {
+        let lab = Lab::new();
+        lab.server.borrow_mut().put(lab.record("", 3));
+        // The free Lease is read, then our update to take it is refused:
+        // another candidate took it first.
+        lab.server.borrow_mut().script = [None, Some(api(409, "Conflict"))].into_iter().collect();
+        let winner = lab.record("winner", 4);
+        lab.server
+            .borrow_mut()
+            .later
+            .push_back((MS(0), Later::Put(winner)));
+        let ran = lab.run_for(S(3));
+        let status = ran.probe.status();
+        assert!(!ran
+            .events
+            .iter()
+            .any(|e| matches!(e, LeaderEvent::StartedLeading { .. })));
+        assert_eq!(
+            (status.failed_requests, status.consecutive_failures),
+            (0, 0),
+            "{:?}",
+            status.last_error
+        );
+        assert!(status.last_error.is_none(), "{:?}", status.last_error);
+        assert_eq!(ran.probe.leader().as_deref(), Some("winner"));
+    }
+
+    #[test]
     fn a_write_whose_answer_was_lost_is_ours_when_read_back_in_the_same_acquire() {
         let lab = Lab::new();
         lab.server.borrow_mut().lose_next_answer = true;
