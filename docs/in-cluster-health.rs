@@ -16,9 +16,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Each transition becomes an Event on the Lease (`kubectl get events`).
     let events = EventRecorder::new(client.clone(), "my-operator").with_instance(me.clone());
     let lock = LeaseLock::new(client, namespace, "my-operator", me).with_events(events);
-    let elector = LeaderElector::builder(lock).release_on_cancel(true).watch(true).build()?;
+    let elector = LeaderElector::builder(lock).release_on_cancel(true).build()?;
 
-    // /healthz (liveness), /readyz (readiness), /leader and /metrics, on threads of their own.
+    // /healthz (liveness), /readyz (readiness), /leader and /metrics, on threads of their own;
+    // one port per process (HEALTH_ADDR=127.0.0.1:8081 for a second one on the same machine).
     let addr = std::env::var("HEALTH_ADDR").unwrap_or_else(|_| "0.0.0.0:8080".into());
     let health = HealthServer::start(addr, vec![elector.probe()], Duration::from_secs(20))?;
     log::info!("health endpoint on http://{}", health.local_addr());
@@ -29,9 +30,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::thread::spawn(move || signals.forever().for_each(|_| stopper.stop()));
     // The work runs on a thread of its own while this replica leads.
     let ended = elector.run(|term| {
-        while term.is_current() {
+        let step = Duration::from_secs(1); // the longest one step of your work takes
+        while term.is_current() && term.time_to_stop() > step {
             log::info!("leading with token {}: one step of the work", term.token());
-            term.wait_ended(Duration::from_secs(5)); // your step here, then the next
+            // your step here
+            term.wait_ended(Duration::from_secs(5)); // wakes at once when the term ends
         }
     })?;
     match ended {

@@ -84,7 +84,8 @@
 //!
 //! kubectl talks to it too (`TestApiServer::write_kubeconfig`), and it
 //! answers the calls the official Go, Python and JavaScript clients make
-//! as kube-apiserver 1.34 does; the crate's tests run all three against it.
+//! as kube-apiserver does (it reports itself as v1.32.0, the kubectl the
+//! crate's tests use); the crate's tests run all three against it.
 //! On its own it is a fake cluster for kubectl and a program run by hand:
 //! `cargo install lease-elector --features testing --bin
 //! lease-elector-test-server`, then `lease-elector-test-server --kubeconfig
@@ -155,9 +156,10 @@
 //! | [`wait_ended`](Term::wait_ended) | blocks until the term ends, at most a timeout: a pause between steps that the term's end cuts short |
 //!
 //! The work's budget: after a term ends at its deadline, the work has the
-//! lease duration less the renew deadline (5 s with client-go's 15 s /
-//! 10 s, 30 s with OpenShift's 137 s / 107 s) before another candidate may
-//! lead; `time_to_stop()` leaves 1 s of it as a margin for clock rates.
+//! lease duration less the renew deadline before another candidate may
+//! lead: 5 s with client-go's 15 s / 10 s (4 s after a margin of 1 s for
+//! clock rates, which `time_to_stop()` takes), 30 s with OpenShift's
+//! 137 s / 107 s (29 s).
 //! `lease-elect` enforces it with SIGKILL; the library cannot stop a
 //! thread, so the work keeps it by looking at its term between steps.
 //!

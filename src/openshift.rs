@@ -39,17 +39,17 @@ use crate::events::EventRecorder;
 use crate::lock::{identity, LeaseLock, Lock};
 
 /// OpenShift's default lease duration (`137s`).
-const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(137);
+const DEFAULT_LEASE_DURATION: Duration = LeaderElection::DEFAULT_LEASE_DURATION;
 /// OpenShift's default renew deadline (`107s`).
-const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(107);
+const DEFAULT_RENEW_DEADLINE: Duration = LeaderElection::DEFAULT_RENEW_DEADLINE;
 /// OpenShift's default retry period (`26s`).
-const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(26);
+const DEFAULT_RETRY_PERIOD: Duration = LeaderElection::DEFAULT_RETRY_PERIOD;
 /// Single-node OpenShift lease duration (`270s`).
-const SNO_LEASE_DURATION: Duration = Duration::from_secs(270);
+const SNO_LEASE_DURATION: Duration = LeaderElection::SINGLE_NODE_LEASE_DURATION;
 /// Single-node OpenShift renew deadline (`240s`).
-const SNO_RENEW_DEADLINE: Duration = Duration::from_secs(240);
+const SNO_RENEW_DEADLINE: Duration = LeaderElection::SINGLE_NODE_RENEW_DEADLINE;
 /// Single-node OpenShift retry period (`60s`).
-const SNO_RETRY_PERIOD: Duration = Duration::from_secs(60);
+const SNO_RETRY_PERIOD: Duration = LeaderElection::SINGLE_NODE_RETRY_PERIOD;
 
 /// The `config.openshift.io/v1` `LeaderElection` stanza.
 ///
@@ -286,17 +286,17 @@ impl fmt::Display for Tolerances {
 
 impl LeaderElection {
     /// OpenShift's default lease duration (`137s`).
-    pub const DEFAULT_LEASE_DURATION: Duration = DEFAULT_LEASE_DURATION;
+    pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(137);
     /// OpenShift's default renew deadline (`107s`).
-    pub const DEFAULT_RENEW_DEADLINE: Duration = DEFAULT_RENEW_DEADLINE;
+    pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(107);
     /// OpenShift's default retry period (`26s`).
-    pub const DEFAULT_RETRY_PERIOD: Duration = DEFAULT_RETRY_PERIOD;
+    pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(26);
     /// The single-node lease duration (`270s`).
-    pub const SINGLE_NODE_LEASE_DURATION: Duration = SNO_LEASE_DURATION;
+    pub const SINGLE_NODE_LEASE_DURATION: Duration = Duration::from_secs(270);
     /// The single-node renew deadline (`240s`).
-    pub const SINGLE_NODE_RENEW_DEADLINE: Duration = SNO_RENEW_DEADLINE;
+    pub const SINGLE_NODE_RENEW_DEADLINE: Duration = Duration::from_secs(240);
     /// The single-node retry period (`60s`).
-    pub const SINGLE_NODE_RETRY_PERIOD: Duration = SNO_RETRY_PERIOD;
+    pub const SINGLE_NODE_RETRY_PERIOD: Duration = Duration::from_secs(60);
 
     /// library-go's `LeaderElectionDefaulting`: a copy with zero durations
     /// set to 137s / 107s / 26s, an empty namespace set to

@@ -114,7 +114,7 @@ pub enum WatchMode {
     /// it): every change arrives within a round trip.
     Watching,
     /// Watching was asked for but is not working, and why: the server
-    /// refused it (RBAC without `list` and `watch` on leases), it was cut
+    /// refused it (RBAC without `watch` on leases), it was cut
     /// more often than its budget allows, or it fails. Changes are seen by
     /// polling meanwhile; the watch is tried again.
     Polling(String),

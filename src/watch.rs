@@ -24,8 +24,8 @@
 //! - failed reopens back off from 100 ms, doubling up to the retry period;
 //!   and whatever the server or the network does, at most
 //!   [`OPEN_BUDGET`] watch requests in [`OPEN_WINDOW`];
-//! - a server that refuses the watch (403, 404, 405: RBAC without `list`
-//!   and `watch`, or a proxy that does not pass it) is asked again only
+//! - a server that refuses the watch (403, 404, 405: RBAC without `watch`
+//!   on leases, or a proxy that does not pass it) is asked again only
 //!   every [`REFUSED_RETRY`], and polling goes on as if the watch were off.
 //!
 //! Falling back to polling (refused, or cut more often than the budget

@@ -372,8 +372,8 @@ fn metrics_are_the_prometheus_text_of_every_elector_served() {
 }
 
 /// `lease_elector_watching`: 1 for a candidate whose watch brings the
-/// changes, 0 for one the server refuses the watch (a Role without `list`
-/// and `watch`, for it alone), which polls.
+/// changes, 0 for one the server refuses the watch (a Role without `watch`
+/// on leases, for it alone), which polls.
 #[test]
 fn metrics_say_which_elector_watches_and_which_polls_refused() {
     use lease_elector::testing::Fault;

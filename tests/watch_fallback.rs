@@ -88,7 +88,7 @@ fn the_watch_is_on_by_default_and_a_release_wakes_the_follower_at_once() {
     assert_eq!(c.server.holder(NS, lease).as_deref(), Some("b"));
 }
 
-/// A Role without `list` and `watch`: every watch request gets 403. Both
+/// A Role without `watch`: every watch request gets 403. Both
 /// candidates poll: their status and metrics say so, one warning each
 /// names the fix, no watch request follows the refusal, the requests are
 /// polling's (one PUT per retry period from the leader, at most one GET

@@ -26,7 +26,7 @@ pub struct ElectorConfig {
     /// takeover wakes a follower at once, a leader whose Lease another
     /// writer took, freed or deleted ends its term at the event, and a
     /// follower times a crashed leader's expiry from its last renew as
-    /// delivered. On by default (it needs `list` and `watch` on leases);
+    /// delivered. On by default (it needs `watch` on leases);
     /// where the server refuses it, or it keeps being cut, the elector
     /// polls as with `false`, logs that once with the fix, and
     /// [`ElectorStatus::watch`](crate::ElectorStatus::watch) says so. The

@@ -141,6 +141,7 @@ pub use handle::{ElectorHandle, Stopper};
 pub use lost::{exit_on_lost_leadership, wait_for_lost_leadership, LeadershipEnd};
 pub use probe::Probe;
 pub use receiver::LeaderEvents;
+#[cfg(feature = "testing")]
 pub(crate) use term::LetGo;
 pub use term::{stop_margin, Term};
 

@@ -295,8 +295,9 @@ impl Term {
     ///
     /// While the term is current this is more than [`Term::valid_until`]
     /// leaves: after a term ends at its deadline the work still has
-    /// `lease_duration − renew_deadline − margin` (4 s with client-go's
-    /// 15 s / 10 s, 29 s with OpenShift's 137 s / 107 s) to finish its step
+    /// `lease_duration − renew_deadline` less the margin (5 s less 1 s with
+    /// client-go's 15 s / 10 s, 30 s less 1 s with OpenShift's
+    /// 137 s / 107 s) to finish its step
     /// before anyone else can take the Lease. A step that may take longer
     /// than that must not start: check `time_to_stop() > step` first.
     ///

@@ -42,10 +42,12 @@ impl LeaderElector {
     ///   the release failed (the lease then expires by itself).
     ///
     /// The work's time budget: after a term ends at its deadline, another
-    /// candidate may lead `lease_duration − renew_deadline` later (5 s by
-    /// default); [`Term::time_to_stop`] counts it down (less a margin),
-    /// and is zero once the term was [taken over](Term::taken_over). Begin
-    /// a step only if it fits, and pause with [`Term::wait_ended`].
+    /// candidate may lead `lease_duration − renew_deadline` later: 5 s by
+    /// default (4 s after a margin of 1 s for clock rates), 30 s with
+    /// OpenShift's 137 s / 107 s (29 s). [`Term::time_to_stop`] counts it
+    /// down, margin taken, and is zero once the term was
+    /// [taken over](Term::taken_over). Begin a step only if it fits, and
+    /// pause with [`Term::wait_ended`].
     ///
     /// `work` may borrow from the caller (the threads are scoped). If it
     /// panics, the elector stops without releasing and the panic goes on

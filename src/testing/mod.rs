@@ -5,8 +5,8 @@
 //! threads: `coordination.k8s.io/v1` Leases with optimistic concurrency,
 //! core/v1 and `events.k8s.io/v1` Events, Namespaces, watches, bearer-token
 //! and client-certificate authentication. It answers the calls the
-//! official Go, Python and JavaScript clients make as kube-apiserver 1.34
-//! does, validates like it and answers errors with real `Status` bodies,
+//! official Go, Python and JavaScript clients make as kube-apiserver does
+//! (it reports itself as v1.32.0), validates like it and answers errors with real `Status` bodies,
 //! so a program that works against it behaves the same against a cluster,
 //! and one that a cluster would refuse is refused here too. Faults (error
 //! statuses, latency, dropped connections, garbage bodies, outages, token

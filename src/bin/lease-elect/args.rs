@@ -41,9 +41,9 @@ Lease:
   --no-watch              do not watch the Lease: poll it every retry period, as client-go
                           does. By default every change of the Lease (a release, a takeover,
                           a crashed leader's last renew) reaches this candidate within a round
-                          trip through a watch, which needs `list` and `watch` on leases; a
-                          server that refuses it gets polling anyway, and one warning that
-                          says so. (--watch, the default, is still accepted.)
+                          trip through a watch, which needs `watch` on leases; a server that
+                          refuses it gets polling anyway, and one warning that says so.
+                          (--watch, the default, is still accepted.)
   --no-events             do not record Kubernetes Events for transitions (recorded by default,
                           as library-go does: needs `create` on events; a refusal is warned
                           about and never affects the election)

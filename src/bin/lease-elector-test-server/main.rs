@@ -45,6 +45,19 @@ fn usage() -> String {
     format!("usage: {NAME} --kubeconfig PATH [--tls] [--token T]")
 }
 
+const HELP: &str = "\
+A fake Kubernetes cluster: the lease-elector crate's embedded API server on
+its own. It serves Leases, Events and Namespaces on a port of 127.0.0.1,
+writes a kubeconfig for kubectl and your program to PATH, then prints
+`serving URL` and `export KUBECONFIG=PATH`. It serves until SIGTERM or
+SIGINT, or until stdin closes when stdin is a pipe or a socket.
+
+  --kubeconfig PATH   where to write the kubeconfig (required)
+  --tls               serve HTTPS (the kubeconfig carries its CA)
+  --token T           require this bearer token (kubectl sends it over TLS only)
+
+Exit status: 0 when stopped, 1 when it could not start, 2 on bad arguments.";
+
 #[derive(Debug, Default)]
 struct Args {
     kubeconfig: Option<PathBuf>,
@@ -72,7 +85,7 @@ fn parse_args() -> Result<Option<Args>, String> {
             "--token" => args.token = Some(value("--token")?),
             "--tls" => args.tls = true,
             "-h" | "--help" => {
-                println!("{}", usage());
+                println!("{}\n\n{HELP}", usage());
                 return Ok(None);
             }
             other => return Err(format!("unknown argument {other:?}\n{}", usage())),
