@@ -13,8 +13,18 @@ use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 use crate::lease::{LeaderElectionRecord, MicroTime};
 
-/// At most this many unconfirmed writes are remembered as ours.
+/// At most this many unconfirmed writes are remembered as ours (and as
+/// this acquire's).
 const MAX_PENDING_WRITES: usize = 8;
+
+/// Remember `record` in `writes`, forgetting the oldest beyond
+/// [`MAX_PENDING_WRITES`].
+fn remember(writes: &mut Vec<LeaderElectionRecord>, record: &LeaderElectionRecord) {
+    if writes.len() >= MAX_PENDING_WRITES {
+        writes.remove(0);
+    }
+    writes.push(record.clone());
+}
 
 impl<I: Io> Run<I> {
     /// One attempt, as client-go's `tryAcquireOrRenew`, within `round`:
@@ -253,12 +263,9 @@ impl<I: Io> Run<I> {
         deadline: &Deadline,
         create: bool,
     ) -> Result<bool> {
-        if self.unanswered.len() >= MAX_PENDING_WRITES {
-            self.unanswered.remove(0);
-        }
-        self.unanswered.push(record.clone());
-        if self.term.is_none() && self.acquire_writes.len() < MAX_PENDING_WRITES {
-            self.acquire_writes.push(record.clone());
+        remember(&mut self.unanswered, record);
+        if self.term.is_none() {
+            remember(&mut self.acquire_writes, record);
         }
         let result = if create {
             self.io.create(record, deadline).await

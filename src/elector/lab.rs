@@ -712,6 +712,40 @@ mod more_tests {
         assert!(matches!(server.log[0], (t, Call::Get) if t == S(0)));
         assert!(matches!(server.log[1], (t, Call::Create(_)) if t == S(0)));
         assert_eq!(ran.probe.status().failed_requests, 0);
+        // Every request sent is counted: the GET, the create and the
+        // release on stop.
+        let sent = server
+            .log
+            .iter()
+            .filter(|(_, c)| !matches!(c, Call::Sleep(_)))
+            .count();
+        assert_eq!((sent, ran.probe.status().requests), (3, 3));
+    }
+
+    #[test]
+    fn an_unconfirmed_write_older_than_the_last_eight_is_no_longer_ours() {
+        let lab = Lab::new();
+        // The create lands, its answer lost. Every later update fails
+        // (500) without landing: each attempt tries the fast path, reads
+        // the create back (ours while remembered) and updates again.
+        lab.server.borrow_mut().lose_next_answer = true;
+        let refused = || Some(api(500, "InternalError"));
+        let mut script = vec![None, None, None, refused()];
+        for _ in 0..4 {
+            script.extend([refused(), None, refused()]);
+        }
+        lab.server.borrow_mut().script = script.into_iter().collect();
+        let ran = lab.run_for(S(20));
+        let server = lab.server.borrow();
+        let updates = at_of(&server, |c| matches!(c, Call::Update(_)));
+        // The eighth update leaves the create the ninth write back:
+        // forgotten, the create read next is someone else's record under
+        // our identity, waited out for a lease duration, not renewed.
+        assert_eq!(updates.len(), 8, "{:?}", server.log);
+        assert!(!ran
+            .events
+            .iter()
+            .any(|e| matches!(e, LeaderEvent::StartedLeading { .. })));
     }
 
     #[test]
@@ -762,6 +796,15 @@ mod more_tests {
         );
         assert!(status.last_error.is_none(), "{:?}", status.last_error);
         assert_eq!(ran.probe.leader().as_deref(), Some("winner"));
+        // Every request sent is counted, the reads among them.
+        let server = lab.server.borrow();
+        let sent = server
+            .log
+            .iter()
+            .filter(|(_, c)| !matches!(c, Call::Sleep(_)))
+            .count();
+        assert!(at_of(&server, |c| matches!(c, Call::Get)).len() >= 2);
+        assert_eq!(status.requests, sent as u64);
     }
 
     #[test]
