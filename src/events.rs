@@ -386,46 +386,12 @@ mod tests {
     use crate::lease::LeaderElectionRecord;
     use std::io::{BufRead, BufReader, Read, Write};
     use std::net::{TcpListener, TcpStream};
-    use std::sync::OnceLock;
     use std::time::{SystemTime, UNIX_EPOCH};
 
-    /// Captures log records with the name of the thread that wrote them,
-    /// so each test can look at its own `lease-events/<component>` thread.
-    struct Capture(Mutex<Vec<(String, log::Level, String)>>);
-
-    impl log::Log for Capture {
-        fn enabled(&self, _: &log::Metadata<'_>) -> bool {
-            true
-        }
-        fn log(&self, r: &log::Record<'_>) {
-            let thread = thread::current().name().unwrap_or("").to_string();
-            self.0
-                .lock()
-                .unwrap()
-                .push((thread, r.level(), r.args().to_string()));
-        }
-        fn flush(&self) {}
-    }
-
-    fn logs() -> &'static Capture {
-        static LOGS: OnceLock<&'static Capture> = OnceLock::new();
-        LOGS.get_or_init(|| {
-            let c: &'static Capture = Box::leak(Box::new(Capture(Mutex::new(Vec::new()))));
-            let _ = log::set_logger(c);
-            log::set_max_level(log::LevelFilter::Debug);
-            c
-        })
-    }
+    use crate::test_log::logs;
 
     fn warnings_from(thread: &str) -> Vec<String> {
-        logs()
-            .0
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(t, l, _)| t == thread && *l == log::Level::Warn)
-            .map(|(_, _, m)| m.clone())
-            .collect()
+        crate::test_log::lines_from(thread, log::Level::Warn)
     }
 
     #[derive(Clone, Copy)]

@@ -367,6 +367,8 @@ pub mod session;
 pub mod status;
 #[cfg(test)]
 mod test_dir;
+#[cfg(test)]
+mod test_log;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod text;

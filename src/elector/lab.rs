@@ -844,6 +844,7 @@ mod more_tests {
 
     #[test]
     fn a_record_under_our_identity_renewed_by_another_process_is_a_duplicate_and_never_ours() {
+        crate::test_log::logs();
         let lab = Lab::new();
         // A process with our identity holds the Lease and renews it.
         lab.server.borrow_mut().put(lab.record("me", 3));
@@ -865,6 +866,32 @@ mod more_tests {
         assert!(server
             .calls(|c| matches!(c, Call::Update(_) | Call::Create(_)))
             .is_empty());
+        // Said once, at error, however often it is seen renewed.
+        let said = crate::test_log::lines_here(log::Level::Error)
+            .into_iter()
+            .filter(|l| l.contains("by another process"))
+            .count();
+        assert_eq!(said, 1);
+    }
+
+    #[test]
+    fn a_record_under_our_identity_seen_once_or_after_another_holder_is_no_duplicate() {
+        crate::test_log::logs();
+        let lab = Lab::new();
+        // Held by another; then a record under our identity that this
+        // process did not write (a previous run of ours, say) replaces it.
+        lab.server.borrow_mut().put(lab.record("other", 3));
+        let ours_not_written = lab.record("me", 4);
+        lab.server
+            .borrow_mut()
+            .later
+            .push_back((S(1), Later::Put(ours_not_written)));
+        let ran = lab.run_for(S(10));
+        assert!(!ran.probe.duplicate_identity());
+        assert!(crate::test_log::lines_here(log::Level::Info)
+            .iter()
+            .any(|l| l.contains("a previous run?")));
+        assert!(crate::test_log::lines_here(log::Level::Error).is_empty());
     }
 
     #[test]
