@@ -636,6 +636,8 @@ mod tests {
         assert_eq!(starts.len(), 2, "{starts:?}");
         assert!(starts[1] >= S(19), "{starts:?}");
         assert!(starts[1] <= S(19) + MS(10), "{starts:?}");
+        // Waiting out a record of its own: never counted as held by another.
+        assert_eq!(ran.probe.status().held_by_other, 0);
     }
 
     #[test]
@@ -908,6 +910,37 @@ mod more_tests {
         };
         assert_eq!(*at, S(15) + MS(1));
         assert_eq!(take.leader_transitions, 4, "a new term, not the old one's");
+    }
+
+    #[test]
+    fn a_twin_renewing_our_record_with_our_acquire_time_ends_our_term() {
+        let lab = Lab::new();
+        // We lead from 0 s. At 5 s a twin under our identity renews the
+        // record as client-go would renew its own: our acquire time kept,
+        // its renew time new. That record is not ours.
+        let mut twin = lab.record("me", 0);
+        twin.renew_time = Some(MicroTime::from_system_time(lab.clock.system_time() + S(5)));
+        lab.server
+            .borrow_mut()
+            .later
+            .push_back((S(5), Later::Put(twin)));
+        let ran = lab.run_for(S(10));
+        let reasons: Vec<StopReason> = ran
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                LeaderEvent::StoppedLeading { reason, .. } => Some(*reason),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(reasons.first(), Some(&StopReason::Lost), "{:?}", ran.events);
+        let server = lab.server.borrow();
+        let landed_after = server
+            .calls(|c| matches!(c, Call::Update(r) if !r.holder_identity.is_empty()))
+            .iter()
+            .filter(|(at, _)| *at > S(5))
+            .count();
+        assert!(landed_after <= 1, "{:?}", server.log);
     }
 
     #[test]
