@@ -263,6 +263,8 @@ pub(super) struct Ran {
     pub(super) result: Result<()>,
     pub(super) probe: Probe,
     pub(super) events: Vec<LeaderEvent>,
+    /// The caller's channel was disconnected when the elector ended.
+    pub(super) disconnected: bool,
 }
 
 impl Lab {
@@ -321,10 +323,12 @@ impl Lab {
         let run = Run::new(io, shared.clone(), 7);
         let result = block_on(run.run());
         let events = collect(&rx);
+        let disconnected = matches!(rx.try_recv(), Err(mpsc::TryRecvError::Disconnected));
         Ran {
             result,
             probe,
             events,
+            disconnected,
         }
     }
 }
@@ -400,6 +404,8 @@ mod tests {
             assert_eq!(w.lease_duration_seconds, 15);
         }
         let status = ran.probe.status();
+        // The elector ended: its events channel is disconnected.
+        assert!(ran.disconnected);
         assert_eq!(status.slow_path_renews, 0);
         assert_eq!(status.held_by_other, 0);
         // 1 GET + 1 create + 10 renews + the release.
@@ -774,8 +780,12 @@ mod more_tests {
 
     #[test]
     fn a_takeover_that_loses_the_race_is_no_failure_and_the_winner_leads() {
+        crate::test_log::logs();
         let lab = Lab::new();
-        lab.server.borrow_mut().put(lab.record("", 3));
+        // Released: no holder, a duration of 1 s.
+        let mut released = lab.record("", 3);
+        released.lease_duration_seconds = 1;
+        lab.server.borrow_mut().put(released);
         // The free Lease is read, then our update to take it is refused:
         // another candidate took it first.
         lab.server.borrow_mut().script = [None, Some(api(409, "Conflict"))].into_iter().collect();
@@ -805,8 +815,20 @@ mod more_tests {
             .iter()
             .filter(|(_, c)| !matches!(c, Call::Sleep(_)))
             .count();
-        assert!(at_of(&server, |c| matches!(c, Call::Get)).len() >= 2);
+        let gets = at_of(&server, |c| matches!(c, Call::Get));
         assert_eq!(status.requests, sent as u64);
+        // The next attempt a retry period later: a free record has no
+        // expiry to wake at.
+        assert!(gets.len() >= 2 && gets[1] >= S(2), "{gets:?}");
+        // The winner announced: counted, an event, a line.
+        assert_eq!(status.transitions, 1);
+        assert!(ran
+            .events
+            .iter()
+            .any(|e| matches!(e, LeaderEvent::NewLeader { identity, .. } if identity == "winner")));
+        assert!(crate::test_log::lines_here(log::Level::Info)
+            .iter()
+            .any(|l| l.contains("new leader elected") && l.contains("winner")));
     }
 
     #[test]
