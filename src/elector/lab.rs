@@ -56,6 +56,10 @@ pub(super) struct Server {
     pub(super) lose_next_answer: bool,
     /// What another writer does, and when (time since the bench began).
     pub(super) later: VecDeque<(Duration, Later)>,
+    /// The next write's answer comes this long after it was sent.
+    pub(super) slow_next_write: Option<Duration>,
+    /// What the waits for the work answer, in order, before `Lab::let_go`.
+    pub(super) let_go: VecDeque<LetGo>,
 }
 
 /// What another writer does to the Lease.
@@ -129,7 +133,13 @@ impl LabIo {
 
     fn log(&self, call: Call) {
         let at = self.now();
-        self.server.borrow_mut().log.push((at, call));
+        let mut server = self.server.borrow_mut();
+        // An elector that calls without its clock moving, over and over,
+        // spins: a failure, not a hung test.
+        let spinning = server.log.len() > 100_000;
+        server.log.push((at, call));
+        drop(server);
+        assert!(!spinning, "the elector spins: 100,000 calls to its lock");
     }
 
     fn scripted(&self) -> Option<Error> {
@@ -147,6 +157,9 @@ impl LabIo {
             _ => {}
         }
         let recreated = !create && server.lease.is_none();
+        if let Some(d) = server.slow_next_write.take() {
+            self.clock.advance(d);
+        }
         server.put(record.clone());
         let stored = server.lease.clone().expect("just stored");
         let lost = std::mem::take(&mut server.lose_next_answer);
@@ -238,7 +251,8 @@ impl Io for LabIo {
     }
 
     async fn let_go(&mut self, _term: &Term, _grace: Duration, _stop: &Wakeup) -> LetGo {
-        self.let_go
+        let next = self.server.borrow_mut().let_go.pop_front();
+        next.unwrap_or(self.let_go)
     }
 
     fn identity(&self) -> &str {
@@ -963,6 +977,92 @@ mod more_tests {
             .filter(|(at, _)| *at > S(5))
             .count();
         assert!(landed_after <= 1, "{:?}", server.log);
+    }
+
+    /// Another holder's record renewed every 2 s for `for_`.
+    fn renewed_by_other(lab: &Lab, for_: u64) -> VecDeque<(Duration, Later)> {
+        (1..for_ / 2)
+            .map(|i| {
+                let mut r = lab.record("other", 1);
+                let t = MicroTime::from_system_time(lab.clock.system_time() + S(2 * i));
+                r.renew_time = Some(t);
+                (S(2 * i), Later::Put(r))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_acquire_time_out_gives_up_at_the_first_attempt_due_after_it() {
+        let mut lab = Lab::new();
+        lab.config.acquire_timeout = Some(S(7));
+        lab.server.borrow_mut().put(lab.record("other", 1));
+        let later = renewed_by_other(&lab, 30);
+        lab.server.borrow_mut().later = later;
+        let ran = lab.run_for(S(30));
+        assert!(ran.result.is_ok());
+        let ended = lab.clock.now().saturating_duration_since(lab.origin);
+        let server = lab.server.borrow();
+        let gets = at_of(&server, |c| matches!(c, Call::Get));
+        // Attempts until 7 s; at the next one due (a jittered retry period
+        // after the last), it gives up without asking.
+        let last = *gets.last().unwrap();
+        assert!(last < S(7) && last + MS(2_400) >= S(7), "{gets:?}");
+        assert!(
+            ended >= S(7) && ended <= last + MS(2_400),
+            "{ended:?} {gets:?}"
+        );
+    }
+
+    #[test]
+    fn with_rejoin_a_lost_terms_work_that_outlives_the_slack_is_waited_for_then_the_lease_sought() {
+        crate::test_log::logs();
+        let mut lab = Lab::new();
+        lab.config.rejoin = true;
+        // The work lets go only after the slack (lease duration less renew
+        // deadline) has passed.
+        lab.server.borrow_mut().let_go = [LetGo::Held, LetGo::Released].into_iter().collect();
+        let taken = lab.record("other", 1);
+        lab.server
+            .borrow_mut()
+            .later
+            .push_back((S(3), Later::Put(taken)));
+        let ran = lab.run_for(S(20));
+        let ended = lab.clock.now().saturating_duration_since(lab.origin);
+        // Lost at the renew after 3 s; then sought again (reads), until the
+        // stop at 20 s.
+        assert_eq!(ended, S(20));
+        let server = lab.server.borrow();
+        let gets = at_of(&server, |c| matches!(c, Call::Get));
+        assert!(
+            gets.iter().filter(|at| **at > S(5)).count() >= 2,
+            "{gets:?}"
+        );
+        assert!(crate::test_log::lines_here(log::Level::Warn)
+            .iter()
+            .any(|l| l.contains("still runs")));
+        assert!(ran.result.is_ok());
+    }
+
+    #[test]
+    fn a_write_confirmed_after_its_renew_deadline_begins_no_term_the_next_attempt_does() {
+        let lab = Lab::new();
+        // The create's answer comes 11 s after it was sent (renew
+        // deadline 10 s).
+        lab.server.borrow_mut().slow_next_write = Some(S(11));
+        let ran = lab.run_for(S(15));
+        let first = ran.events.iter().find_map(|e| match e {
+            LeaderEvent::StartedLeading { term, .. } => Some(term.clone()),
+            _ => None,
+        });
+        let term = first.expect("a term");
+        assert!(
+            term.started_at() >= lab.origin + S(11),
+            "{:?}",
+            term.started_at().saturating_duration_since(lab.origin)
+        );
+        let server = lab.server.borrow();
+        let updates = at_of(&server, |c| matches!(c, Call::Update(_)));
+        assert_eq!(updates.first(), Some(&S(11)), "{:?}", server.log);
     }
 
     #[test]

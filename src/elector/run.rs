@@ -119,10 +119,10 @@ impl<I: Io> Run<I> {
             .acquire_timeout
             .map(|t| add_saturating(self.now(), t));
         loop {
-            if !self.acquire(give_up_at.take()).await {
+            let Some(term) = self.acquire(give_up_at.take()).await else {
                 return Ok(());
-            }
-            let end = self.renew().await;
+            };
+            let end = self.renew(&term).await;
             let term = self.step_down(&end);
             if end == TermEnd::Stopped {
                 return self.release_after(term).await;
@@ -189,8 +189,8 @@ impl<I: Io> Run<I> {
         self.release().await
     }
 
-    /// Attempt until the lease is ours; false when stopped, or at
-    /// `give_up_at` without leading.
+    /// Attempt until the lease is ours: the term begun; none when stopped,
+    /// or at `give_up_at` without leading.
     ///
     /// After an attempt that failed (an error, or no answer) the next one
     /// is a jittered retry period away (or the server's clamped
@@ -201,18 +201,18 @@ impl<I: Io> Run<I> {
     /// The time-out is judged here, between attempts, never by cutting one
     /// short: an attempt's write may land after its answer is abandoned,
     /// and a candidate that gave up would leave it unreleased.
-    async fn acquire(&mut self, give_up_at: Option<Instant>) -> bool {
+    async fn acquire(&mut self, give_up_at: Option<Instant>) -> Option<Term> {
         let desc = self.shared.describe.clone();
         log::info!("attempting to acquire leader lease {desc}...");
         self.acquire_writes.clear();
         let mut first = true;
         loop {
             if self.shared.wake.is_stopped() {
-                return false;
+                return None;
             }
             if !first && give_up_at.is_some_and(|at| self.now() >= at) {
                 log::info!("not leading lease {desc} within the acquire time-out: giving up");
-                return false;
+                return None;
             }
             first = false;
             let start = self.now();
@@ -231,10 +231,7 @@ impl<I: Io> Run<I> {
                     );
                     false
                 }
-                Ok(true) => {
-                    self.start_term(start);
-                    return true;
-                }
+                Ok(true) => return Some(self.start_term(start)),
                 // A poke (the watched Lease changed) only makes the next
                 // attempt earlier; the expiry rule still decides.
                 Ok(false) => {
@@ -256,14 +253,14 @@ impl<I: Io> Run<I> {
                 }
             };
             if stopped {
-                return false;
+                return None;
             }
         }
     }
 
     /// The lease is ours: a new term, whose token is the `resourceVersion`
     /// of the write that began it (see [`Term::token`]).
-    fn start_term(&mut self, start: Instant) {
+    fn start_term(&mut self, start: Instant) -> Term {
         let transitions = self.observed.as_ref().map_or(0, |r| r.leader_transitions);
         let token = match self.observed_version.as_deref().map(revision) {
             Some(Some(revision)) => revision,
@@ -291,6 +288,7 @@ impl<I: Io> Run<I> {
         self.recreated_seen = false;
         self.acquire_writes.clear();
         self.shared.start_term(&term, start);
+        let shared = term.share();
         self.term = Some(term);
         self.io
             .record_event(&format!("{} became leader", self.io.identity()));
@@ -298,6 +296,7 @@ impl<I: Io> Run<I> {
             "successfully acquired lease {} (term token {token})",
             self.shared.describe
         );
+        shared
     }
 
     /// Renew every retry period until stopped, or until no renew succeeded
@@ -307,11 +306,8 @@ impl<I: Io> Run<I> {
     /// every request of every attempt in the round draws from it, so the
     /// round cannot overrun it. Woken past it (a freeze), the loop steps
     /// down before it sends anything.
-    async fn renew(&mut self) -> TermEnd {
+    async fn renew(&mut self, term: &Term) -> TermEnd {
         let desc = self.shared.describe.clone();
-        let Some(term) = self.term.as_ref().map(Term::share) else {
-            return TermEnd::Expired("no term in progress".into());
-        };
         loop {
             let round_end = term.valid_until();
             // The next renew is a retry period after the last successful
@@ -324,14 +320,14 @@ impl<I: Io> Run<I> {
                 .unwrap_or(round_end);
             let next = (last_start + self.cfg().retry_period).min(round_end);
             let pause = next.saturating_duration_since(self.now());
-            if let Some(end) = self.renew_pause(pause, &term, round_end).await {
+            if let Some(end) = self.renew_pause(pause, term, round_end).await {
                 return end;
             }
             loop {
                 let start = self.now();
                 if start >= round_end {
                     let end = TermEnd::Expired(self.shared.deadline_passed());
-                    self.shared.end_term(&term, &end);
+                    self.shared.end_term(term, &end);
                     log::info!("failed to renew lease {desc}: timed out waiting for the condition");
                     return end;
                 }
@@ -351,7 +347,7 @@ impl<I: Io> Run<I> {
                     Err(_) if stopped => Some(TermEnd::Stopped),
                     Err(_) => None,
                 };
-                self.report_holder_ending(&term, ended.as_ref());
+                self.report_holder_ending(term, ended.as_ref());
                 self.note_attempt(&attempt, "renewing");
                 if let Some(end) = ended {
                     return end;
@@ -371,7 +367,7 @@ impl<I: Io> Run<I> {
                     .saturating_duration_since(now)
                     .max(retry_after(&attempt))
                     .min(left);
-                if let Some(end) = self.renew_pause(pause, &term, round_end).await {
+                if let Some(end) = self.renew_pause(pause, term, round_end).await {
                     return end;
                 }
             }
