@@ -345,6 +345,19 @@ impl Lab {
             disconnected,
         }
     }
+
+    /// When each term of `ran` began, on the bench's clock.
+    pub(super) fn started_at(&self, ran: &Ran) -> Vec<Duration> {
+        ran.events
+            .iter()
+            .filter_map(|e| match e {
+                LeaderEvent::StartedLeading { at, .. } => {
+                    Some(at.saturating_duration_since(self.origin))
+                }
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 fn collect(rx: &Receiver<LeaderEvent>) -> Vec<LeaderEvent> {
@@ -640,16 +653,7 @@ mod tests {
             .later
             .push_back((MS(3_000), Later::Delete));
         let ran = lab.run_for(S(30));
-        let starts: Vec<Duration> = ran
-            .events
-            .iter()
-            .filter_map(|e| match e {
-                LeaderEvent::StartedLeading { at, .. } => {
-                    Some(at.saturating_duration_since(lab.origin))
-                }
-                _ => None,
-            })
-            .collect();
+        let starts = lab.started_at(&ran);
         // Led at 0 s; the renew at 4 s recreated the deleted Lease: lost
         // there, and not led again before 4 s + 15 s.
         assert_eq!(stopped(&ran.events)[0], StopReason::Lost);
@@ -864,16 +868,7 @@ mod more_tests {
         // transitions (not a new term over a stranger's record).
         assert_eq!(writes[1].acquire_time, writes[0].acquire_time);
         assert_eq!(writes[1].leader_transitions, 0);
-        let started: Vec<Duration> = ran
-            .events
-            .iter()
-            .filter_map(|e| match e {
-                LeaderEvent::StartedLeading { at, .. } => {
-                    Some(at.saturating_duration_since(lab.origin))
-                }
-                _ => None,
-            })
-            .collect();
+        let started = lab.started_at(&ran);
         // Led at the next attempt, not a lease duration later.
         assert_eq!(started.len(), 1);
         assert!(started[0] < S(5), "{started:?}");
