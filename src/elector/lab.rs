@@ -60,6 +60,9 @@ pub(super) struct Server {
     pub(super) slow_next_write: Option<Duration>,
     /// What the waits for the work answer, in order, before `Lab::let_go`.
     pub(super) let_go: VecDeque<LetGo>,
+    /// The elector is stopped (as `stop()` does, from another thread)
+    /// while the next write is on its way; the write lands.
+    pub(super) stop_in_next_write: bool,
 }
 
 /// What another writer does to the Lease.
@@ -68,6 +71,10 @@ pub(super) enum Later {
     Put(LeaderElectionRecord),
     Delete,
     LoseNextAnswer,
+    /// The next write's answer comes this long after it was sent.
+    SlowNextWrite(Duration),
+    /// The next write is answered, the elector stopped meanwhile.
+    StopInNextWrite,
 }
 
 impl Server {
@@ -124,6 +131,8 @@ pub(super) struct LabIo {
     stop_at: Instant,
     /// What a wait for the work answers.
     let_go: LetGo,
+    /// The elector's state, as the thread that stops it has it.
+    shared: Arc<Shared>,
 }
 
 impl LabIo {
@@ -163,7 +172,11 @@ impl LabIo {
         server.put(record.clone());
         let stored = server.lease.clone().expect("just stored");
         let lost = std::mem::take(&mut server.lose_next_answer);
+        let stop = std::mem::take(&mut server.stop_in_next_write);
         drop(server);
+        if stop {
+            self.shared.request_stop();
+        }
         if lost {
             return Err(transport());
         }
@@ -236,6 +249,8 @@ impl Io for LabIo {
                         Later::Put(r) => server.put(r),
                         Later::Delete => server.delete(),
                         Later::LoseNextAnswer => server.lose_next_answer = true,
+                        Later::SlowNextWrite(d) => server.slow_next_write = Some(d),
+                        Later::StopInNextWrite => server.stop_in_next_write = true,
                     }
                 }
                 _ => break,
@@ -270,6 +285,8 @@ pub(super) struct Lab {
     pub(super) config: ElectorConfig,
     pub(super) identity: String,
     pub(super) let_go: LetGo,
+    /// The stop asks for no release (as `stop_without_release()` does).
+    pub(super) skip_release: bool,
 }
 
 /// What a run on the bench left.
@@ -296,6 +313,7 @@ impl Lab {
             },
             identity: "me".into(),
             let_go: LetGo::Released,
+            skip_release: false,
         }
     }
 
@@ -332,7 +350,11 @@ impl Lab {
             seen: None,
             stop_at: self.clock.now() + for_,
             let_go: self.let_go,
+            shared: shared.clone(),
         };
+        shared
+            .skip_release
+            .store(self.skip_release, std::sync::atomic::Ordering::Relaxed);
         let probe = Probe::new(shared.clone());
         let run = Run::new(io, shared.clone(), 7);
         let result = block_on(run.run());
@@ -358,6 +380,17 @@ impl Lab {
             })
             .collect()
     }
+}
+
+/// Why each term of a run ended, in order.
+fn stopped(events: &[LeaderEvent]) -> Vec<crate::elector::StopReason> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            LeaderEvent::StoppedLeading { reason, .. } => Some(*reason),
+            _ => None,
+        })
+        .collect()
 }
 
 fn collect(rx: &Receiver<LeaderEvent>) -> Vec<LeaderEvent> {
@@ -396,16 +429,6 @@ mod tests {
             .iter()
             .filter(|e| matches!(e, LeaderEvent::StartedLeading { .. }))
             .count()
-    }
-
-    fn stopped(events: &[LeaderEvent]) -> Vec<StopReason> {
-        events
-            .iter()
-            .filter_map(|e| match e {
-                LeaderEvent::StoppedLeading { reason, .. } => Some(*reason),
-                _ => None,
-            })
-            .collect()
     }
 
     #[test]
@@ -1084,5 +1107,125 @@ mod more_tests {
         assert_eq!(lost, Some(S(6)));
         let why = ran.probe.status().last_loss.unwrap_or_default();
         assert!(why.contains("deleted and created again"), "{why}");
+    }
+
+    fn holder(lab: &Lab) -> Option<String> {
+        let server = lab.server.borrow();
+        server
+            .lease
+            .as_ref()
+            .map(|l| l.record.holder_identity.clone())
+    }
+
+    #[test]
+    fn a_renew_confirmed_after_its_renew_deadline_loses_the_term_and_releases_nothing() {
+        let lab = Lab::new();
+        // The renew sent at 2 s is answered at 11 s, past the deadline at
+        // 10 s: the term is lost there (not stopped), and a lost term is
+        // not released (the stop at 20 s finds none).
+        lab.server
+            .borrow_mut()
+            .later
+            .push_back((S(1), Later::SlowNextWrite(S(9))));
+        let ran = lab.run_for(S(20));
+        assert_eq!(stopped(&ran.events), [StopReason::Lost]);
+        assert_eq!(holder(&lab).as_deref(), Some("me"));
+        assert!(ran.result.is_ok());
+    }
+
+    #[test]
+    fn a_stop_while_a_renew_is_on_its_way_releases_once_the_answer_is_in() {
+        let lab = Lab::new();
+        lab.server
+            .borrow_mut()
+            .later
+            .push_back((S(3), Later::StopInNextWrite));
+        let ran = lab.run_for(S(20));
+        assert_eq!(stopped(&ran.events), [StopReason::Stopped]);
+        assert_eq!(holder(&lab).as_deref(), Some(""));
+        let server = lab.server.borrow();
+        let writes = server.calls(|c| matches!(c, Call::Update(_)));
+        assert_eq!(writes.last().map(|(at, _)| *at), Some(S(4)));
+        assert!(ran.result.is_ok());
+    }
+
+    #[test]
+    fn a_stop_that_asks_for_no_release_writes_none() {
+        let mut lab = Lab::new();
+        lab.skip_release = true;
+        let ran = lab.run_for(S(5));
+        assert_eq!(stopped(&ran.events), [StopReason::Stopped]);
+        assert_eq!(holder(&lab).as_deref(), Some("me"));
+        let server = lab.server.borrow();
+        let writes = server.calls(|c| matches!(c, Call::Update(_)));
+        assert_eq!(writes.last().map(|(at, _)| *at), Some(S(4)));
+    }
+
+    #[test]
+    fn a_release_refused_because_another_wrote_is_no_error_and_leaves_their_record() {
+        let lab = Lab::new();
+        let other = lab.record("other", 9);
+        // Written after the last renew (4 s), before the stop (5 s): the
+        // release conflicts, a read shows the record is not ours.
+        lab.server
+            .borrow_mut()
+            .later
+            .push_back((MS(4_500), Later::Put(other.clone())));
+        let ran = lab.run_for(S(5));
+        assert!(ran.result.is_ok(), "{:?}", ran.result);
+        assert_eq!(lab.server.borrow().lease.as_ref().unwrap().record, other);
+    }
+
+    #[test]
+    fn a_release_that_fails_is_the_runs_error() {
+        let lab = Lab::new();
+        lab.server
+            .borrow_mut()
+            .later
+            .push_back((MS(4_500), Later::LoseNextAnswer));
+        let ran = lab.run_for(S(5));
+        assert!(ran.result.is_err(), "{:?}", ran.result);
+    }
+
+    #[test]
+    fn a_lost_term_says_why_freed_deleted_or_held_by_another() {
+        let why = |later: Later| {
+            let lab = Lab::new();
+            lab.server.borrow_mut().later.push_back((MS(4_500), later));
+            let ran = lab.run_for(S(12));
+            assert_eq!(stopped(&ran.events), [StopReason::Lost]);
+            ran.probe.status().last_loss.unwrap_or_default()
+        };
+        let lab = Lab::new();
+        assert_eq!(
+            why(Later::Put(lab.record("", 3))),
+            "the lease was freed by another writer"
+        );
+        assert_eq!(why(Later::Delete), "the lease was deleted");
+        assert_eq!(
+            why(Later::Put(lab.record("other", 3))),
+            "the lease is now held by other"
+        );
+    }
+
+    #[test]
+    fn a_term_taken_by_another_ends_before_the_new_leader_is_announced() {
+        let lab = Lab::new();
+        let other = lab.record("other", 3);
+        lab.server
+            .borrow_mut()
+            .later
+            .push_back((MS(4_500), Later::Put(other)));
+        let ran = lab.run_for(S(12));
+        let order: Vec<&str> = ran
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                LeaderEvent::StoppedLeading { .. } => Some("stopped"),
+                LeaderEvent::NewLeader { identity, .. } if identity == "other" => Some("other"),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(order, ["stopped", "other"]);
     }
 }
