@@ -566,3 +566,26 @@ fn retry_after(attempt: &Result<bool>) -> Duration {
         _ => Duration::ZERO,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::revision;
+
+    #[test]
+    fn a_revision_is_a_decimal_integer_without_sign_or_leading_zero() {
+        assert_eq!(revision("42"), Some(42));
+        assert_eq!(revision("18446744073709551615"), Some(u64::MAX));
+        for not in [
+            "",
+            "0",
+            "01",
+            "+1",
+            "-1",
+            "1a",
+            "1 ",
+            "18446744073709551616",
+        ] {
+            assert_eq!(revision(not), None, "{not:?}");
+        }
+    }
+}
