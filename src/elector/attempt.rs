@@ -52,7 +52,10 @@ impl<I: Io> Run<I> {
             }
             match self.write(&record, &round.capped(cap), false).await {
                 Ok(written) => return Ok(written),
-                Err(e) if e.is_transport() => return Err(e),
+                // No time left for the slow path (the answer came past
+                // the round's deadline): a read now would be abandoned
+                // as soon as sent.
+                Err(e) if e.is_transport() || round.is_expired() => return Err(e),
                 Err(e) => log::debug!(
                     "failed to update lease {} optimistically: {e}, falling back to slow path",
                     self.shared.describe
