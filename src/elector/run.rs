@@ -396,6 +396,12 @@ impl<I: Io> Run<I> {
                 Wake::Elapsed => return None,
                 Wake::Poked => {}
             }
+            // Woken past the deadline (a stall): no time is left for a
+            // read (it would be abandoned as soon as sent); the caller
+            // ends the term.
+            if self.now() >= round_end {
+                return None;
+            }
             let deadline = self.deadline(round_end).capped(self.cfg().request_cap());
             let ours = match self.read(&deadline).await {
                 Ok(read) => {

@@ -262,9 +262,13 @@ impl Io for SimIo {
         let pn = &mut net.procs[self.p];
         pn.reads += 1;
         if let Some(w) = stored.writer {
-            let term = (w, stored.uid, stored.record.leader_transitions);
-            if !pn.read_from.contains(&term) {
-                pn.read_from.push(term);
+            let far = pn
+                .read_from
+                .iter_mut()
+                .find(|(pw, pu, _)| (*pw, *pu) == (w, stored.uid));
+            match far {
+                Some(far) => far.2 = far.2.max(stored.version),
+                None => pn.read_from.push((w, stored.uid, stored.version)),
             }
         }
         if !pn.sent.contains(&stored.record) {

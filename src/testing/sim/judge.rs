@@ -376,11 +376,10 @@ impl World {
     /// revision `by`; its time, if so.
     fn revoked(&self, rec: &TermRec, by: u64) -> Option<Duration> {
         let net = self.net.borrow();
-        let token = u64::try_from(rec.transitions).unwrap_or(0);
         let r: Option<&Revocation> = net
             .revocations
             .iter()
-            .find(|r| r.revision <= by && r.revokes(rec.p, rec.uid, token, rec.version));
+            .find(|r| r.revision <= by && r.revokes(rec.p, rec.uid, rec.version));
         let revision = r?.revision;
         net.history
             .iter()

@@ -136,21 +136,24 @@ pub(super) enum RevokedBy {
     Creation { read: Vec<TermId> },
 }
 
-/// A term as its records show it: the process that wrote them, the
-/// Lease's creation (uid) and `leaseTransitions`. (A record an acquire
-/// wrote but never learned of carries the same process and value as the
-/// term that process starts later on another creation of the Lease.)
-pub(super) type TermId = (usize, u64, i32);
+/// What a process read of another's records: the writer, the Lease's
+/// creation (uid), and the highest revision read of the writer's records
+/// on it. A term (begun at a revision) was read when a record of the
+/// writer's at that revision or later was: its own records, or those of
+/// a later term of the writer's, begun after it ended. (Not
+/// `leaseTransitions`: pinned at its edge, it is the same for every term.)
+pub(super) type TermId = (usize, u64, u64);
 
 impl Revocation {
     /// Whether it revokes the term of process `p` with `token`, begun at
     /// `revision` on the Lease's creation `uid`.
-    pub(super) fn revokes(&self, p: usize, uid: u64, token: u64, revision: u64) -> bool {
-        let term = (p, uid, i32::try_from(token).unwrap_or(i32::MAX));
+    pub(super) fn revokes(&self, p: usize, uid: u64, revision: u64) -> bool {
         self.revision > revision
             && match &self.by {
                 RevokedBy::Writer(_) => true,
-                RevokedBy::Creation { read } => !read.contains(&term),
+                RevokedBy::Creation { read } => !read
+                    .iter()
+                    .any(|&(w, u, r)| (w, u) == (p, uid) && r >= revision),
             }
     }
 }
@@ -185,7 +188,7 @@ pub(super) struct ProcNet {
     pub(super) reads: u64,
     /// Every record this process sent in a write.
     pub(super) sent: Vec<LeaderElectionRecord>,
-    /// The terms (writer, `leaseTransitions`) whose records it has read.
+    /// Whose records it has read, and how far (see `TermId`).
     pub(super) read_from: Vec<TermId>,
     /// The world's record of this process (the checker's).
     pub(super) seen: Seen,
