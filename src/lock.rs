@@ -208,6 +208,10 @@ pub struct LeaseLock {
     watched: LatestLease,
     /// The last `get` was answered from `watched`, without a request.
     local_get: bool,
+    /// An update met a conflict and no answer from the server has come
+    /// since: what the watch delivered may lag behind the server too, so
+    /// the next `get` asks the server.
+    behind: bool,
     /// The last update created the Lease anew (its uid changed).
     created: bool,
     /// The last get found a Lease with another uid than the one cached.
@@ -232,6 +236,7 @@ impl LeaseLock {
             labels: Default::default(),
             watched: LatestLease::new(),
             local_get: false,
+            behind: false,
             created: false,
             recreated: false,
         }
@@ -400,13 +405,16 @@ impl LeaseLock {
 impl Lock for LeaseLock {
     /// A Lease delivered by the watch since the last read or write stands
     /// in for the `GET` (it is at least as new as what a `GET` sent before
-    /// it would have returned); otherwise ask the server.
+    /// it would have returned), unless an update met a conflict since the
+    /// server last answered (the watch may lag behind what it conflicted
+    /// with); otherwise ask the server.
     fn get(&mut self, deadline: &Deadline) -> Result<LeaderElectionRecord> {
         let seen = self
             .cached
             .as_ref()
             .and_then(|l| l.metadata.resource_version.as_deref());
         let lease = match self.watched.take() {
+            _ if self.behind => None,
             Some(w) if self.check_identity(&w, "watch").is_err() => None,
             Some(w) if newer(w.metadata.resource_version.as_deref(), seen) => Some(w),
             // The watch confirms what we hold (e.g. its first ADDED event).
@@ -416,9 +424,13 @@ impl Lock for LeaseLock {
         self.local_get = lease.is_some();
         let lease = match lease {
             Some(lease) => lease,
-            None => self
-                .client
-                .get_lease(&self.namespace, &self.name, deadline)?,
+            None => {
+                let lease = self
+                    .client
+                    .get_lease(&self.namespace, &self.name, deadline)?;
+                self.behind = false;
+                lease
+            }
         };
         self.check_identity(&lease, "get")?;
         let record = lease.record();
@@ -449,6 +461,7 @@ impl Lock for LeaseLock {
         let mut lease = Lease::new(&self.namespace, &self.name, record);
         self.apply_labels(&mut lease);
         let stored = self.client.create_lease(&lease, deadline)?;
+        self.behind = false;
         self.watched
             .forget_older_than(stored.metadata.resource_version.as_deref());
         self.check_identity(&stored, "create")?;
@@ -467,17 +480,13 @@ impl Lock for LeaseLock {
             .client
             .replace_lease(&lease, deadline)
             .inspect_err(|e| {
-                // The Lease holds something newer than we sent against: a
-                // delivery no newer than that is stale, and the read that
-                // follows a conflict must not be answered from it.
+                // The Lease holds something newer than we sent against, and
+                // what the watch delivered may not have caught up with it.
                 if e.is_conflict() {
-                    let against = lease.metadata.resource_version.as_deref();
-                    let next = against
-                        .and_then(|v| v.parse::<u64>().ok())
-                        .map(|v| v.saturating_add(1).to_string());
-                    self.watched.forget_older_than(next.as_deref());
+                    self.behind = true;
                 }
             })?;
+        self.behind = false;
         self.watched
             .forget_older_than(stored.metadata.resource_version.as_deref());
         self.check_identity(&stored, "update")?;
@@ -578,6 +587,46 @@ mod tests {
         assert!(!newer(None, Some("5")));
         assert!(newer(Some("b"), Some("a")));
         assert!(!newer(Some("a"), Some("a")));
+    }
+
+    /// A write refused with a conflict says the server holds something
+    /// newer than the version written against; the watch may not have
+    /// caught up with it. Here our own renew landed (its answer lost)
+    /// after a foreign release the watch delivered: answered from the
+    /// watch, the read that follows the conflict would show the Lease
+    /// free, and a release would not be written.
+    #[cfg(feature = "testing")]
+    #[test]
+    fn after_a_conflict_the_next_read_asks_the_server_not_the_watch() {
+        use super::{LeaseLock, Lock};
+        use crate::deadline::Deadline;
+        use crate::lease::{LeaderElectionRecord, Lease};
+        use crate::testing::TestApiServer;
+        use crate::Client;
+        use std::time::Duration;
+
+        let server = TestApiServer::start().unwrap();
+        server.add_namespace("ns");
+        let record = |holder: &str| LeaderElectionRecord {
+            holder_identity: holder.into(),
+            lease_duration_seconds: 15,
+            ..Default::default()
+        };
+        let deadline = || Deadline::from_now(Duration::from_secs(5));
+        let client = Client::new(server.client_config("a")).unwrap();
+        let mut a = LeaseLock::new(client, "ns", "l", "a");
+        a.create(&record("a"), &deadline()).unwrap();
+        // Another writer frees it; the watch delivers that.
+        server.put_lease("ns", &Lease::new("ns", "l", &record("")));
+        a.watched.set(server.lease("ns", "l"));
+        // A write of ours lands over it, its answer lost.
+        server.put_lease("ns", &Lease::new("ns", "l", &record("a")));
+        let err = a.update(&record("a"), &deadline()).unwrap_err();
+        assert!(err.is_conflict(), "{err}");
+        let read = a.get(&deadline()).unwrap();
+        assert!(!a.last_get_was_local(), "answered from the watch");
+        assert_eq!(read.holder_identity, "a");
+        server.shutdown();
     }
 
     #[test]

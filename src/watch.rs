@@ -119,7 +119,8 @@ impl LatestLease {
         }
     }
 
-    fn set(&self, lease: Option<Lease>) {
+    /// Put `lease` in the slot (what the watch delivered).
+    pub(crate) fn set(&self, lease: Option<Lease>) {
         *self.slot.lock().unwrap_or_else(PoisonError::into_inner) = lease;
     }
 }

@@ -89,10 +89,16 @@ fn the_same_seed_gives_the_same_trace() {
 /// woken past its deadline read too, 160855); and the checker took a
 /// creation after a deletion for a knowing takeover when
 /// `leaseTransitions`, pinned at its edge, made two terms look alike
-/// (223535).
+/// (223535). From the second search: a release refused (409) re-read the
+/// Lease from a watch that lagged behind the server, saw it not ours and
+/// did not release (439485, 603832); a COMMAND whose term ran out while
+/// its elector was stalled kept its grace after the elector, running
+/// again, found the Lease deleted under it (339649, 774758).
 #[test]
 fn found_seeds_stay_fixed() {
-    for seed in [85302, 160855, 179197, 206883, 223535] {
+    for seed in [
+        85302, 160855, 179197, 206883, 223535, 339649, 439485, 603832, 774758,
+    ] {
         let outcome = sim::run_traced(seed);
         assert!(
             outcome.violations.is_empty(),

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::io::{block_on, Io, Read, Written};
 use super::run::Run;
-use super::shared::Shared;
+use super::shared::{Shared, TermEnd};
 use super::term::{LetGo, Term};
 use super::{ElectorConfig, LeaderEvent, Probe};
 use crate::clock::{Clock, ManualClock, Wake, Wakeup};
@@ -58,6 +58,8 @@ pub(super) struct Server {
     pub(super) later: VecDeque<(Duration, Later)>,
     /// The next write's answer comes this long after it was sent.
     pub(super) slow_next_write: Option<Duration>,
+    /// See [`Later::StallInNextRead`].
+    pub(super) stall_next_read: Option<Duration>,
     /// What the waits for the work answer, in order, before `Lab::let_go`.
     pub(super) let_go: VecDeque<LetGo>,
     /// The elector is stopped (as `stop()` does, from another thread)
@@ -75,6 +77,10 @@ pub(super) enum Later {
     SlowNextWrite(Duration),
     /// The next write is answered, the elector stopped meanwhile.
     StopInNextWrite,
+    /// The elector's thread stalls this long in its next read (the answer
+    /// is in, the thread does not run); meanwhile the caller's thread
+    /// ends the term if its deadline passed, as `LeaderEvents` does.
+    StallInNextRead(Duration),
 }
 
 impl Server {
@@ -194,7 +200,17 @@ impl Io for LabIo {
         if let Some(e) = self.scripted() {
             return Err(e);
         }
-        let lease = self.server.borrow().lease.clone();
+        let (lease, stall) = {
+            let mut server = self.server.borrow_mut();
+            (server.lease.clone(), server.stall_next_read.take())
+        };
+        if let Some(d) = stall {
+            self.clock.advance(d);
+            if let Some(term) = self.shared.current_term().filter(|t| !t.is_current()) {
+                let why = self.shared.deadline_passed();
+                self.shared.end_term(&term, &TermEnd::Expired(why));
+            }
+        }
         let Some(stored) = lease else {
             return Err(api(404, "NotFound"));
         };
@@ -251,6 +267,7 @@ impl Io for LabIo {
                         Later::LoseNextAnswer => server.lose_next_answer = true,
                         Later::SlowNextWrite(d) => server.slow_next_write = Some(d),
                         Later::StopInNextWrite => server.stop_in_next_write = true,
+                        Later::StallInNextRead(d) => server.stall_next_read = Some(d),
                     }
                 }
                 _ => break,
@@ -328,6 +345,11 @@ impl Lab {
             leader_transitions: transitions,
             ..LeaderElectionRecord::default()
         }
+    }
+
+    /// Have `what` happen `at` (time since the bench began).
+    pub(super) fn later(&self, at: Duration, what: Later) {
+        self.server.borrow_mut().later.push_back((at, what));
     }
 
     /// Run the elector from now until its clock has moved `for_`, then
@@ -513,10 +535,7 @@ mod tests {
         let other = lab.record("other", 9);
         // Another writer takes the Lease just before the stop: the leader
         // sees it at its next renew (it polls) and does not free it.
-        lab.server
-            .borrow_mut()
-            .later
-            .push_back((MS(4_500), Later::Put(other.clone())));
+        lab.later(MS(4_500), Later::Put(other.clone()));
         let ran = lab.run_for(S(7));
         let server = lab.server.borrow();
         assert_eq!(server.lease.as_ref().unwrap().record, other);
@@ -531,10 +550,7 @@ mod tests {
         let lab = Lab::new();
         // The renew at 4 s lands, its answer lost: the release at 5 s is
         // written against an older version and conflicts with ourselves.
-        lab.server
-            .borrow_mut()
-            .later
-            .push_back((MS(3_900), Later::LoseNextAnswer));
+        lab.later(MS(3_900), Later::LoseNextAnswer);
         lab.run_for(MS(5_000));
         let server = lab.server.borrow();
         assert_eq!(server.lease.as_ref().unwrap().record.holder_identity, "");
@@ -671,10 +687,7 @@ mod tests {
         let mut lab = Lab::new();
         lab.config.rejoin = true;
         lab.server.borrow_mut().create_on_update = true;
-        lab.server
-            .borrow_mut()
-            .later
-            .push_back((MS(3_000), Later::Delete));
+        lab.later(MS(3_000), Later::Delete);
         let ran = lab.run_for(S(30));
         let starts = lab.started_at(&ran);
         // Led at 0 s; the renew at 4 s recreated the deleted Lease: lost
@@ -691,10 +704,7 @@ mod tests {
     fn a_missing_lease_last_held_by_another_is_waited_out_one_never_held_is_created_at_once() {
         let lab = Lab::new();
         lab.server.borrow_mut().put(lab.record("other", 2));
-        lab.server
-            .borrow_mut()
-            .later
-            .push_back((S(3), Later::Delete));
+        lab.later(S(3), Later::Delete);
         lab.run_for(S(25));
         let server = lab.server.borrow();
         let creates: Vec<Duration> = server
@@ -710,10 +720,7 @@ mod tests {
 
         let lab = Lab::new();
         lab.server.borrow_mut().put(lab.record("", 2));
-        lab.server
-            .borrow_mut()
-            .later
-            .push_back((S(1), Later::Delete));
+        lab.later(S(1), Later::Delete);
         let mut lab = lab;
         lab.config.release_on_cancel = false;
         // The Lease is free at first: taken at 0 s; when it is deleted...
@@ -727,10 +734,7 @@ mod tests {
         lab.server.borrow_mut().put(lab.record("other", 7));
         // The holder is replaced by a writer that lowers the count; the
         // candidate saw 7 and writes 8 when it takes over.
-        lab.server
-            .borrow_mut()
-            .later
-            .push_back((S(1), Later::Put(lab.record("other2", 1))));
+        lab.later(S(1), Later::Put(lab.record("other2", 1)));
         lab.run_for(S(20));
         let server = lab.server.borrow();
         let take = &updates(&server)[0].1;
@@ -805,10 +809,7 @@ mod more_tests {
             .collect();
         // The winner's record, stored as our create is refused.
         let winner = lab.record("winner", 0);
-        lab.server
-            .borrow_mut()
-            .later
-            .push_back((MS(0), Later::Put(winner)));
+        lab.later(MS(0), Later::Put(winner));
         let ran = lab.run_for(S(3));
         let server = lab.server.borrow();
         let gets = at_of(&server, |c| matches!(c, Call::Get));
@@ -831,10 +832,7 @@ mod more_tests {
         // another candidate took it first.
         lab.server.borrow_mut().script = [None, Some(api(409, "Conflict"))].into_iter().collect();
         let winner = lab.record("winner", 4);
-        lab.server
-            .borrow_mut()
-            .later
-            .push_back((MS(0), Later::Put(winner)));
+        lab.later(MS(0), Later::Put(winner));
         let ran = lab.run_for(S(3));
         let status = ran.probe.status();
         assert!(!ran
@@ -938,10 +936,7 @@ mod more_tests {
         // process did not write (a previous run of ours, say) replaces it.
         lab.server.borrow_mut().put(lab.record("other", 3));
         let ours_not_written = lab.record("me", 4);
-        lab.server
-            .borrow_mut()
-            .later
-            .push_back((S(1), Later::Put(ours_not_written)));
+        lab.later(S(1), Later::Put(ours_not_written));
         let ran = lab.run_for(S(10));
         assert!(!ran.probe.duplicate_identity());
         assert!(crate::test_log::lines_here(log::Level::Info)
@@ -974,10 +969,7 @@ mod more_tests {
         // its renew time new. That record is not ours.
         let mut twin = lab.record("me", 0);
         twin.renew_time = Some(MicroTime::from_system_time(lab.clock.system_time() + S(5)));
-        lab.server
-            .borrow_mut()
-            .later
-            .push_back((S(5), Later::Put(twin)));
+        lab.later(S(5), Later::Put(twin));
         let ran = lab.run_for(S(10));
         let reasons: Vec<StopReason> = ran
             .events
@@ -1040,10 +1032,7 @@ mod more_tests {
         // deadline) has passed.
         lab.server.borrow_mut().let_go = [LetGo::Held, LetGo::Released].into_iter().collect();
         let taken = lab.record("other", 1);
-        lab.server
-            .borrow_mut()
-            .later
-            .push_back((S(3), Later::Put(taken)));
+        lab.later(S(3), Later::Put(taken));
         let ran = lab.run_for(S(20));
         let ended = lab.clock.now().saturating_duration_since(lab.origin);
         // Lost at the renew after 3 s; then sought again (reads), until the
@@ -1123,10 +1112,7 @@ mod more_tests {
         // The renew sent at 2 s is answered at 11 s, past the deadline at
         // 10 s: the term is lost there (not stopped), and a lost term is
         // not released (the stop at 20 s finds none).
-        lab.server
-            .borrow_mut()
-            .later
-            .push_back((S(1), Later::SlowNextWrite(S(9))));
+        lab.later(S(1), Later::SlowNextWrite(S(9)));
         let ran = lab.run_for(S(20));
         assert_eq!(stopped(&ran.events), [StopReason::Lost]);
         assert_eq!(holder(&lab).as_deref(), Some("me"));
@@ -1136,10 +1122,7 @@ mod more_tests {
     #[test]
     fn a_stop_while_a_renew_is_on_its_way_releases_once_the_answer_is_in() {
         let lab = Lab::new();
-        lab.server
-            .borrow_mut()
-            .later
-            .push_back((S(3), Later::StopInNextWrite));
+        lab.later(S(3), Later::StopInNextWrite);
         let ran = lab.run_for(S(20));
         assert_eq!(stopped(&ran.events), [StopReason::Stopped]);
         assert_eq!(holder(&lab).as_deref(), Some(""));
@@ -1167,10 +1150,7 @@ mod more_tests {
         let other = lab.record("other", 9);
         // Written after the last renew (4 s), before the stop (5 s): the
         // release conflicts, a read shows the record is not ours.
-        lab.server
-            .borrow_mut()
-            .later
-            .push_back((MS(4_500), Later::Put(other.clone())));
+        lab.later(MS(4_500), Later::Put(other.clone()));
         let ran = lab.run_for(S(5));
         assert!(ran.result.is_ok(), "{:?}", ran.result);
         assert_eq!(lab.server.borrow().lease.as_ref().unwrap().record, other);
@@ -1179,10 +1159,7 @@ mod more_tests {
     #[test]
     fn a_release_that_fails_is_the_runs_error() {
         let lab = Lab::new();
-        lab.server
-            .borrow_mut()
-            .later
-            .push_back((MS(4_500), Later::LoseNextAnswer));
+        lab.later(MS(4_500), Later::LoseNextAnswer);
         let ran = lab.run_for(S(5));
         assert!(ran.result.is_err(), "{:?}", ran.result);
     }
@@ -1191,7 +1168,7 @@ mod more_tests {
     fn a_lost_term_says_why_freed_deleted_or_held_by_another() {
         let why = |later: Later| {
             let lab = Lab::new();
-            lab.server.borrow_mut().later.push_back((MS(4_500), later));
+            lab.later(MS(4_500), later);
             let ran = lab.run_for(S(12));
             assert_eq!(stopped(&ran.events), [StopReason::Lost]);
             ran.probe.status().last_loss.unwrap_or_default()
@@ -1212,10 +1189,7 @@ mod more_tests {
     fn a_term_taken_by_another_ends_before_the_new_leader_is_announced() {
         let lab = Lab::new();
         let other = lab.record("other", 3);
-        lab.server
-            .borrow_mut()
-            .later
-            .push_back((MS(4_500), Later::Put(other)));
+        lab.later(MS(4_500), Later::Put(other));
         let ran = lab.run_for(S(12));
         let order: Vec<&str> = ran
             .events
@@ -1227,5 +1201,24 @@ mod more_tests {
             })
             .collect();
         assert_eq!(order, ["stopped", "other"]);
+    }
+
+    #[test]
+    fn a_term_ended_at_its_deadline_then_found_deleted_is_taken_over() {
+        let lab = Lab::new();
+        // Deleted after the renew at 4 s; the renew at 6 s finds it gone
+        // (404), and the read that follows is answered while the thread
+        // stalls past the deadline (14 s): the caller's side ends the
+        // term first, as run out. Its work owes nobody a grace: someone
+        // may create the Lease and lead at once.
+        lab.later(MS(4_500), Later::Delete);
+        lab.later(MS(4_600), Later::StallInNextRead(S(11)));
+        let ran = lab.run_for(S(20));
+        assert_eq!(stopped(&ran.events), [StopReason::Lost]);
+        let term = ran.events.iter().find_map(|e| match e {
+            LeaderEvent::StartedLeading { term, .. } => Some(term),
+            _ => None,
+        });
+        assert!(term.expect("a term began").taken_over());
     }
 }

@@ -206,14 +206,20 @@ impl Shared {
 
     /// End `term` if it is still the current one: mark it over, record a
     /// loss and its reason, and send `StoppedLeading`. False when it had
-    /// already been ended (by a stop on another thread).
+    /// already been ended (by a stop, or by its deadline on the receiving
+    /// thread); a term found taken since is still marked so, as its work
+    /// owes nobody a grace any more ([`Term::taken_over`]).
     pub(super) fn end_term(&self, term: &Term, end: &TermEnd) -> bool {
+        let taken = matches!(end, TermEnd::Taken(_));
         let mut st = self.lock();
         if !st.term.as_ref().is_some_and(|t| t.same_term(term)) {
+            if taken {
+                term.end(true);
+            }
             return false;
         }
         st.term = None;
-        term.end(matches!(end, TermEnd::Taken(_)));
+        term.end(taken);
         let at = self.now();
         let reason = end.reason();
         if reason == StopReason::Lost {

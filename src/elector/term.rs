@@ -282,7 +282,9 @@ impl Term {
     /// may create a deleted Lease at once). Another candidate may lead
     /// already, so the work has no time left ([`Term::time_to_stop`] is
     /// zero): stop at once, without finishing the step. False while the
-    /// term is current, and when it ended by a stop or at its deadline.
+    /// term is current, and when it ended by a stop or at its deadline,
+    /// until the elector finds the Lease taken after all (an answer that
+    /// came in after the term had ended): then true from that moment.
     pub fn taken_over(&self) -> bool {
         self.lock().taken
     }

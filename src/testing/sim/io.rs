@@ -201,6 +201,7 @@ impl SimIo {
                 pn.watched = None;
             }
             pn.cached = Some(stored);
+            pn.behind = false;
             recreated
         };
         if recreated {
@@ -237,6 +238,7 @@ impl Io for SimIo {
                 Ok(stored) => {
                     let mut net = self.net.borrow_mut();
                     let pn = &mut net.procs[self.p];
+                    pn.behind = false;
                     pn.recreated = pn.cached.as_ref().is_some_and(|c| c.uid != stored.uid);
                     pn.cached = Some(stored.clone());
                     (stored, false)
@@ -316,14 +318,10 @@ impl Io for SimIo {
         let uid = (self.lock != LockKind::NoUid).then_some(uid);
         let op = Op::Update(record.clone(), Some(version), uid);
         let stored = self.call(op, "update", deadline).await.inspect_err(|e| {
-            // As `LeaseLock`: after a conflict, a delivery no newer than the
-            // version written against is stale.
+            // As `LeaseLock`: after a conflict, the next read asks the
+            // server (the watch may lag behind what it conflicted with).
             if e.is_conflict() {
-                let mut net = self.net.borrow_mut();
-                let pn = &mut net.procs[self.p];
-                if pn.watched.as_ref().is_none_or(|w| w.version <= version) {
-                    pn.watched = None;
-                }
+                self.net.borrow_mut().procs[self.p].behind = true;
             }
         })?;
         Ok(self.written(stored, false))

@@ -178,9 +178,11 @@ pub(super) struct ProcNet {
     pub(super) cached: Option<Stored>,
     /// What the watch delivered since the last read or write.
     pub(super) watched: Option<Stored>,
+    /// An update met a conflict since the server last answered: the next
+    /// read asks the server (as `LeaseLock`).
+    pub(super) behind: bool,
     pub(super) pending: Option<Pending>,
     pub(super) calls: u64,
-    /// The highest `leaseTransitions` this process has read (the checker's).
     /// The highest `leaseTransitions` this process has read in a record
     /// other than one it wrote (the checker's).
     pub(super) max_seen: Option<i32>,
@@ -394,6 +396,7 @@ impl Net {
             watch,
             cached: None,
             watched: None,
+            behind: false,
             pending: None,
             calls: 0,
             max_seen: None,
@@ -461,7 +464,7 @@ impl Net {
     /// confirms it.
     pub(super) fn local_read(&mut self, p: usize) -> Option<Stored> {
         let pn = &mut self.procs[p];
-        let w = pn.watched.take()?;
+        let w = pn.watched.take().filter(|_| !pn.behind)?;
         let seen = pn.cached.as_ref().map(|s| s.version);
         match seen {
             Some(v) if w.version < v => None,
