@@ -81,6 +81,8 @@ pub(super) enum Later {
     /// is in, the thread does not run); meanwhile the caller's thread
     /// ends the term if its deadline passed, as `LeaderEvents` does.
     StallInNextRead(Duration),
+    /// A watch event: the elector's sleep ends, poked.
+    Poke,
 }
 
 impl Server {
@@ -262,6 +264,7 @@ impl Io for LabIo {
                     let (_, what) = self.server.borrow_mut().later.pop_front().expect("due");
                     let mut server = self.server.borrow_mut();
                     match what {
+                        Later::Poke => return Wake::Poked,
                         Later::Put(r) => server.put(r),
                         Later::Delete => server.delete(),
                         Later::LoseNextAnswer => server.lose_next_answer = true,
@@ -1220,5 +1223,24 @@ mod more_tests {
             _ => None,
         });
         assert!(term.expect("a term began").taken_over());
+    }
+
+    #[test]
+    fn a_poke_between_renews_is_looked_at_with_a_read_not_a_renew_sent_early() {
+        let lab = Lab::new();
+        // Another holder writes at 4.5 s and the watch pokes: the elector
+        // reads at once and ends its term there, with no renew sent.
+        lab.later(MS(4_500), Later::Put(lab.record("other", 3)));
+        lab.later(MS(4_500), Later::Poke);
+        let ran = lab.run_for(S(5));
+        assert_eq!(stopped(&ran.events), [StopReason::Lost]);
+        let server = lab.server.borrow();
+        let at_poke: Vec<&Call> = server
+            .log
+            .iter()
+            .filter(|(at, c)| *at == MS(4_500) && !matches!(c, Call::Sleep(_)))
+            .map(|(_, c)| c)
+            .collect();
+        assert!(matches!(at_poke[..], [Call::Get]), "{at_poke:?}");
     }
 }
