@@ -418,6 +418,14 @@ fn stopped(events: &[LeaderEvent]) -> Vec<crate::elector::StopReason> {
         .collect()
 }
 
+/// The first term a run began, as its `StartedLeading` carried it.
+fn first_term(events: &[LeaderEvent]) -> Option<&Term> {
+    events.iter().find_map(|e| match e {
+        LeaderEvent::StartedLeading { term, .. } => Some(term),
+        _ => None,
+    })
+}
+
 fn collect(rx: &Receiver<LeaderEvent>) -> Vec<LeaderEvent> {
     rx.try_iter().collect()
 }
@@ -1060,11 +1068,7 @@ mod more_tests {
         // deadline 10 s).
         lab.server.borrow_mut().slow_next_write = Some(S(11));
         let ran = lab.run_for(S(15));
-        let first = ran.events.iter().find_map(|e| match e {
-            LeaderEvent::StartedLeading { term, .. } => Some(term.clone()),
-            _ => None,
-        });
-        let term = first.expect("a term");
+        let term = first_term(&ran.events).expect("a term");
         assert!(
             term.started_at() >= lab.origin + S(11),
             "{:?}",
@@ -1129,9 +1133,8 @@ mod more_tests {
         let ran = lab.run_for(S(20));
         assert_eq!(stopped(&ran.events), [StopReason::Stopped]);
         assert_eq!(holder(&lab).as_deref(), Some(""));
-        let server = lab.server.borrow();
-        let writes = server.calls(|c| matches!(c, Call::Update(_)));
-        assert_eq!(writes.last().map(|(at, _)| *at), Some(S(4)));
+        let updates = at_of(&lab.server.borrow(), |c| matches!(c, Call::Update(_)));
+        assert_eq!(updates.last(), Some(&S(4)));
         assert!(ran.result.is_ok());
     }
 
@@ -1142,9 +1145,8 @@ mod more_tests {
         let ran = lab.run_for(S(5));
         assert_eq!(stopped(&ran.events), [StopReason::Stopped]);
         assert_eq!(holder(&lab).as_deref(), Some("me"));
-        let server = lab.server.borrow();
-        let writes = server.calls(|c| matches!(c, Call::Update(_)));
-        assert_eq!(writes.last().map(|(at, _)| *at), Some(S(4)));
+        let updates = at_of(&lab.server.borrow(), |c| matches!(c, Call::Update(_)));
+        assert_eq!(updates.last(), Some(&S(4)));
     }
 
     #[test]
@@ -1218,11 +1220,7 @@ mod more_tests {
         lab.later(MS(4_600), Later::StallInNextRead(S(11)));
         let ran = lab.run_for(S(20));
         assert_eq!(stopped(&ran.events), [StopReason::Lost]);
-        let term = ran.events.iter().find_map(|e| match e {
-            LeaderEvent::StartedLeading { term, .. } => Some(term),
-            _ => None,
-        });
-        assert!(term.expect("a term began").taken_over());
+        assert!(first_term(&ran.events).expect("a term began").taken_over());
     }
 
     #[test]
