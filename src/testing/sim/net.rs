@@ -145,8 +145,8 @@ pub(super) enum RevokedBy {
 pub(super) type TermId = (usize, u64, u64);
 
 impl Revocation {
-    /// Whether it revokes the term of process `p` with `token`, begun at
-    /// `revision` on the Lease's creation `uid`.
+    /// Whether it revokes the term of process `p` begun at `revision` on
+    /// the Lease's creation `uid`.
     pub(super) fn revokes(&self, p: usize, uid: u64, revision: u64) -> bool {
         self.revision > revision
             && match &self.by {
