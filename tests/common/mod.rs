@@ -13,6 +13,7 @@ use lease_elector::{
     ManualClock,
 };
 
+pub mod api;
 pub mod health_program;
 pub mod logs;
 pub mod oracle;

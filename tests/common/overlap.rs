@@ -35,7 +35,7 @@ pub const LEASE: &str = "lock";
 /// The COMMAND: `$1` the log, `$2` its name, `$3` what SIGTERM does:
 /// `exit` (at once), `ignore` (logged only), or `linger:S` (keep running S
 /// seconds, then exit: a job that finishes slowly).
-const TICKER: &str = r#"#!/bin/bash
+pub const TICKER: &str = r#"#!/bin/bash
 log=$1; who=$2; mode=${3:-exit}
 say() { echo "$1 $who $$ ${LEASE_ELECT_TERM:--} $EPOCHREALTIME" >> "$log"; }
 stop_at=
@@ -381,7 +381,7 @@ pub struct Timeline {
 }
 
 impl Timeline {
-    fn parse(text: &str) -> Timeline {
+    pub fn parse(text: &str) -> Timeline {
         let mut by_pid: BTreeMap<u32, Run> = BTreeMap::new();
         // A line still being written is left for the next look.
         for line in text.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
