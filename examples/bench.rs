@@ -19,6 +19,11 @@
 //!                                                           # some timings: short (4/3/1 s),
 //!                                                           # client-go (15/10/2 s), OpenShift
 //!                                                           # (137/107/26 s, about 5 minutes)
+//! cargo run --release --example bench -- --only servers --control-plane DIR
+//!                                                           # handover, failover, takeover and
+//!                                                           # requests on the test server and on
+//!                                                           # kube-apiserver + etcd (DIR from
+//!                                                           # `.ci/control-plane up DIR`)
 //! cargo run --release --example bench -- --elect PATH       # plus elect's RSS and threads
 //! cargo run --release --example bench -- --lease-elect PATH # plus lease-elect's RSS, threads,
 //!                                                           # COMMAND start and stop latency
@@ -42,6 +47,8 @@
 
 #[path = "bench/handover.rs"]
 mod handover;
+#[path = "bench/servers.rs"]
+mod servers;
 #[path = "bench/timeline.rs"]
 mod timeline;
 
@@ -1784,6 +1791,15 @@ fn main() -> Res<()> {
             })
             .collect();
         handover::section(&timings, true)?;
+    }
+    // Issue 43: the same rounds on the test server and, given the folder
+    // `.ci/control-plane up DIR` wrote, on kube-apiserver with etcd. Only
+    // when asked for: it needs kubectl.
+    if only
+        .as_ref()
+        .is_some_and(|o| o.iter().any(|s| s == "servers"))
+    {
+        servers::section(value("--control-plane").as_deref().map(Path::new))?;
     }
     if run("watch-cost") {
         let window = Duration::from_secs(if quick { 60 } else { 200 });

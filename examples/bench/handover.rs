@@ -326,22 +326,33 @@ impl Stage {
     }
 }
 
-/// `--candidate URL LEASE ID LD_MS RD_MS RP_MS watch|poll`: lead, print
-/// `LEADING`, until stdin closes or the process is killed.
+/// `--candidate URL|KUBECONFIG LEASE ID LD_MS RD_MS RP_MS watch|poll [NS]`:
+/// lead, print `LEADING`, until stdin closes or the process is killed.
 pub fn candidate(args: &[String]) -> Res<()> {
-    let [url, lease, id, ld, rd, rp, watch] = args else {
-        return Err("--candidate URL LEASE ID LD_MS RD_MS RP_MS watch|poll".into());
+    let (server, lease, id, ld, rd, rp, watch, ns) = match args {
+        [u, l, i, ld, rd, rp, w] => (u, l, i, ld, rd, rp, w, NS),
+        [u, l, i, ld, rd, rp, w, ns] => (u, l, i, ld, rd, rp, w, ns.as_str()),
+        _ => {
+            return Err(
+                "--candidate URL|KUBECONFIG LEASE ID LD_MS RD_MS RP_MS watch|poll [NS]".into(),
+            )
+        }
     };
     let ms = |s: &String| -> Res<Duration> { Ok(Duration::from_millis(s.parse()?)) };
-    let client = Client::new(ClientConfig::new(url.as_str()))?;
-    let (handle, events) = LeaderElector::builder(LeaseLock::new(client, NS, lease, id))
-        .lease_duration(ms(ld)?)
-        .renew_deadline(ms(rd)?)
-        .retry_period(ms(rp)?)
-        .release_on_cancel(true)
-        .watch(watch == "watch")
-        .build()?
-        .spawn()?;
+    let config = if server.starts_with("http") {
+        ClientConfig::new(server.as_str())
+    } else {
+        ClientConfig::from_kubeconfig(server, None)?
+    };
+    let (handle, events) =
+        LeaderElector::builder(LeaseLock::new(Client::new(config)?, ns, lease, id))
+            .lease_duration(ms(ld)?)
+            .renew_deadline(ms(rd)?)
+            .retry_period(ms(rp)?)
+            .release_on_cancel(true)
+            .watch(watch == "watch")
+            .build()?
+            .spawn()?;
     for e in &events {
         if let LeaderEvent::StartedLeading { .. } = e {
             println!("LEADING");

@@ -288,6 +288,31 @@ impl Api {
         }
     }
 
+    /// When the admin's last write of Lease `name` (a patch, an update or
+    /// a delete) was stored, by the server's own account where it keeps
+    /// one (kube-apiserver's audit log: the answer's time); `None` where
+    /// it does not (the embedded server's writes are calls: the caller
+    /// times them).
+    pub fn admin_write_stored(&self, name: &str) -> Option<SystemTime> {
+        let Backend::Real(cp) = &self.backend else {
+            return None;
+        };
+        let log = std::fs::read_to_string(cp.join("audit.log")).ok()?;
+        let at = log
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| {
+                e["user"]["username"] == "admin"
+                    && e["stage"] == "ResponseComplete"
+                    && e["objectRef"]["namespace"] == self.ns.as_str()
+                    && e["objectRef"]["name"] == name
+                    && ["patch", "update", "delete"].contains(&e["verb"].as_str().unwrap_or(""))
+            })
+            .filter_map(|e| e["stageTimestamp"].as_str().map(str::to_string))
+            .next_back()?;
+        Some(MicroTime::parse_strict(&at).ok()?.to_system_time())
+    }
+
     /// A Lease created by the admin, held by `holder` for `seconds` from now.
     pub fn create_held(&self, name: &str, holder: &str, seconds: u64) {
         let now = MicroTime::from_system_time(SystemTime::now()).to_string();
