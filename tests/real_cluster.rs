@@ -921,3 +921,45 @@ fn yaml_to_json(text: &str) -> Value {
     }
     conv(&docs[0])
 }
+
+/// The README's walk-through (examples/fake-cluster.sh), steps 2 to 6 line
+/// for line, on kube-apiserver: the candidates, kubectl's waits and reads,
+/// and the Events, with the admin's kubeconfig (the walk-through's kubectl
+/// lists Leases, which the Role does not grant). On the test server,
+/// `.ci/run` runs the whole script.
+#[test]
+fn the_readme_walkthrough_holds_on_kube_apiserver() {
+    let api = Api::new();
+    if !api.is_real() {
+        return;
+    }
+    let script = std::fs::read_to_string("examples/fake-cluster.sh").unwrap();
+    let steps: String = script
+        .lines()
+        .skip_while(|l| !l.starts_with("# 2."))
+        .filter(|l| !l.contains("SERVER") && !l.starts_with("unset KUBECONFIG"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(steps.contains("kill -KILL $POD_B"), "{steps}");
+    let out = Command::new("bash")
+        .args([
+            "-e",
+            "-c",
+            &format!("trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{steps}"),
+        ])
+        .env("KUBECONFIG", api.admin_kubeconfig())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // leaseTransitions after the two takeovers, then the released holder.
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines.contains(&"2"), "{stdout}");
+    assert!(stdout.contains("pod-a became leader"), "{stdout}");
+    assert_eq!(lines.last().copied(), Some(""), "{stdout}");
+}

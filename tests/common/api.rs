@@ -163,6 +163,14 @@ impl Api {
         }
     }
 
+    /// The admin's kubeconfig, on the real control plane.
+    pub fn admin_kubeconfig(&self) -> PathBuf {
+        match &self.backend {
+            Backend::Real(cp) => cp.join("admin.kubeconfig"),
+            Backend::Embedded(_) => panic!("the embedded server's operator is the test itself"),
+        }
+    }
+
     pub fn client_config(&self, user: User) -> ClientConfig {
         ClientConfig::from_kubeconfig(self.kubeconfig(user), None)
             .unwrap()
