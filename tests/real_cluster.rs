@@ -46,17 +46,27 @@ fn rejoining(
     watch: bool,
     rejoin: bool,
 ) -> (ElectorHandle, LeaderEvents) {
-    LeaderElector::builder(api.lock(user, LEASE, id))
+    short(api.lock(user, LEASE, id))
         .rejoin(rejoin)
-        .lease_duration(Duration::from_secs(4))
-        .renew_deadline(Duration::from_secs(3))
-        .retry_period(Duration::from_secs(1))
-        .release_on_cancel(true)
         .watch(watch)
         .build()
         .unwrap()
         .spawn()
         .unwrap()
+}
+
+/// Lease 4 s, renew deadline 3 s, retry period 1 s, releasing on stop.
+fn short(lock: lease_elector::LeaseLock) -> lease_elector::ElectorBuilder {
+    LeaderElector::builder(lock)
+        .lease_duration(Duration::from_secs(4))
+        .renew_deadline(Duration::from_secs(3))
+        .retry_period(Duration::from_secs(1))
+        .release_on_cancel(true)
+}
+
+/// [`short`], spawned.
+fn spawn_short(lock: lease_elector::LeaseLock) -> (ElectorHandle, LeaderEvents) {
+    short(lock).build().unwrap().spawn().unwrap()
 }
 
 /// The next `StartedLeading`, its term and when it came.
@@ -440,15 +450,7 @@ fn transitions_are_recorded_as_events_the_server_accepts() {
     let lock = api.lock(User::Elector, LEASE, "a").with_events(
         EventRecorder::new(api.client(User::Elector), "real-cluster-test").with_instance("a"),
     );
-    let (handle, events) = LeaderElector::builder(lock)
-        .lease_duration(Duration::from_secs(4))
-        .renew_deadline(Duration::from_secs(3))
-        .retry_period(Duration::from_secs(1))
-        .release_on_cancel(true)
-        .build()
-        .unwrap()
-        .spawn()
-        .unwrap();
+    let (handle, events) = spawn_short(lock);
     let (term, _) = started(&events);
     drop(term);
     handle.stop().unwrap();
@@ -476,11 +478,7 @@ fn transitions_are_recorded_as_events_the_server_accepts() {
 #[test]
 fn run_with_rejoin_runs_one_piece_of_work_at_a_time_across_a_deletion() {
     let api = Api::new();
-    let elector = LeaderElector::builder(api.lock(User::Elector, LEASE, "a"))
-        .lease_duration(Duration::from_secs(4))
-        .renew_deadline(Duration::from_secs(3))
-        .retry_period(Duration::from_secs(1))
-        .release_on_cancel(true)
+    let elector = short(api.lock(User::Elector, LEASE, "a"))
         .rejoin(true)
         .build()
         .unwrap();
@@ -513,13 +511,7 @@ fn run_with_rejoin_runs_one_piece_of_work_at_a_time_across_a_deletion() {
 #[test]
 fn run_releases_only_after_the_work_has_returned() {
     let api = Api::new();
-    let elector = LeaderElector::builder(api.lock(User::Elector, LEASE, "a"))
-        .lease_duration(Duration::from_secs(4))
-        .renew_deadline(Duration::from_secs(3))
-        .retry_period(Duration::from_secs(1))
-        .release_on_cancel(true)
-        .build()
-        .unwrap();
+    let elector = short(api.lock(User::Elector, LEASE, "a")).build().unwrap();
     let stopper = elector.stopper();
     let mut held_while_working = None;
     let ended = elector
@@ -630,15 +622,7 @@ fn kubeconfig_shapes_reach_the_server() {
         let client = lease_elector::Client::new(config).unwrap();
         let id = format!("kc-{shape}");
         let lock = lease_elector::LeaseLock::new(client, api.ns(), LEASE, &id);
-        let (handle, events) = LeaderElector::builder(lock)
-            .lease_duration(Duration::from_secs(4))
-            .renew_deadline(Duration::from_secs(3))
-            .retry_period(Duration::from_secs(1))
-            .release_on_cancel(true)
-            .build()
-            .unwrap()
-            .spawn()
-            .unwrap();
+        let (handle, events) = spawn_short(lock);
         let (term, _) = started(&events);
         assert_eq!(api.holder(LEASE).as_deref(), Some(id.as_str()), "{shape}");
         drop(term);
@@ -652,15 +636,7 @@ fn names_the_crate_accepts_the_server_accepts() {
     let long = format!("{}.{}", "a".repeat(100), "b".repeat(100));
     for name in ["x", "a.b-c", long.as_str()] {
         let lock = api.lock(User::Elector, name, "n");
-        let (handle, events) = LeaderElector::builder(lock)
-            .lease_duration(Duration::from_secs(4))
-            .renew_deadline(Duration::from_secs(3))
-            .retry_period(Duration::from_secs(1))
-            .release_on_cancel(true)
-            .build()
-            .unwrap()
-            .spawn()
-            .unwrap();
+        let (handle, events) = spawn_short(lock);
         let (term, _) = started(&events);
         assert_eq!(api.holder(name).as_deref(), Some("n"), "{name}");
         drop(term);
@@ -700,6 +676,16 @@ fn lease_elect(api: &Api, user: User, who: &str, log: &std::path::Path) -> Spawn
     Spawned::start(&mut cmd, true)
 }
 
+/// `lease-elect` a leads and its COMMAND runs; then b starts and follows.
+fn a_leads_b_follows(api: &Api, user: User, log: &std::path::Path) -> (Spawned, Spawned) {
+    let a = lease_elect(api, user, "a", log);
+    a.expect("LEADING a");
+    wait_runs(log, "a", 1);
+    let b = lease_elect(api, user, "b", log);
+    b.expect("NEW_LEADER a");
+    (a, b)
+}
+
 fn timeline(log: &std::path::Path) -> Timeline {
     Timeline::parse(&std::fs::read_to_string(log).unwrap_or_default())
 }
@@ -730,11 +716,7 @@ fn wait_exited(log: &std::path::Path, who: &str) -> Instant {
 fn two_lease_elects_hand_over_command_to_command_within_a_quarter_second() {
     let api = Api::new();
     let log = api.dir().join("ticks");
-    let a = lease_elect(&api, User::Elector, "a", &log);
-    a.expect("LEADING a");
-    wait_runs(&log, "a", 1);
-    let b = lease_elect(&api, User::Elector, "b", &log);
-    b.expect("NEW_LEADER a");
+    let (a, b) = a_leads_b_follows(&api, User::Elector, &log);
     a.signal("-TERM");
     b.expect("LEADING b");
     wait_runs(&log, "b", 1);
@@ -755,11 +737,7 @@ fn two_lease_elects_hand_over_command_to_command_within_a_quarter_second() {
 fn kubectl_deleting_the_lease_ends_the_command_at_once_and_the_next_token_is_greater() {
     let api = Api::new();
     let log = api.dir().join("ticks");
-    let a = lease_elect(&api, User::Elector, "a", &log);
-    a.expect("LEADING a");
-    wait_runs(&log, "a", 1);
-    let b = lease_elect(&api, User::Elector, "b", &log);
-    b.expect("NEW_LEADER a");
+    let (a, b) = a_leads_b_follows(&api, User::Elector, &log);
     let called = SystemTime::now();
     api.delete(LEASE);
     let gone = ran_after(&api, &log, "a", called);
@@ -798,11 +776,7 @@ fn another_writer_taking_the_lease_ends_the_command_at_once() {
 fn lease_elects_without_watch_hand_over_by_polling_with_one_warning() {
     let api = Api::new();
     let log = api.dir().join("ticks");
-    let a = lease_elect(&api, User::NoWatch, "a", &log);
-    a.expect("LEADING a");
-    wait_runs(&log, "a", 1);
-    let b = lease_elect(&api, User::NoWatch, "b", &log);
-    b.expect("NEW_LEADER a");
+    let (a, b) = a_leads_b_follows(&api, User::NoWatch, &log);
     let before = api.requests(LEASE).len();
     let start = Instant::now();
     thread::sleep(Duration::from_secs(3));
@@ -933,6 +907,8 @@ fn the_readme_walkthrough_holds_on_kube_apiserver() {
     if !api.is_real() {
         return;
     }
+    // Its Lease, default/demo, as on a cluster that never had one.
+    api.kubectl(&["delete", "lease", "demo", "-n", "default", "--ignore-not-found"]);
     let script = std::fs::read_to_string("examples/fake-cluster.sh").unwrap();
     let steps: String = script
         .lines()
