@@ -119,6 +119,9 @@ pub(crate) fn serve(
     keep: Next,
 ) -> Next {
     let bad = |conn: &mut BufReader<Stream>, resp: http::Response| {
+        if let Some(r) = shared.lock().recording.as_mut() {
+            r.exchange(req, &resp, None);
+        }
         let (method, target) = (&req.method, &req.target);
         let close = keep == Next::Close;
         match server::answer(
@@ -162,8 +165,9 @@ pub(crate) fn serve(
     let matches = |o: &Value| selector.matches(o);
     let c = api.collection();
 
-    let (initial, mut last, expired) = {
-        let st = shared.lock();
+    let (initial, mut last, expired, seq) = {
+        let mut st = shared.lock();
+        let seq = st.recording.as_mut().map(|r| r.next_seq());
         let now = st.store.rv();
         let current = || {
             st.store
@@ -178,9 +182,9 @@ pub(crate) fn serve(
                 if bookmarks {
                     lines.push(bookmark(api, now, true));
                 }
-                (lines, now, false)
+                (lines, now, false, seq)
             }
-            None => (current().collect(), now, false),
+            None => (current().collect(), now, false, seq),
             Some(rv) => match st.store.changes_since(c, rv, ns, name.as_deref()) {
                 Ok(changes) => {
                     let lines = changes
@@ -188,7 +192,7 @@ pub(crate) fn serve(
                         .filter_map(|ch| event_for(ch, matches))
                         .map(|(kind, object)| line(api, kind, &object, table))
                         .collect();
-                    (lines, now, false)
+                    (lines, now, false, seq)
                 }
                 Err(e) => {
                     let status = status::expired(rv, e.oldest);
@@ -196,7 +200,7 @@ pub(crate) fn serve(
                         .to_string()
                         .into_bytes();
                     l.push(b'\n');
-                    (vec![l], now, true)
+                    (vec![l], now, true, seq)
                 }
             },
         }
@@ -207,6 +211,11 @@ pub(crate) fn serve(
         None
     };
 
+    // What the stream sent, kept only while recording.
+    let mut sent: Vec<Vec<u8>> = Vec::new();
+    if seq.is_some() {
+        sent.extend(initial.iter().cloned());
+    }
     let mut out = 0u64;
     let end = 'stream: {
         match http::write_chunked_head(conn.get_mut()) {
@@ -272,6 +281,9 @@ pub(crate) fn serve(
             if let Some(end) = end {
                 break 'stream end;
             }
+            if seq.is_some() {
+                sent.extend(lines.iter().cloned());
+            }
             for l in &lines {
                 match http::write_chunk(conn.get_mut(), l) {
                     Ok(n) => out += n,
@@ -283,6 +295,16 @@ pub(crate) fn serve(
             }
         }
     };
+    if let Some(seq) = seq {
+        let how = match end {
+            End::Abort => "abort",
+            End::Shutdown => "shutdown",
+            End::Timeout => "timeout",
+        };
+        if let Some(r) = shared.lock().recording.as_mut() {
+            r.watch(seq, req, &sent, how);
+        }
+    }
     let finish =
         |out: u64| server::finish(shared, &req.method, &req.target, 200, req.bytes_in, out);
     match end {
