@@ -46,7 +46,18 @@ fn bookmark(api: Api, rv: u64, initial_end: bool) -> Vec<u8> {
     if initial_end {
         meta["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
     }
-    let object = json!({ "kind": api.kind(), "apiVersion": api.api_version(), "metadata": meta });
+    let mut object =
+        json!({ "kind": api.kind(), "apiVersion": api.api_version(), "metadata": meta });
+    // The empty object of the kind, as Go serialises it: the fields it
+    // does not omit when empty are there.
+    match api {
+        Api::Leases => object["spec"] = json!({}),
+        Api::Events => {
+            object["involvedObject"] = json!({});
+            object = super::api::view(api, object);
+        }
+        _ => {}
+    }
     let mut l = json!({ "type": "BOOKMARK", "object": object })
         .to_string()
         .into_bytes();
@@ -66,12 +77,27 @@ enum End {
 
 /// One watch event of a stored object; with `table` (the Table version
 /// kubectl asked for), the object goes out printed as a one-row Table.
-fn line(api: Api, kind: EventType, object: &Value, table: Option<&str>) -> Vec<u8> {
+///
+/// kube-apiserver sends a Table's column definitions with the stream's
+/// first Table only (`null` in the later ones): `columns` says whether
+/// they were sent.
+fn line(
+    api: Api,
+    kind: EventType,
+    object: &Value,
+    table: Option<&str>,
+    columns: &std::cell::Cell<bool>,
+) -> Vec<u8> {
     let object = match table {
         Some(version) => {
             let rv = meta_str(object, "resourceVersion").unwrap_or_default();
-            api.printer()
-                .table(version, rv, std::slice::from_ref(object))
+            let mut t = api
+                .printer()
+                .table(version, rv, std::slice::from_ref(object));
+            if columns.replace(true) {
+                t["columnDefinitions"] = Value::Null;
+            }
+            t
         }
         None => view(api, object.clone()),
     };
@@ -164,6 +190,7 @@ pub(crate) fn serve(
         .map(|s| crate::clock::add_saturating(Instant::now(), Duration::from_secs(s)));
     let matches = |o: &Value| selector.matches(o);
     let c = api.collection();
+    let columns = std::cell::Cell::new(false);
 
     let (initial, mut last, expired, seq) = {
         let mut st = shared.lock();
@@ -174,7 +201,7 @@ pub(crate) fn serve(
                 .list(c, ns)
                 .into_iter()
                 .filter(|o| matches(o))
-                .map(|o| line(api, EventType::Added, &o, table))
+                .map(|o| line(api, EventType::Added, &o, table, &columns))
         };
         match since {
             _ if send_initial => {
@@ -184,13 +211,22 @@ pub(crate) fn serve(
                 }
                 (lines, now, false, seq)
             }
-            None => (current().collect(), now, false, seq),
+            // kube-apiserver 1.37 ends the current objects of a watch
+            // without a version (or from "0") with the bookmark, when the
+            // client takes bookmarks, as for `sendInitialEvents`.
+            None => {
+                let mut lines: Vec<Vec<u8>> = current().collect();
+                if bookmarks {
+                    lines.push(bookmark(api, now, true));
+                }
+                (lines, now, false, seq)
+            }
             Some(rv) => match st.store.changes_since(c, rv, ns, name.as_deref()) {
                 Ok(changes) => {
                     let lines = changes
                         .iter()
                         .filter_map(|ch| event_for(ch, matches))
-                        .map(|(kind, object)| line(api, kind, &object, table))
+                        .map(|(kind, object)| line(api, kind, &object, table, &columns))
                         .collect();
                     (lines, now, false, seq)
                 }
@@ -253,7 +289,7 @@ pub(crate) fn serve(
                         let lines: Vec<Vec<u8>> = changes
                             .iter()
                             .filter_map(|ch| event_for(ch, matches))
-                            .map(|(kind, object)| line(api, kind, &object, table))
+                            .map(|(kind, object)| line(api, kind, &object, table, &columns))
                             .collect();
                         if !lines.is_empty() {
                             break (lines, None);

@@ -235,7 +235,7 @@ const scenarios = {
     await createLease('pr', 'a');
     const r = await call(() => coord.replaceNamespacedLeaseWithHttpInfo({ name: 'pr', namespace: ns, body: lease('pr', 'b') }));
     report('PUT of a lease without resourceVersion is 422', r.code === 422 && r.body?.message ===
-      'leases.coordination.k8s.io "pr" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update', summary(r));
+      'leases.coordination.k8s.io "pr" is invalid: metadata.resourceVersion: Invalid value: 0: must be specified for an update', summary(r));
     const objects = k8s.KubernetesObjectApi.makeApiClient(kc);
     const body = lease('nu', null);
     body.metadata.namespace = ns;
