@@ -710,6 +710,8 @@ fn replay(server: &Server, seq: &Sequence, prefix: &str, other: Option<&Replay>)
     let mut last_rv = String::new();
     let mut put_versions = vec![None; seq.steps.len()];
     let mut compared: Option<usize> = None;
+    // Each object's path to the version it was last answered with.
+    let mut versions: HashMap<String, String> = HashMap::new();
     for (i, step) in seq.steps.iter().enumerate() {
         // What the watches delivered so far names versions later requests use.
         for (w, _, rx, got) in watches.iter_mut() {
@@ -825,11 +827,24 @@ fn replay(server: &Server, seq: &Sequence, prefix: &str, other: Option<&Replay>)
                     };
                     put_versions[i] = Some((rv(&sent), rv(&v)));
                 }
+                // A patch names no version: the object's last one stands in.
+                let path = target.split('?').next().unwrap_or("").to_string();
+                if r.method == "PATCH" && a.status == 200 {
+                    if let (Some(before), Some(after)) = (
+                        versions.get(&path),
+                        v["metadata"]["resourceVersion"].as_str(),
+                    ) {
+                        put_versions[i] = Some((before.clone(), after.to_string()));
+                    }
+                }
                 if let Some(rec) = &r.recorded {
                     ids.pair(rec, &v);
                 }
                 if let Some(rv) = v["metadata"]["resourceVersion"].as_str() {
                     last_rv = rv.to_string();
+                    if v["kind"] != "Status" && v.get("items").is_none() {
+                        versions.insert(path, rv.to_string());
+                    }
                 }
                 answers.push(Some(a));
             }
@@ -1334,6 +1349,7 @@ fn compare(
             format!("{}: metadata.managedFields shown by the test server: {fm}, by kube-apiserver: {rm}", seq.name),
         );
     }
+    let mut deleted_namespaces: Vec<String> = Vec::new();
     for (i, step) in seq.steps.iter().enumerate() {
         let Step::Request(r) = step else { continue };
         if i >= real.compared.min(fake.compared) {
@@ -1347,11 +1363,32 @@ fn compare(
             .headers
             .iter()
             .any(|(n, v)| n == "content-type" && v.contains("yaml") && !v.contains("apply-patch"));
+        // After its namespace was deleted, an object is gone from the test
+        // server and stays on kube-apiserver (see the table).
+        let in_deleted = deleted_namespaces
+            .iter()
+            .any(|ns| r.target.contains(&format!("/namespaces/{ns}/")));
         let route = format!(
-            "{}{}",
+            "{}{}{}",
+            if in_deleted {
+                "terminating-namespace:"
+            } else {
+                ""
+            },
             if yaml { "yaml:" } else { "" },
             route(&r.method, &r.target)
         );
+        if r.method == "DELETE" && fa.status == 200 {
+            if let Some(ns) = r
+                .target
+                .split('?')
+                .next()
+                .unwrap_or("")
+                .strip_prefix("/api/v1/namespaces/")
+            {
+                deleted_namespaces.push(ns.to_string());
+            }
+        }
         let at = format!("{} step {i}: {} {}", seq.name, r.method, r.target);
         if fa.status != ra.status {
             push(

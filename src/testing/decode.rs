@@ -182,6 +182,7 @@ fn decode_with(
     }
     let (object, invalid) = match api {
         Api::Leases => lease_checks(obj)?,
+        Api::Events | Api::EventsV1 => (event_times(obj)?, Vec::new()),
         _ => (obj, Vec::new()),
     };
     Ok(Decoded {
@@ -290,6 +291,57 @@ fn decode_typed(body: &[u8], kind: &str, api_version: &str) -> Result<Value, Res
     if let Some(m) = obj.as_object_mut() {
         m.insert("kind".into(), kind.into());
         m.insert("apiVersion".into(), api_version.into());
+    }
+    Ok(obj)
+}
+
+/// An Event's times as its Go types read and write them: `eventTime` a
+/// MicroTime (six digits, as a Lease's), the others `metav1.Time`, any
+/// RFC 3339 time, stored in UTC to the second. A time neither reads is the
+/// decoder's 400 (`Event in version "v1" cannot be handled as a Event`,
+/// whichever API group it came through).
+fn event_times(mut obj: Value) -> Result<Value, Response> {
+    const MICRO: &str = "2006-01-02T15:04:05.000000Z07:00";
+    const SECONDS: &str = "2006-01-02T15:04:05Z07:00";
+    let fields = [
+        ("eventTime", true),
+        ("firstTimestamp", false),
+        ("lastTimestamp", false),
+        ("deprecatedFirstTimestamp", false),
+        ("deprecatedLastTimestamp", false),
+    ];
+    let series = obj
+        .get("series")
+        .and_then(|s| s.get("lastObservedTime"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    if let Some(s) = series {
+        if let Err(e) = MicroTime::parse_strict(&s) {
+            return Err(cannot_handle(
+                "Event",
+                &format!("parsing time \"{s}\" as \"{MICRO}\": {e}"),
+            ));
+        }
+    }
+    for (field, micro) in fields {
+        let Some(Value::String(s)) = obj.get(field) else {
+            continue;
+        };
+        let parsed = if micro {
+            MicroTime::parse_strict(s).map(|t| t.to_string())
+        } else {
+            s.parse::<MicroTime>().map(MicroTime::rfc3339_seconds)
+        };
+        match parsed {
+            Ok(t) => obj[field] = t.into(),
+            Err(e) => {
+                let layout = if micro { MICRO } else { SECONDS };
+                return Err(cannot_handle(
+                    "Event",
+                    &format!("parsing time \"{s}\" as \"{layout}\": {e}"),
+                ));
+            }
+        }
     }
     Ok(obj)
 }

@@ -93,7 +93,7 @@ fn key_shaped(s: &str) -> bool {
 /// apimachinery's `IsQualifiedName` (a label key, an annotation key, a
 /// finalizer): an optional DNS-1123 subdomain prefix and `/`, then a name
 /// part of at most 63 characters.
-fn qualified_name(value: &str) -> Vec<String> {
+pub(crate) fn qualified_name(value: &str) -> Vec<String> {
     let parts: Vec<&str> = value.split('/').collect();
     let mut errs = Vec::new();
     let name = match parts.as_slice() {
