@@ -85,7 +85,13 @@ impl Recording {
         let thread = std::thread::current();
         let mut r = Recording { file, path, seq: 0 };
         let test = thread.name().unwrap_or("").to_string();
-        r.write(&json!({ "recording": 1, "test": test, "tls": tls }));
+        // The test binary (`kubectl-<hash>` for tests/kubectl.rs): the
+        // replay keeps every request of the oracle tests.
+        let binary = std::env::current_exe()
+            .ok()
+            .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+            .unwrap_or_default();
+        r.write(&json!({ "recording": 1, "test": test, "binary": binary, "tls": tls }));
         Some(r)
     }
 
