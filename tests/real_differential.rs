@@ -28,7 +28,7 @@ use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig, TlsPr
 /// server's delivered.
 const WATCH_WAIT: Duration = Duration::from_secs(2);
 /// How long a watch must stay silent to be taken as done.
-const QUIET: Duration = Duration::from_millis(300);
+const QUIET: Duration = Duration::from_millis(200);
 /// Requests replayed per sequence at most: a candidate's renew loop repeats
 /// itself, and the whole control-plane test has minutes.
 const MAX_STEPS: usize = 300;
@@ -1757,27 +1757,46 @@ fn the_test_server_answers_as_kube_apiserver_does_or_the_table_says_why_not() {
     );
     let started = Instant::now();
     let (mut requests, mut all) = (0usize, Vec::new());
-    for (n, seq) in sequences.iter().enumerate() {
-        let prefix = format!("{run}-{n}-");
-        let fake_server = Server::fake();
-        let fake = replay(&fake_server, seq, &prefix, None);
-        if let Kind::Fake(s) = fake_server.kind {
-            s.shutdown();
+    // Sequences run side by side (each in namespaces of its own): most of
+    // a replay is waiting for answers and for watches to fall quiet.
+    let jobs = std::env::var("LEASE_ELECTOR_DIFFERENTIAL_JOBS")
+        .ok()
+        .and_then(|j| j.parse::<usize>().ok())
+        .unwrap_or(4)
+        .max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let found = std::sync::Mutex::new(Vec::new());
+    thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| loop {
+                let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(seq) = sequences.get(n) else { break };
+                let prefix = format!("{run}-{n}-");
+                let fake_server = Server::fake();
+                let fake = replay(&fake_server, seq, &prefix, None);
+                if let Kind::Fake(s) = fake_server.kind {
+                    s.shutdown();
+                }
+                let r = replay(&real, seq, &prefix, Some(&fake));
+                let ours: BTreeSet<String> = r
+                    .namespaces
+                    .iter()
+                    .chain(&fake.namespaces)
+                    .cloned()
+                    .collect();
+                let diffs = compare(seq, &fake, &r, &ours);
+                found.lock().unwrap().push((n, diffs));
+            });
         }
-        let r = replay(&real, seq, &prefix, Some(&fake));
-        requests += seq
-            .steps
-            .iter()
-            .filter(|s| matches!(s, Step::Request(_)))
-            .count();
-        let ours: BTreeSet<String> = r
-            .namespaces
-            .iter()
-            .chain(&fake.namespaces)
-            .cloned()
-            .collect();
-        all.extend(compare(seq, &fake, &r, &ours));
-    }
+    });
+    let mut found = found.into_inner().unwrap();
+    found.sort_by_key(|(n, _)| *n);
+    all.extend(found.into_iter().flat_map(|(_, d)| d));
+    requests += sequences
+        .iter()
+        .flat_map(|s| &s.steps)
+        .filter(|s| matches!(s, Step::Request(_)))
+        .count();
     let mut by_key: BTreeMap<&str, Vec<&Difference>> = BTreeMap::new();
     for d in &all {
         by_key.entry(&d.key).or_default().push(d);
