@@ -1802,23 +1802,33 @@ fn the_test_server_answers_as_kube_apiserver_does_or_the_table_says_why_not() {
         by_key.entry(&d.key).or_default().push(d);
     }
     let listed_n = by_key.keys().filter(|k| is_listed(k, &table)).count();
+    let mut report = String::new();
     for (k, ds) in &by_key {
         let mark = if is_listed(k, &table) {
             "listed"
         } else {
             "NOT LISTED"
         };
-        eprintln!("{mark}: `{k}` ({} times), e.g. {}", ds.len(), ds[0].what);
+        report.push_str(&format!(
+            "{mark}: `{k}` ({} times), e.g. {}\n",
+            ds.len(),
+            ds[0].what
+        ));
     }
-    eprintln!(
-        "replayed in {:.1} s; {left_out} recorded requests left out (injected faults, refused tokens, protobuf, past {MAX_STEPS} per sequence)",
+    report.push_str(&format!(
+        "replayed in {:.1} s; {left_out} recorded requests left out (injected faults, refused tokens, protobuf, past {MAX_STEPS} per sequence)\n",
         started.elapsed().as_secs_f64()
-    );
-    println!(
+    ));
+    let line = format!(
         "differential: {} sequences, {requests} requests, {} differences ({listed_n} listed)",
         sequences.len(),
         by_key.len()
     );
+    eprint!("{report}");
+    println!("{line}");
+    // Also where a runner that captures the test's output can read it.
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("differential.txt");
+    let _ = std::fs::write(&out, format!("{report}{line}\n"));
     let unlisted: Vec<&&str> = by_key.keys().filter(|k| !is_listed(k, &table)).collect();
     assert!(
         unlisted.is_empty(),
