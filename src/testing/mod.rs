@@ -181,9 +181,11 @@
 //!   A change that takes an object out of the label selection is sent as
 //!   `DELETED`, one that brings it in as `ADDED`. With
 //!   `allowWatchBookmarks=true`, `BOOKMARK` events come every minute and
-//!   2 s before `timeoutSeconds` runs out; `sendInitialEvents=true` ends
-//!   the initial `ADDED` events with the `k8s.io/initial-events-end`
-//!   bookmark.
+//!   2 s before `timeoutSeconds` runs out; `sendInitialEvents=true`, and
+//!   (as kube-apiserver 1.37 does) a watch without a version or from `"0"`,
+//!   ends the initial `ADDED` events with the `k8s.io/initial-events-end`
+//!   bookmark. What differs from kube-apiserver is listed, with why no
+//!   client can tell, in `docs/test-server-deviations.md`.
 //! - Discovery for kubectl and the clients: `/version`, `/api`, `/api/v1`,
 //!   `/apis`, `/apis/{coordination.k8s.io,events.k8s.io}[/v1]` (legacy
 //!   discovery; kubectl falls back to it from the aggregated form), and
