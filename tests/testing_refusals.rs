@@ -361,7 +361,7 @@ fn names_and_labels_kube_apiserver_refuses_are_refused() {
         only_cause(code, &status)["message"]
             .as_str()
             .unwrap()
-            .ends_with(": must be no more than 63 characters"),
+            .ends_with(": must be no more than 63 bytes"),
         "{status}"
     );
     labelled["metadata"]["labels"] = json!({"example.com/app": "", "a.b_c-d": "X.y_z-0"});

@@ -111,9 +111,57 @@ fn warned(mut resp: Response, warnings: &[String]) -> Response {
 /// A stored object as `api` shows it.
 pub(crate) fn view(api: Api, stored: Value) -> Value {
     match api {
-        Api::EventsV1 => events_v1::from_core(stored),
+        Api::EventsV1 => {
+            let mut e = events_v1::from_core(stored);
+            if let Some(m) = e.as_object_mut() {
+                for (field, empty) in [
+                    ("deprecatedSource", json!({})),
+                    ("deprecatedFirstTimestamp", Value::Null),
+                    ("deprecatedLastTimestamp", Value::Null),
+                ] {
+                    m.entry(field).or_insert(empty);
+                }
+            }
+            e
+        }
+        Api::Events => core_event_fields(stored),
+        // A Lease's spec is a struct Go never omits.
+        Api::Leases => {
+            let mut l = stored;
+            if let Some(m) = l.as_object_mut() {
+                m.entry("spec").or_insert_with(|| json!({}));
+            }
+            l
+        }
         _ => stored,
     }
+}
+
+/// The group a 422 names: an events.k8s.io/v1 Event is validated as the
+/// core Event it is stored as (`Event "x" is invalid`, no group).
+fn invalid_group(api: Api) -> &'static str {
+    match api {
+        Api::EventsV1 => "",
+        _ => api.group(),
+    }
+}
+
+/// A core/v1 Event as kube-apiserver serialises it: the fields Go's types
+/// do not omit when empty are there, as `null`, `""` or `{}`.
+fn core_event_fields(mut e: Value) -> Value {
+    if let Some(m) = e.as_object_mut() {
+        for (field, empty) in [
+            ("source", json!({})),
+            ("firstTimestamp", Value::Null),
+            ("lastTimestamp", Value::Null),
+            ("eventTime", Value::Null),
+            ("reportingComponent", json!("")),
+            ("reportingInstance", json!("")),
+        ] {
+            m.entry(field).or_insert(empty);
+        }
+    }
+    e
 }
 
 /// One object, or its Table when the client asked for one.
@@ -176,7 +224,7 @@ fn object_body(req: &Request, api: Api) -> Result<Vec<u8>, Response> {
     {
         Ok(ns.to_string().into_bytes())
     } else {
-        Err(status::unsupported_media_type(content_type.unwrap_or("")))
+        Err(status::unsupported_media_type())
     }
 }
 
@@ -262,7 +310,7 @@ fn create(
             Some(prefix) => name = format!("{prefix}{}", random_suffix()),
             None => {
                 return Err(status::invalid_object(
-                    api.group(),
+                    invalid_group(api),
                     api.kind(),
                     "",
                     &[Cause::required(
@@ -284,7 +332,7 @@ fn create(
     }
     if !causes.is_empty() {
         return Err(status::invalid_object(
-            api.group(),
+            invalid_group(api),
             api.kind(),
             &name,
             &causes,
@@ -399,12 +447,12 @@ fn replace(
         None if api.unconditional_update() => {}
         None => {
             return Err(status::invalid_object(
-                api.group(),
+                invalid_group(api),
                 api.resource().plural,
                 name,
                 &[Cause::invalid(
                     "metadata.resourceVersion",
-                    "0x0",
+                    "0",
                     "must be specified for an update",
                 )],
             ))
@@ -415,7 +463,7 @@ fn replace(
     causes.extend(invalid);
     if !causes.is_empty() {
         return Err(status::invalid_object(
-            api.group(),
+            invalid_group(api),
             api.kind(),
             name,
             &causes,
@@ -459,7 +507,7 @@ fn patch(
 ) -> Result<Response, Response> {
     let content_type = req.header("content-type").unwrap_or("");
     let Some(kind) = PatchType::of(content_type) else {
-        return Err(status::unsupported_patch_type(content_type));
+        return Err(status::unsupported_patch_type());
     };
     if kind == PatchType::Apply {
         return apply(store, api, ns, name, req, opts);
@@ -488,7 +536,7 @@ fn patch(
         // A patch that drops the version is applied to the current object.
         patched["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
     }
-    let d = decode::decode(api, patched.to_string().as_bytes(), ns, opts.validation)?;
+    let d = decode::decode_patched(api, patched.to_string().as_bytes(), ns, opts.validation)?;
     check_named(&d.object, name)?;
     replace(store, api, ns, name, d, opts, None)
 }
@@ -587,11 +635,19 @@ fn delete(
         };
         let have = meta_str(stored, field).unwrap_or_default();
         if want != have {
-            return Err(status::precondition_failed(
-                api.resource(),
-                ns,
+            let why = if field == "uid" {
+                "The object might have been deleted and then recreated"
+            } else {
+                "The object might have been modified"
+            };
+            return Err(status::conflict_of_kind(
+                api.kind(),
+                api.resource().group,
                 name,
-                &format!("{what} in precondition: {want}, {what} in object meta: {have}"),
+                &format!(
+                    "the {what} in the precondition ({want}) does not match the {what} in \
+                     record ({have}). {why}"
+                ),
             ));
         }
     }
@@ -599,10 +655,12 @@ fn delete(
         if let Some(resp) = namespaces::refuse_delete(name) {
             return Err(resp);
         }
-        let gone = namespaces::terminating(stored.clone());
+        let mut gone = namespaces::terminating(stored.clone());
         if !dry_run {
             store.delete_contents(name);
             store.delete(c, ns, name);
+            // Marking it terminating is a write, with a version of its own.
+            gone["metadata"]["resourceVersion"] = store.rv().to_string().into();
         }
         return Ok(json_response(200, &gone));
     }
@@ -679,5 +737,9 @@ fn list(store: &Store, api: Api, ns: &str, req: &Request) -> Result<Response, Re
 
 /// The Events of the store, oldest first, as core/v1 shows them.
 pub(crate) fn events(store: &Store) -> Vec<Value> {
-    store.created_order(Collection::Events)
+    store
+        .created_order(Collection::Events)
+        .into_iter()
+        .map(|e| view(Api::Events, e))
+        .collect()
 }

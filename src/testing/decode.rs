@@ -120,20 +120,54 @@ pub(crate) fn decode(
     validation: Validation,
 ) -> Result<Decoded, Response> {
     let kind = api.kind();
+    decode_with(api, body, ns, validation, |detail| {
+        cannot_handle(kind, detail)
+    })
+}
+
+/// Decode the object a JSON or merge patch made (`patched`): as
+/// [`decode`], but strict validation's refusal is kube-apiserver's 422 on
+/// the field `patch`, quoting the patched object.
+pub(crate) fn decode_patched(
+    api: Api,
+    patched: &[u8],
+    ns: &str,
+    validation: Validation,
+) -> Result<Decoded, Response> {
+    decode_with(api, patched, ns, validation, |detail| {
+        let quoted = Value::from(String::from_utf8_lossy(patched)).to_string();
+        status::invalid_object("", "", "", &[Cause::invalid("patch", &quoted, detail)])
+    })
+}
+
+fn decode_with(
+    api: Api,
+    body: &[u8],
+    ns: &str,
+    validation: Validation,
+    strict: impl Fn(&str) -> Response,
+) -> Result<Decoded, Response> {
+    let kind = api.kind();
     let mut obj = decode_typed(body, kind, api.api_version())?;
-    let unknown = schema::prune(&mut obj, api.shape());
+    // Go's decoder keeps the last of a field given twice, as serde_json
+    // does; strict validation names it first.
+    let (dups, order) = fields(body);
+    let mut named: Vec<String> = dups
+        .iter()
+        .map(|f| format!("duplicate field \"{f}\""))
+        .collect();
+    let mut unknown = schema::prune(&mut obj, api.shape());
+    // In the order the body gives them, as Go's decoder meets them.
+    unknown.sort_by_key(|f| order.iter().position(|o| o == f));
+    named.extend(unknown.iter().map(|f| format!("unknown field \"{f}\"")));
     let mut warnings = Vec::new();
-    if !unknown.is_empty() {
-        let named: Vec<String> = unknown
-            .iter()
-            .map(|f| format!("unknown field \"{f}\""))
-            .collect();
+    if !named.is_empty() {
         match validation {
             Validation::Strict => {
-                return Err(cannot_handle(
-                    kind,
-                    &format!("strict decoding error: {}", named.join(", ")),
-                ))
+                return Err(strict(&format!(
+                    "strict decoding error: {}",
+                    named.join(", ")
+                )))
             }
             Validation::Warn => warnings = named,
             Validation::Ignore => {}
@@ -148,6 +182,7 @@ pub(crate) fn decode(
     }
     let (object, invalid) = match api {
         Api::Leases => lease_checks(obj)?,
+        Api::Events | Api::EventsV1 => (event_times(obj)?, Vec::new()),
         _ => (obj, Vec::new()),
     };
     Ok(Decoded {
@@ -214,11 +249,99 @@ fn matches_expected(value: Option<&Value>, expected: &str, what: &str) -> Result
 /// defaults them from the URL (the Python client's `LeaseLock.create`
 /// sends neither); a different one is refused.
 fn decode_typed(body: &[u8], kind: &str, api_version: &str) -> Result<Value, Response> {
+    // kube-apiserver's words when the body names another kind or version
+    // (its scheme finds no such kind there), or is not an object.
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(m)) => {
+            let given = |f: &str| m.get(f).and_then(Value::as_str).filter(|s| !s.is_empty());
+            let (k, v) = (
+                given("kind").unwrap_or(kind),
+                given("apiVersion").unwrap_or(api_version),
+            );
+            if k != kind || v != api_version {
+                let version = v.rsplit('/').next().unwrap_or(v);
+                return Err(status::bad_request(&format!(
+                    "{k} in version \"{version}\" cannot be handled as a {kind}: no kind \"{k}\" \
+                     is registered for version \"{v}\" in scheme \"pkg/runtime/scheme.go:111\""
+                )));
+            }
+        }
+        Ok(other) => {
+            let what = match other {
+                Value::String(_) => "string",
+                Value::Array(_) => "array",
+                Value::Number(_) => "number",
+                Value::Bool(_) => "bool",
+                _ => "null",
+            };
+            if what != "null" {
+                let hex: String = body.iter().map(|b| format!("{b:02x}")).collect();
+                return Err(status::bad_request(&format!(
+                    "the object provided is unrecognized (must be of type {kind}): couldn't get \
+                     version/kind; json parse error: json: cannot unmarshal {what} into Go value of \
+                     type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind \
+                     string \"json:\\\"kind,omitempty\\\"\" }} ({hex})"
+                )));
+            }
+        }
+        Err(_) => {}
+    }
     let mut obj = decode_object(body, kind)?;
     matches_expected(obj.get("apiVersion"), api_version, "API version")?;
     if let Some(m) = obj.as_object_mut() {
         m.insert("kind".into(), kind.into());
         m.insert("apiVersion".into(), api_version.into());
+    }
+    Ok(obj)
+}
+
+/// An Event's times as its Go types read and write them: `eventTime` a
+/// MicroTime (six digits, as a Lease's), the others `metav1.Time`, any
+/// RFC 3339 time, stored in UTC to the second. A time neither reads is the
+/// decoder's 400 (`Event in version "v1" cannot be handled as a Event`,
+/// whichever API group it came through).
+fn event_times(mut obj: Value) -> Result<Value, Response> {
+    const MICRO: &str = "2006-01-02T15:04:05.000000Z07:00";
+    const SECONDS: &str = "2006-01-02T15:04:05Z07:00";
+    let fields = [
+        ("eventTime", true),
+        ("firstTimestamp", false),
+        ("lastTimestamp", false),
+        ("deprecatedFirstTimestamp", false),
+        ("deprecatedLastTimestamp", false),
+    ];
+    let series = obj
+        .get("series")
+        .and_then(|s| s.get("lastObservedTime"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    if let Some(s) = series {
+        if let Err(e) = MicroTime::parse_strict(&s) {
+            return Err(cannot_handle(
+                "Event",
+                &format!("parsing time \"{s}\" as \"{MICRO}\": {e}"),
+            ));
+        }
+    }
+    for (field, micro) in fields {
+        let Some(Value::String(s)) = obj.get(field) else {
+            continue;
+        };
+        let parsed = if micro {
+            MicroTime::parse_strict(s).map(|t| t.to_string())
+        } else {
+            s.parse::<MicroTime>().map(MicroTime::rfc3339_seconds)
+        };
+        match parsed {
+            Ok(t) => obj[field] = t.into(),
+            Err(e) => {
+                let layout = if micro { MICRO } else { SECONDS };
+                return Err(cannot_handle(
+                    "Event",
+                    &format!("parsing time \"{s}\" as \"{layout}\": {e}"),
+                ));
+            }
+        }
     }
     Ok(obj)
 }
@@ -302,4 +425,120 @@ fn lease_checks(mut obj: Value) -> Result<(Value, Vec<Cause>), Response> {
         }
     }
     Ok((obj, invalid))
+}
+
+/// The paths (`spec.holderIdentity`, `metadata.labels.a`) of the fields
+/// `body` gives more than once in one object, in the order met; none when
+/// it is not JSON.
+#[cfg(test)]
+fn duplicates(body: &[u8]) -> Vec<String> {
+    fields(body).0
+}
+
+/// The paths of the fields `body` gives more than once, and of every
+/// field, in the order met; none when it is not JSON.
+fn fields(body: &[u8]) -> (Vec<String>, Vec<String>) {
+    use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+    use std::fmt;
+
+    struct Walk<'a> {
+        path: String,
+        out: &'a mut Vec<String>,
+        all: &'a mut Vec<String>,
+    }
+
+    impl<'de> DeserializeSeed<'de> for Walk<'_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Walk<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let mut seen = std::collections::BTreeSet::new();
+            while let Some(key) = map.next_key::<String>()? {
+                let path = if self.path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{}.{key}", self.path)
+                };
+                if !seen.insert(key) {
+                    self.out.push(path.clone());
+                }
+                self.all.push(path.clone());
+                map.next_value_seed(Walk {
+                    path,
+                    out: &mut *self.out,
+                    all: &mut *self.all,
+                })?;
+            }
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            let mut i = 0;
+            while seq
+                .next_element_seed(Walk {
+                    path: format!("{}[{i}]", self.path),
+                    out: &mut *self.out,
+                    all: &mut *self.all,
+                })?
+                .is_some()
+            {
+                i += 1;
+            }
+            Ok(())
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_str<E>(self, _: &str) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> Result<(), E> {
+            Ok(())
+        }
+    }
+
+    let (mut out, mut all) = (Vec::new(), Vec::new());
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let walked = Walk {
+        path: String::new(),
+        out: &mut out,
+        all: &mut all,
+    }
+    .deserialize(&mut de);
+    if walked.is_err() {
+        return (Vec::new(), Vec::new());
+    }
+    (out, all)
+}
+
+#[cfg(test)]
+mod duplicate_tests {
+    use super::duplicates;
+
+    #[test]
+    fn a_field_given_twice_is_named_by_its_path() {
+        let body = br#"{"metadata":{"name":"a","name":"a"},"spec":{"holderIdentity":"a","x":[{"k":1,"k":2}],"holderIdentity":"b"}}"#;
+        assert_eq!(
+            duplicates(body),
+            ["metadata.name", "spec.x[0].k", "spec.holderIdentity"]
+        );
+        assert!(duplicates(br#"{"a":{"b":1},"c":{"b":1}}"#).is_empty());
+        assert!(duplicates(b"not json").is_empty());
+    }
 }

@@ -61,7 +61,16 @@ pub(crate) fn validate_create(ev: &Value) -> Vec<Cause> {
     ] {
         if text(field).is_empty() {
             causes.push(Cause::required(field, ""));
-        } else if text(field).len() > 128 {
+        }
+        // The controller is a qualified name, empty or not (kube-apiserver
+        // 1.37 reports both for a missing one).
+        if field == "reportingController" {
+            let value = text(field);
+            for why in super::meta::qualified_name(value) {
+                causes.push(Cause::invalid(field, &format!("{value:?}"), &why));
+            }
+        }
+        if text(field).len() > 128 {
             causes.push(Cause::invalid(
                 field,
                 "\"\"",
@@ -126,14 +135,24 @@ mod tests {
     #[test]
     fn creation_needs_the_v1_fields() {
         let causes = validate_create(&json!({"metadata": {"name": "e"}, "type": "Normal"}));
-        let resp = status::invalid_object("events.k8s.io", "Event", "e", &causes);
+        let resp = status::invalid_object("", "Event", "e", &causes);
         let body: Value = serde_json::from_slice(&resp.body).unwrap();
         assert_eq!(resp.status, 422);
-        assert_eq!(
-            body["message"],
-            "Event.events.k8s.io \"e\" is invalid: [eventTime: Required value, \
-             reportingController: Required value, reportingInstance: Required value, \
-             action: Required value, reason: Required value]"
+        let message = body["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(
+                "Event \"e\" is invalid: [eventTime: Required value, \
+                 reportingController: Required value, reportingController: Invalid value: \
+                 \"\": name part must be non-empty, reportingController: Invalid value: \"\": \
+                 name part must consist of"
+            ),
+            "{message}"
+        );
+        assert!(
+            message.ends_with(
+                "reportingInstance: Required value, action: Required value, reason: Required value]"
+            ),
+            "{message}"
         );
     }
 }

@@ -38,6 +38,12 @@ fn too_long(max: usize) -> String {
     format!("must be no more than {max} characters")
 }
 
+/// What kube-apiserver 1.37 says of a label key's name part or a label
+/// value that is too long (names keep "characters").
+fn too_many_bytes(max: usize) -> String {
+    format!("must be no more than {max} bytes")
+}
+
 /// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, any length.
 fn label_shaped(s: &str) -> bool {
     let b = s.as_bytes();
@@ -87,7 +93,7 @@ fn key_shaped(s: &str) -> bool {
 /// apimachinery's `IsQualifiedName` (a label key, an annotation key, a
 /// finalizer): an optional DNS-1123 subdomain prefix and `/`, then a name
 /// part of at most 63 characters.
-fn qualified_name(value: &str) -> Vec<String> {
+pub(crate) fn qualified_name(value: &str) -> Vec<String> {
     let parts: Vec<&str> = value.split('/').collect();
     let mut errs = Vec::new();
     let name = match parts.as_slice() {
@@ -114,7 +120,7 @@ fn qualified_name(value: &str) -> Vec<String> {
     if name.is_empty() {
         errs.push("name part must be non-empty".to_string());
     } else if name.len() > LABEL_MAX {
-        errs.push(format!("name part {}", too_long(LABEL_MAX)));
+        errs.push(format!("name part {}", too_many_bytes(LABEL_MAX)));
     }
     if !key_shaped(name) {
         errs.push(format!("name part {KEY_RULE}"));
@@ -126,7 +132,7 @@ fn qualified_name(value: &str) -> Vec<String> {
 fn label_value(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > LABEL_MAX {
-        errs.push(too_long(LABEL_MAX));
+        errs.push(too_many_bytes(LABEL_MAX));
     }
     if !value.is_empty() && !key_shaped(value) {
         errs.push(VALUE_RULE.to_string());
@@ -334,7 +340,7 @@ mod tests {
         assert_eq!(qualified_name("a/b/c").len(), 1);
         assert_eq!(
             qualified_name(&"k".repeat(64)),
-            ["name part must be no more than 63 characters"]
+            ["name part must be no more than 63 bytes"]
         );
         assert!(label_value("").is_empty());
         assert_eq!(label_value("-x"), [VALUE_RULE]);

@@ -270,7 +270,7 @@ struct Parser {
 }
 
 fn found(t: Option<&Token>, expected: &str) -> String {
-    format!("found '{}', expected: {expected}", shown(t))
+    format!("found '{}' expected: {expected}", shown(t))
 }
 
 impl Parser {

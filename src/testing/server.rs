@@ -14,6 +14,7 @@ use super::api;
 use super::faults::{self, Action, Fault, Probe};
 use super::hang;
 use super::http::{self, Incoming, Request, Response};
+use super::record::{Recording, Skip};
 use super::resource::Route;
 use super::stats::{Kind, Recorder, RequestLog};
 use super::status::{self, Target};
@@ -37,6 +38,8 @@ pub(crate) struct State {
     /// How many times the fault rules were cleared: a hung request waits
     /// for it to change.
     pub(crate) faults_cleared: u64,
+    /// What was served, when `LEASE_ELECTOR_RECORD_DIR` is set.
+    pub(crate) recording: Option<Recording>,
 }
 
 /// State shared by the handle and every server thread.
@@ -458,6 +461,9 @@ fn handle(shared: &Arc<Shared>, conn: &mut BufReader<Stream>, req: Request) -> N
         Next::Close
     };
     let dropped = |shared: &Shared| {
+        if let Some(r) = shared.lock().recording.as_mut() {
+            r.dropped(&req);
+        }
         finish(shared, &req.method, &req.target, 0, req.bytes_in, 0);
         Next::Close
     };
@@ -470,6 +476,9 @@ fn handle(shared: &Arc<Shared>, conn: &mut BufReader<Stream>, req: Request) -> N
             return dropped(shared);
         }
         if let Some(resp) = authenticate(&st, &req, conn.get_ref(), target.as_ref()) {
+            if let Some(r) = st.recording.as_mut() {
+                r.exchange(&req, &resp, Some(Skip::Auth));
+            }
             drop(st);
             return respond(shared, conn, &req, &resp, keep);
         }
@@ -490,6 +499,12 @@ fn handle(shared: &Arc<Shared>, conn: &mut BufReader<Stream>, req: Request) -> N
     if decision.delay > Duration::ZERO && shared.lock().outage {
         return dropped(shared);
     }
+    let injected = |resp: Response| {
+        if let Some(r) = shared.lock().recording.as_mut() {
+            r.exchange(&req, &resp, Some(Skip::Fault));
+        }
+        resp
+    };
     let resp = match decision.action {
         Some(Action::Drop) => return dropped(shared),
         Some(Action::Hang) => {
@@ -497,10 +512,10 @@ fn handle(shared: &Arc<Shared>, conn: &mut BufReader<Stream>, req: Request) -> N
             return dropped(shared);
         }
         Some(Action::RetryAfter(code, value)) => {
-            status::injected_retry_after(code, target.as_ref(), &value)
+            injected(status::injected_retry_after(code, target.as_ref(), &value))
         }
-        Some(Action::Status(code)) => status::injected(code, target.as_ref()),
-        Some(Action::Raw(code, body)) => Response::json(code, body),
+        Some(Action::Status(code)) => injected(status::injected(code, target.as_ref())),
+        Some(Action::Raw(code, body)) => injected(Response::json(code, body)),
         Some(Action::Latency(_)) | None => {
             if let Route::Collection { api, ns } = &route {
                 if req.method == "GET" && api::is_watch(&req) {
@@ -510,6 +525,9 @@ fn handle(shared: &Arc<Shared>, conn: &mut BufReader<Stream>, req: Request) -> N
             let mut st = shared.lock();
             let before = st.store.rv();
             let resp = api::handle(&mut st.store, &route, &req);
+            if let Some(r) = st.recording.as_mut() {
+                r.exchange(&req, &resp, None);
+            }
             if st.store.rv() != before {
                 shared.notify();
             }

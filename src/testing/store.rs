@@ -140,6 +140,24 @@ pub(crate) fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
 }
 
+/// Metadata lists and maps kube-apiserver does not keep when empty (Go's
+/// `omitempty`): `"finalizers": []` is stored, and read back, as no field.
+fn drop_empty(m: &mut Map<String, Value>) {
+    m.retain(|k, v| {
+        let empty = match v {
+            Value::Null => true,
+            Value::Array(a) => a.is_empty(),
+            Value::Object(o) => o.is_empty(),
+            _ => false,
+        };
+        !(empty
+            && matches!(
+                k.as_str(),
+                "labels" | "annotations" | "finalizers" | "ownerReferences"
+            ))
+    });
+}
+
 fn key(c: Collection, ns: &str, name: &str) -> Key {
     (c, ns.to_string(), name.to_string())
 }
@@ -216,6 +234,7 @@ impl Store {
         let old_meta = |f: &str| old.and_then(|e| meta_str(&e.object, f)).map(str::to_string);
         let (uid, created) = (old_meta("uid"), old_meta("creationTimestamp"));
         if let Some(m) = meta_mut(&mut obj) {
+            drop_empty(m);
             m.insert("name".into(), name.into());
             if ns.is_empty() {
                 m.remove("namespace");
@@ -260,6 +279,7 @@ impl Store {
         let old = self.get(c, ns, name);
         let old_meta = |f: &str| old.and_then(|o| meta_str(o, f)).map(str::to_string);
         if let Some(m) = meta_mut(&mut obj) {
+            drop_empty(m);
             m.insert("name".into(), name.into());
             if !ns.is_empty() {
                 m.insert("namespace".into(), ns.into());

@@ -46,7 +46,18 @@ fn bookmark(api: Api, rv: u64, initial_end: bool) -> Vec<u8> {
     if initial_end {
         meta["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
     }
-    let object = json!({ "kind": api.kind(), "apiVersion": api.api_version(), "metadata": meta });
+    let mut object =
+        json!({ "kind": api.kind(), "apiVersion": api.api_version(), "metadata": meta });
+    // The empty object of the kind, as Go serialises it: the fields it
+    // does not omit when empty are there.
+    match api {
+        Api::Leases => object["spec"] = json!({}),
+        Api::Events => {
+            object["involvedObject"] = json!({});
+            object = super::api::view(api, object);
+        }
+        _ => {}
+    }
     let mut l = json!({ "type": "BOOKMARK", "object": object })
         .to_string()
         .into_bytes();
@@ -66,12 +77,27 @@ enum End {
 
 /// One watch event of a stored object; with `table` (the Table version
 /// kubectl asked for), the object goes out printed as a one-row Table.
-fn line(api: Api, kind: EventType, object: &Value, table: Option<&str>) -> Vec<u8> {
+///
+/// kube-apiserver sends a Table's column definitions with the stream's
+/// first Table only (`null` in the later ones): `columns` says whether
+/// they were sent.
+fn line(
+    api: Api,
+    kind: EventType,
+    object: &Value,
+    table: Option<&str>,
+    columns: &std::cell::Cell<bool>,
+) -> Vec<u8> {
     let object = match table {
         Some(version) => {
             let rv = meta_str(object, "resourceVersion").unwrap_or_default();
-            api.printer()
-                .table(version, rv, std::slice::from_ref(object))
+            let mut t = api
+                .printer()
+                .table(version, rv, std::slice::from_ref(object));
+            if columns.replace(true) {
+                t["columnDefinitions"] = Value::Null;
+            }
+            t
         }
         None => view(api, object.clone()),
     };
@@ -119,6 +145,9 @@ pub(crate) fn serve(
     keep: Next,
 ) -> Next {
     let bad = |conn: &mut BufReader<Stream>, resp: http::Response| {
+        if let Some(r) = shared.lock().recording.as_mut() {
+            r.exchange(req, &resp, None);
+        }
         let (method, target) = (&req.method, &req.target);
         let close = keep == Next::Close;
         match server::answer(
@@ -161,16 +190,18 @@ pub(crate) fn serve(
         .map(|s| crate::clock::add_saturating(Instant::now(), Duration::from_secs(s)));
     let matches = |o: &Value| selector.matches(o);
     let c = api.collection();
+    let columns = std::cell::Cell::new(false);
 
-    let (initial, mut last, expired) = {
-        let st = shared.lock();
+    let (initial, mut last, expired, seq) = {
+        let mut st = shared.lock();
+        let seq = st.recording.as_mut().map(|r| r.next_seq());
         let now = st.store.rv();
         let current = || {
             st.store
                 .list(c, ns)
                 .into_iter()
                 .filter(|o| matches(o))
-                .map(|o| line(api, EventType::Added, &o, table))
+                .map(|o| line(api, EventType::Added, &o, table, &columns))
         };
         match since {
             _ if send_initial => {
@@ -178,17 +209,26 @@ pub(crate) fn serve(
                 if bookmarks {
                     lines.push(bookmark(api, now, true));
                 }
-                (lines, now, false)
+                (lines, now, false, seq)
             }
-            None => (current().collect(), now, false),
+            // kube-apiserver 1.37 ends the current objects of a watch
+            // without a version (or from "0") with the bookmark, when the
+            // client takes bookmarks, as for `sendInitialEvents`.
+            None => {
+                let mut lines: Vec<Vec<u8>> = current().collect();
+                if bookmarks {
+                    lines.push(bookmark(api, now, true));
+                }
+                (lines, now, false, seq)
+            }
             Some(rv) => match st.store.changes_since(c, rv, ns, name.as_deref()) {
                 Ok(changes) => {
                     let lines = changes
                         .iter()
                         .filter_map(|ch| event_for(ch, matches))
-                        .map(|(kind, object)| line(api, kind, &object, table))
+                        .map(|(kind, object)| line(api, kind, &object, table, &columns))
                         .collect();
-                    (lines, now, false)
+                    (lines, now, false, seq)
                 }
                 Err(e) => {
                     let status = status::expired(rv, e.oldest);
@@ -196,7 +236,7 @@ pub(crate) fn serve(
                         .to_string()
                         .into_bytes();
                     l.push(b'\n');
-                    (vec![l], now, true)
+                    (vec![l], now, true, seq)
                 }
             },
         }
@@ -207,6 +247,11 @@ pub(crate) fn serve(
         None
     };
 
+    // What the stream sent, kept only while recording.
+    let mut sent: Vec<Vec<u8>> = Vec::new();
+    if seq.is_some() {
+        sent.extend(initial.iter().cloned());
+    }
     let mut out = 0u64;
     let end = 'stream: {
         match http::write_chunked_head(conn.get_mut()) {
@@ -244,7 +289,7 @@ pub(crate) fn serve(
                         let lines: Vec<Vec<u8>> = changes
                             .iter()
                             .filter_map(|ch| event_for(ch, matches))
-                            .map(|(kind, object)| line(api, kind, &object, table))
+                            .map(|(kind, object)| line(api, kind, &object, table, &columns))
                             .collect();
                         if !lines.is_empty() {
                             break (lines, None);
@@ -272,6 +317,9 @@ pub(crate) fn serve(
             if let Some(end) = end {
                 break 'stream end;
             }
+            if seq.is_some() {
+                sent.extend(lines.iter().cloned());
+            }
             for l in &lines {
                 match http::write_chunk(conn.get_mut(), l) {
                     Ok(n) => out += n,
@@ -283,6 +331,16 @@ pub(crate) fn serve(
             }
         }
     };
+    if let Some(seq) = seq {
+        let how = match end {
+            End::Abort => "abort",
+            End::Shutdown => "shutdown",
+            End::Timeout => "timeout",
+        };
+        if let Some(r) = shared.lock().recording.as_mut() {
+            r.watch(seq, req, &sent, how);
+        }
+    }
     let finish =
         |out: u64| server::finish(shared, &req.method, &req.target, 200, req.bytes_in, out);
     match end {

@@ -170,9 +170,12 @@ const scenarios = {
   async 'events-v1'() {
     const group = await call(() => kc.makeApiClient(k8s.EventsApi).getAPIGroupWithHttpInfo());
     report('/apis/events.k8s.io is discovered', group.code === 200 && group.body?.name === 'events.k8s.io', summary(group));
+    // A MicroTime has six digits: kube-apiserver refuses the three of a
+    // JavaScript Date (the client sends a string as it is).
+    const micro = (d) => d.toISOString().replace(/Z$/, '000Z');
     const event = (name, extra) => ({
       metadata: { name },
-      eventTime: new Date(),
+      eventTime: micro(new Date()),
       reportingController: 'js.example/elector',
       reportingInstance: 'js-1',
       action: 'Elect',
@@ -188,14 +191,15 @@ const scenarios = {
     report('core/v1 reads it', asCore.code === 200 && asCore.body?.message === 'js-1 became leader' &&
       asCore.body?.involvedObject?.name === 'x', summary(asCore));
     const series = await call(() => eventsV1.patchNamespacedEventWithHttpInfo({
-      name: 'ev1', namespace: ns, body: { series: { count: 2, lastObservedTime: new Date() } },
+      name: 'ev1', namespace: ns, body: { series: { count: 2, lastObservedTime: micro(new Date()) } },
     }, as(k8s.PatchStrategy.StrategicMergePatch)));
     report('its series is patched as a repeating recorder patches it', series.code === 200 && series.body?.series?.count === 2, summary(series));
     const invalid = await call(() => eventsV1.createNamespacedEventWithHttpInfo({
       namespace: ns, body: event('ev2', { reportingController: undefined }),
     }));
     report('an events.k8s.io/v1 Event without reportingController is 422', invalid.code === 422 &&
-      invalid.body?.message === 'Event.events.k8s.io "ev2" is invalid: reportingController: Required value', summary(invalid));
+      invalid.body?.message?.startsWith('Event "ev2" is invalid: [reportingController: Required value, ' +
+        'reportingController: Invalid value: "": name part must be non-empty'), summary(invalid));
   },
 
   async 'event-patch'() {
@@ -235,7 +239,7 @@ const scenarios = {
     await createLease('pr', 'a');
     const r = await call(() => coord.replaceNamespacedLeaseWithHttpInfo({ name: 'pr', namespace: ns, body: lease('pr', 'b') }));
     report('PUT of a lease without resourceVersion is 422', r.code === 422 && r.body?.message ===
-      'leases.coordination.k8s.io "pr" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update', summary(r));
+      'leases.coordination.k8s.io "pr" is invalid: metadata.resourceVersion: Invalid value: 0: must be specified for an update', summary(r));
     const objects = k8s.KubernetesObjectApi.makeApiClient(kc);
     const body = lease('nu', null);
     body.metadata.namespace = ns;
