@@ -149,3 +149,56 @@ fn work_that_panics_stops_the_elector_without_a_release() {
         "not released: the work did not end cleanly"
     );
 }
+
+/// Issue 44 #2: the guard that stops the elector without a release must
+/// act before the work's last hold on its term goes, or a stop already
+/// waiting in the release wakes and releases first.
+#[test]
+fn work_that_panics_after_a_stop_never_releases_in_500_runs() {
+    let server = server_with_namespace();
+    let quiet = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let ours = info
+            .payload()
+            .downcast_ref::<&str>()
+            .is_some_and(|m| *m == "the work failed after the stop");
+        if !ours {
+            quiet(info);
+        }
+    }));
+    let mut released = Vec::new();
+    for i in 0..500 {
+        let name = format!("panic-{i}");
+        let elector = lease_elector::LeaderElector::builder(lease_elector::LeaseLock::new(
+            client(&server),
+            NS,
+            &name,
+            "a",
+        ))
+        .lease_duration(Duration::from_secs(4))
+        .renew_deadline(Duration::from_secs(3))
+        .retry_period(Duration::from_secs(1))
+        .release_on_cancel(true)
+        .build()
+        .unwrap();
+        let stopper = elector.stopper();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            elector.run(|_term| {
+                // The stop waits in the release for the work to let go.
+                stopper.stop();
+                panic!("the work failed after the stop");
+            })
+        }));
+        assert!(outcome.is_err(), "run {i}: the panic goes on in the caller");
+        if server.holder(NS, &name).as_deref() != Some("a") {
+            released.push(i);
+        }
+    }
+    let _ = std::panic::take_hook();
+    assert!(
+        released.is_empty(),
+        "released after the work panicked in {} of 500 runs: {:?}",
+        released.len(),
+        released
+    );
+}
