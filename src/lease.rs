@@ -61,6 +61,13 @@ impl MicroTime {
         }
     }
 
+    /// The microsecond after this one (itself at the last writable one).
+    pub(crate) fn next(self) -> Self {
+        MicroTime {
+            micros: self.micros.saturating_add(1).min(MAX_MICROS),
+        }
+    }
+
     /// Microseconds since the Unix epoch.
     pub fn unix_micros(self) -> i64 {
         self.micros

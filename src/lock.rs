@@ -218,6 +218,10 @@ pub struct LeaseLock {
     recreated: bool,
 }
 
+/// What the detail of an [`Error::WriteNotConfirmed`] for an update that
+/// changed nothing (and so was not written) says.
+pub(crate) const NOTHING_WRITTEN: &str = "nothing written";
+
 impl LeaseLock {
     /// A lock on Lease `namespace/name` for candidate `identity`.
     pub fn new(
@@ -382,6 +386,7 @@ impl LeaseLock {
         }
         let written_against = sent.metadata.resource_version.as_deref();
         let stored = answer.metadata.resource_version.as_deref();
+        let unchanged = differs.is_empty() && stored.is_some() && stored == written_against;
         if !newer(stored, written_against) {
             differs.push(match (stored, written_against) {
                 (None, _) => "no resourceVersion".to_string(),
@@ -390,6 +395,14 @@ impl LeaseLock {
                 }
                 (Some(rv), None) => format!("resourceVersion {rv:?}"),
             });
+        }
+        if unchanged {
+            // kube-apiserver writes nothing for an update that changes
+            // nothing, and answers with the version it already had: the
+            // Lease holds this record, but nobody saw it renewed.
+            differs.push(format!(
+                "{NOTHING_WRITTEN}: the Lease already held this record (an update that changes nothing keeps its version); nobody sees it renewed"
+            ));
         }
         if differs.is_empty() {
             return Ok(());

@@ -284,6 +284,11 @@ impl FailureKind {
             Error::Api { status, .. } if (300..400).contains(&status.code) => {
                 "the API server never redirects: check that the server URL is the API server's and that no proxy in between redirects".into()
             }
+            Error::WriteNotConfirmed { detail, .. }
+                if detail.contains(crate::lock::NOTHING_WRITTEN) =>
+            {
+                "an update that changes nothing is not written: the next renew writes a later renewTime".into()
+            }
             Error::WriteNotConfirmed { .. } => {
                 "check that the server URL is the API server's and that no proxy in between rewrites answers to writes".into()
             }

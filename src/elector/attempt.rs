@@ -34,7 +34,16 @@ impl<I: Io> Run<I> {
     /// a leader renews its own record and takes no other.
     pub(super) async fn try_acquire_or_renew(&mut self, round: &Deadline) -> Result<bool> {
         let cap = self.cfg().request_cap();
-        let now_wall = MicroTime::from_system_time(self.shared.clock.system_time());
+        // Always after the last renewTime this process wrote: a wall clock
+        // that stands still (or steps back) would otherwise write the
+        // stored record again, an update that changes nothing, which
+        // kube-apiserver answers with the same resourceVersion and writes
+        // nowhere: nobody would see the lease renewed.
+        let wall = MicroTime::from_system_time(self.shared.clock.system_time());
+        let now_wall = match self.last_written {
+            Some(last) if wall <= last => last.next(),
+            _ => wall,
+        };
         let mut record = LeaderElectionRecord {
             holder_identity: self.io.identity().to_string(),
             lease_duration_seconds: self.cfg().lease_duration.as_secs() as i32,
@@ -267,6 +276,7 @@ impl<I: Io> Run<I> {
         create: bool,
     ) -> Result<bool> {
         remember(&mut self.unanswered, record);
+        self.last_written = self.last_written.max(record.renew_time);
         if self.term.is_none() {
             remember(&mut self.acquire_writes, record);
         }

@@ -62,6 +62,9 @@ pub(super) struct Run<I: Io> {
     /// these was written by someone else using the same identity.
     pub(super) confirmed: Option<LeaderElectionRecord>,
     pub(super) unanswered: Vec<LeaderElectionRecord>,
+    /// The latest `renewTime` this process sent (answered or not): the
+    /// next write's is later, whatever the wall clock says.
+    pub(super) last_written: Option<MicroTime>,
     pub(super) reported_leader: Option<String>,
     /// Jitter for the pauses: seeded from the OS when the thread runs,
     /// from the schedule in the simulation.
@@ -93,6 +96,7 @@ impl<I: Io> Run<I> {
             observed_at: shared.now(),
             confirmed: None,
             unanswered: Vec::new(),
+            last_written: None,
             reported_leader: None,
             jitter: SplitMix64::new(jitter_seed),
             shared,
