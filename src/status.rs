@@ -110,8 +110,10 @@ pub enum WatchMode {
     Off,
     /// The watch is starting: its first stream is not open yet.
     Starting,
-    /// The watch stream is open (or being reopened after the server ended
-    /// it): every change arrives within a round trip.
+    /// The watch stream is open and brings events (or is being reopened
+    /// after the server ended it): every change arrives within a round
+    /// trip. A stream that sends bytes but no event for its silence bound
+    /// is blind: [`Polling`](WatchMode::Polling) until one arrives.
     Watching,
     /// Watching was asked for but is not working, and why: the server
     /// refused it (RBAC without `watch` on leases), it was cut

@@ -18,7 +18,12 @@
 //!   longer than the Lease's holder may go without renewing (the larger of
 //!   3 retry periods and its lease duration; 90 s on a free Lease, longer
 //!   than kube-apiserver's minute between bookmarks) is presumed dead (a
-//!   peer gone without a FIN) and reopened;
+//!   peer gone without a FIN) and reopened. Silence counts events, not
+//!   bytes: blank lines, the same bookmark again (only one that moves the
+//!   version on counts) or a trickle keep nothing alive, and a response
+//!   head must be whole within the same bound. While a stream is past its
+//!   bound the status says polling, and a stream after one that brought
+//!   nothing says watching only from its first event;
 //! - it resumes from the last `resourceVersion` seen, and starts afresh
 //!   (the Lease as it is now, then its changes) after a 410;
 //! - failed reopens back off from 100 ms, doubling up to the retry period;
@@ -131,6 +136,10 @@ impl LatestLease {
 #[derive(Debug)]
 pub(crate) struct WatchState {
     mode: Mutex<WatchMode>,
+    /// While the stream is open: until when it may go without an event
+    /// (the silence bound from the last one), and that bound. Past it the
+    /// stream is blind, whatever bytes it sends, and the status says so.
+    alive: Mutex<Option<(Instant, Duration)>>,
     changes: AtomicU64,
 }
 
@@ -138,16 +147,37 @@ impl WatchState {
     fn new() -> Self {
         WatchState {
             mode: Mutex::new(WatchMode::Starting),
+            alive: Mutex::new(None),
             changes: AtomicU64::new(0),
         }
     }
 
-    /// The mode now.
+    /// The mode now: "watching" only while events can arrive (an open
+    /// stream within its silence bound).
     pub(crate) fn mode(&self) -> WatchMode {
-        self.mode
+        let mode = self
+            .mode
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .clone();
+        match (&mode, self.blind_since()) {
+            (WatchMode::Watching, Some(silence)) => WatchMode::Polling(blind(silence)),
+            _ => mode,
+        }
+    }
+
+    /// The open stream brought no event within its silence bound: that
+    /// bound.
+    fn blind_since(&self) -> Option<Duration> {
+        let alive = *self.alive.lock().unwrap_or_else(PoisonError::into_inner);
+        alive.and_then(|(until, silence)| (Instant::now() >= until).then_some(silence))
+    }
+
+    /// An event (or the stream's opening) at `now`: events may be awaited
+    /// for `silence` more; `None` once the stream has ended.
+    fn alive_for(&self, silence: Option<Duration>) {
+        *self.alive.lock().unwrap_or_else(PoisonError::into_inner) =
+            silence.map(|d| (crate::clock::add_saturating(Instant::now(), d), d));
     }
 
     /// Set the mode; the one it replaces.
@@ -162,6 +192,14 @@ impl WatchState {
     pub(crate) fn changes(&self) -> u64 {
         self.changes.load(Ordering::Relaxed)
     }
+}
+
+/// Why a stream that sends bytes but no events is not watching.
+fn blind(silence: Duration) -> String {
+    format!(
+        "the watch stream brought no event in {}: presumed blind, reopening it; polling meanwhile",
+        humantime::format_duration(silence)
+    )
 }
 
 struct WatchShared {
@@ -216,6 +254,8 @@ impl Watcher {
             refresh_token: false,
             retry_period,
             quiet: None,
+            heard: false,
+            unproven: false,
             warned_refused: false,
             warned_cut: false,
             jitter: crate::random::SplitMix64::new(crate::random::seed()),
@@ -285,6 +325,12 @@ struct WatchStream {
     /// Lease (nobody need write it), `Some(false)` a held one and its
     /// holder's lease duration; `None` before any.
     quiet: Option<(bool, Duration)>,
+    /// The stream open now brought an event (one that counts: see
+    /// `handle_event`).
+    heard: bool,
+    /// The last stream was presumed blind before it brought any event:
+    /// the next one is "watching" only from its first event.
+    unproven: bool,
     /// Each kind of fallback is logged at warn once.
     warned_refused: bool,
     warned_cut: bool,
@@ -516,17 +562,24 @@ impl WatchStream {
             }
             _ => return Ended::Failed(format!("refused with status {code}")),
         }
-        let was = self.set_mode(WatchMode::Watching);
-        if let WatchMode::Polling(why) = was {
-            log::info!(
-                "lease {}/{}: watching it again (was polling: {})",
-                Escaped(&self.namespace),
-                Escaped(&self.name),
-                Escaped(&why)
-            );
+        self.heard = false;
+        self.shared.state.alive_for(Some(self.silence()));
+        if !self.unproven {
+            self.watching();
         }
         let had_version = self.resource_version.is_some();
-        match self.read_events(BufReader::new(body)) {
+        let body = EventBound {
+            inner: body,
+            state: self.shared.state.clone(),
+        };
+        let read = self.read_events(BufReader::new(body));
+        let blind_for = self.shared.state.blind_since();
+        self.unproven = !self.heard && blind_for.is_some();
+        if let Some(silence) = blind_for {
+            self.set_mode(WatchMode::Polling(blind(silence)));
+        }
+        self.shared.state.alive_for(None);
+        match read {
             Ok(()) => Ended::Stream {
                 expired: false,
                 why: None,
@@ -537,6 +590,29 @@ impl WatchStream {
                 expired: had_version && self.resource_version.is_none(),
                 why: Some(e.to_string()),
             },
+        }
+    }
+
+    /// The status says "watching" (and the log, once, that it is again).
+    fn watching(&self) {
+        let was = self.set_mode(WatchMode::Watching);
+        if let WatchMode::Polling(why) = was {
+            log::info!(
+                "lease {}/{}: watching it again (was polling: {})",
+                Escaped(&self.namespace),
+                Escaped(&self.name),
+                Escaped(&why)
+            );
+        }
+    }
+
+    /// An event that shows the stream alive: events may be awaited for
+    /// another silence bound.
+    fn heard(&mut self) {
+        self.shared.state.alive_for(Some(self.silence()));
+        if !std::mem::replace(&mut self.heard, true) && self.unproven {
+            self.unproven = false;
+            self.watching();
         }
     }
 
@@ -579,6 +655,7 @@ impl WatchStream {
                     }
                     None => (true, Duration::ZERO),
                 });
+                self.heard();
                 self.latest.set(lease);
                 self.on_change.poke();
                 // Counted once told: whoever sees the count finds the
@@ -587,8 +664,24 @@ impl WatchStream {
                 Ok(())
             }
             "BOOKMARK" => {
-                if let Some(rv) = event.object["metadata"]["resourceVersion"].as_str() {
+                // Only a bookmark that moves a known version on shows the
+                // stream alive (kube-apiserver's do, about once a minute,
+                // as its other Leases are written): the same one over and
+                // over (a proxy replaying, a stuck cache) keeps nothing
+                // alive.
+                let rv = event.object["metadata"]["resourceVersion"].as_str();
+                if let Some(rv) = rv.filter(|rv| self.resource_version.as_deref() != Some(*rv)) {
+                    let moved = match (
+                        revision(rv),
+                        self.resource_version.as_deref().and_then(revision),
+                    ) {
+                        (Some(new), Some(old)) => new > old,
+                        _ => false,
+                    };
                     self.resource_version = Some(rv.to_string());
+                    if moved {
+                        self.heard();
+                    }
                 }
                 Ok(())
             }
@@ -606,6 +699,29 @@ impl WatchStream {
                 format!("unknown watch event type {other:?}"),
             )),
         }
+    }
+}
+
+/// A resourceVersion as a number, where it is one.
+fn revision(v: &str) -> Option<u64> {
+    v.parse().ok()
+}
+
+/// The stream's body, refusing to read on once the stream went a silence
+/// bound without an event: bytes that are not events (blank lines, the
+/// same bookmark again, a trickle) do not keep a blind stream open. (A read
+/// blocked with nothing arriving ends at the per-read silence time-out.)
+struct EventBound {
+    inner: Box<dyn Read + Send>,
+    state: Arc<WatchState>,
+}
+
+impl Read for EventBound {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(silence) = self.state.blind_since() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, blind(silence)));
+        }
+        self.inner.read(buf)
     }
 }
 
