@@ -167,7 +167,7 @@ pub trait Lock: Send + fmt::Debug {
 /// last seen. Versions are opaque to clients, but are etcd revisions in
 /// practice: compare them as numbers when both are, else just by equality
 /// (a stale delivery then costs one conflicting write, never safety).
-fn newer(watched: Option<&str>, seen: Option<&str>) -> bool {
+pub(crate) fn newer(watched: Option<&str>, seen: Option<&str>) -> bool {
     match (watched, seen) {
         (None, _) => false,
         (Some(_), None) => true,
@@ -442,6 +442,8 @@ impl Lock for LeaseLock {
                     .client
                     .get_lease(&self.namespace, &self.name, deadline)?;
                 self.behind = false;
+                self.watched
+                    .known(lease.metadata.resource_version.as_deref());
                 lease
             }
         };

@@ -24,6 +24,11 @@
 //!   head must be whole within the same bound. While a stream is past its
 //!   bound the status says polling, and a stream after one that brought
 //!   nothing says watching only from its first event;
+//! - a delivery wakes the elector only when it is news: our Lease (not
+//!   another, as a proxy that drops the field selector sends), at a version
+//!   newer than the lock has read or written; one the lock cannot answer
+//!   from (a deletion) wakes it at most once per retry period, as it costs
+//!   a `GET`;
 //! - it resumes from the last `resourceVersion` seen, and starts afresh
 //!   (the Lease as it is now, then its changes) after a 410;
 //! - failed reopens back off from 100 ms, doubling up to the retry period;
@@ -84,7 +89,15 @@ pub(crate) const REFUSED_RETRY: Duration = Duration::from_secs(600);
 /// between a [`Watcher`] and the lock that will use it instead of a `GET`.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LatestLease {
-    slot: Arc<Mutex<Option<Lease>>>,
+    slot: Arc<Mutex<Slot>>,
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    lease: Option<Lease>,
+    /// The newest version the lock or a delivery has shown: a delivery no
+    /// newer says nothing new.
+    known: Option<String>,
 }
 
 impl LatestLease {
@@ -93,12 +106,40 @@ impl LatestLease {
         Self::default()
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {
+        self.slot.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Take the delivered Lease, if any.
     pub(crate) fn take(&self) -> Option<Lease> {
-        self.slot
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
+        self.lock().lease.take()
+    }
+
+    /// The lock read or wrote `version`: deliveries no newer are not news.
+    pub(crate) fn known(&self, version: Option<&str>) {
+        let mut slot = self.lock();
+        if let Some(v) = version.filter(|v| crate::lock::newer(Some(v), slot.known.as_deref())) {
+            slot.known = Some(v.to_string());
+        }
+    }
+
+    /// A delivery of the Lease at `version` (`lease` none for a deletion):
+    /// kept, and news (wake the elector), only when `version` is newer than
+    /// any the lock or an earlier delivery has shown. One at the version
+    /// known is the change the lock already has (its own write, answered
+    /// first); an older one is stale.
+    pub(crate) fn offer(&self, lease: Option<Lease>, version: Option<&str>) -> Delivery {
+        let mut slot = self.lock();
+        if !crate::lock::newer(version, slot.known.as_deref()) {
+            return if version.is_some() && version == slot.known.as_deref() {
+                Delivery::Known
+            } else {
+                Delivery::Stale
+            };
+        }
+        slot.known = version.map(str::to_string);
+        slot.lease = lease;
+        Delivery::News
     }
 
     /// After our write stored version `written`: forget a delivered Lease
@@ -108,7 +149,9 @@ impl LatestLease {
     /// someone else's. Versions that are not numbers cannot be ordered:
     /// then forget whatever was delivered.
     pub(crate) fn forget_older_than(&self, written: Option<&str>) {
-        let mut slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        self.known(written);
+        let mut slot = self.lock();
+        let slot = &mut slot.lease;
         let version = |v: Option<&str>| v.and_then(|v| v.parse::<u64>().ok());
         let keep = slot.as_ref().is_some_and(|l| {
             match (
@@ -124,10 +167,22 @@ impl LatestLease {
         }
     }
 
-    /// Put `lease` in the slot (what the watch delivered).
+    /// Put `lease` in the slot (what the watch delivered), news or not.
+    #[cfg(test)]
     pub(crate) fn set(&self, lease: Option<Lease>) {
-        *self.slot.lock().unwrap_or_else(PoisonError::into_inner) = lease;
+        self.lock().lease = lease;
     }
+}
+
+/// What a delivery is to the lock (see [`LatestLease::offer`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Delivery {
+    /// Newer than anything seen: kept, and the elector woken.
+    News,
+    /// The version the lock already has: a change, but not news.
+    Known,
+    /// Older: nothing.
+    Stale,
 }
 
 /// What a watch tells the elector's status: its mode, and how many
@@ -256,6 +311,7 @@ impl Watcher {
             quiet: None,
             heard: false,
             unproven: false,
+            costly_poke: None,
             warned_refused: false,
             warned_cut: false,
             jitter: crate::random::SplitMix64::new(crate::random::seed()),
@@ -331,6 +387,8 @@ struct WatchStream {
     /// The last stream was presumed blind before it brought any event:
     /// the next one is "watching" only from its first event.
     unproven: bool,
+    /// When a delivery the lock cannot answer from last woke the elector.
+    costly_poke: Option<Instant>,
     /// Each kind of fallback is logged at warn once.
     warned_refused: bool,
     warned_cut: bool,
@@ -639,8 +697,19 @@ impl WatchStream {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("watch event: {e}")))?;
         match event.kind.as_str() {
             "ADDED" | "MODIFIED" | "DELETED" => {
-                if let Some(rv) = event.object["metadata"]["resourceVersion"].as_str() {
-                    self.resource_version = Some(rv.to_string());
+                // Another object (a proxy that dropped the field
+                // selector): nothing about our Lease.
+                let meta = &event.object["metadata"];
+                if meta["name"].as_str() != Some(&self.name)
+                    || meta["namespace"]
+                        .as_str()
+                        .is_some_and(|ns| ns != self.namespace)
+                {
+                    return Ok(());
+                }
+                let version = meta["resourceVersion"].as_str().map(str::to_string);
+                if let Some(rv) = &version {
+                    self.resource_version = Some(rv.clone());
                 }
                 // A deleted or undecodable object leaves the slot empty: the
                 // woken candidate then asks the server.
@@ -656,8 +725,31 @@ impl WatchStream {
                     None => (true, Duration::ZERO),
                 });
                 self.heard();
-                self.latest.set(lease);
-                self.on_change.poke();
+                // What the lock cannot answer from (a deletion, an object
+                // it cannot decode) costs a GET when it wakes the elector:
+                // at most one such wake per retry period (the elector's own
+                // attempts see the Lease meanwhile).
+                let costly = lease.is_none();
+                let now = Instant::now();
+                if costly
+                    && self
+                        .costly_poke
+                        .is_some_and(|at| now.saturating_duration_since(at) < self.retry_period)
+                {
+                    return Ok(());
+                }
+                match self.latest.offer(lease, version.as_deref()) {
+                    Delivery::Stale => return Ok(()),
+                    // A change the lock has (its own write): counted, but
+                    // no wake.
+                    Delivery::Known => {}
+                    Delivery::News => {
+                        if costly {
+                            self.costly_poke = Some(now);
+                        }
+                        self.on_change.poke();
+                    }
+                }
                 // Counted once told: whoever sees the count finds the
                 // candidate woken.
                 self.shared.state.changes.fetch_add(1, Ordering::Relaxed);
