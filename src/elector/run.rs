@@ -51,6 +51,8 @@ pub(super) struct Run<I: Io> {
     pub(super) term_transitions: i32,
     /// A lock version that is not a decimal integer was warned about.
     warned_version: bool,
+    /// The token of the last term this elector began.
+    last_token: Option<u64>,
     /// The Lease was seen deleted and created again during the term.
     pub(super) recreated_seen: bool,
     /// Records written since this acquire phase began (a term's start
@@ -91,6 +93,7 @@ impl<I: Io> Run<I> {
             max_transitions: None,
             term_transitions: 0,
             warned_version: false,
+            last_token: None,
             recreated_seen: false,
             acquire_writes: Vec::new(),
             observed_at: shared.now(),
@@ -280,6 +283,15 @@ impl<I: Io> Run<I> {
                 u64::try_from(transitions).unwrap_or(0)
             }
         };
+        // Never lower than (nor equal to) a token this elector handed out
+        // before: a server whose versions are decimal for some writes and
+        // not for others would otherwise mix revisions with transitions
+        // (1001, 1, 1005, 3).
+        let token = match self.last_token {
+            Some(last) if token <= last => last.saturating_add(1),
+            _ => token,
+        };
+        self.last_token = Some(token);
         let term = Term::new(
             token,
             self.io.identity(),

@@ -197,7 +197,10 @@ impl Term {
     /// documents them as comparable integers since Kubernetes 1.35), or a
     /// [`Lock`](crate::Lock) of your own without versions, gets the
     /// `leaseTransitions` it wrote instead, which only candidates that
-    /// increment it keep growing (a warning says so once).
+    /// increment it keep growing (a warning says so once). Either way a
+    /// token is never lower than (nor equal to) one this elector handed
+    /// out before: where the rule above would give less, it gives the last
+    /// one plus one.
     pub fn token(&self) -> u64 {
         self.inner.token
     }
