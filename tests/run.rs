@@ -202,3 +202,63 @@ fn work_that_panics_after_a_stop_never_releases_in_500_runs() {
         released
     );
 }
+
+/// Issue 44 #1, in the library: a term that ran out (renews failing for
+/// the renew deadline) while its work still runs is still watched. The
+/// server answers again and another writer frees the Lease: the work
+/// learns within a round trip that its term was taken over (no time left),
+/// not at the end of its time to stop (4 s later at 10/5/1 s).
+#[test]
+fn work_whose_term_ran_out_learns_at_once_that_another_writer_freed_the_lease() {
+    use common::RawLeases;
+    let server = server_with_namespace();
+    let elector = lease_elector::LeaderElector::builder(lease_elector::LeaseLock::new(
+        client(&server),
+        NS,
+        LEASE,
+        "a",
+    ))
+    .lease_duration(Duration::from_secs(10))
+    .renew_deadline(Duration::from_secs(5))
+    .retry_period(Duration::from_secs(1))
+    .build()
+    .unwrap();
+    let (ran_out_tx, ran_out) = mpsc::channel();
+    let (taken_tx, taken) = mpsc::channel();
+    let runner = std::thread::spawn(move || {
+        elector.run(move |term| {
+            while term.is_current() {
+                term.wait_ended(Duration::from_millis(50));
+            }
+            ran_out_tx.send(()).unwrap();
+            // The work finishes its step, within its time to stop.
+            while !term.taken_over() && !term.time_to_stop().is_zero() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            taken_tx
+                .send((std::time::Instant::now(), term.taken_over()))
+                .unwrap();
+        })
+    });
+    eventually("a leads", || {
+        server.holder(NS, LEASE).as_deref() == Some("a")
+    });
+    server.inject(
+        lease_elector::testing::Fault::status(500)
+            .method("PUT")
+            .forever(),
+    );
+    ran_out.recv_timeout(WAIT).expect("the term runs out");
+    server.clear_faults();
+    let mut lease = server.lease_value(NS, LEASE).unwrap();
+    lease["spec"]["holderIdentity"] = "".into();
+    let freed = std::time::Instant::now();
+    server.put_value(NS, lease);
+    let (at, taken_over) = taken.recv_timeout(WAIT).unwrap();
+    let after = at.saturating_duration_since(freed);
+    assert!(
+        taken_over && after < Duration::from_millis(500),
+        "the work learned after {after:?} (taken over: {taken_over}) that the Lease was freed"
+    );
+    assert_eq!(runner.join().unwrap().unwrap(), StopReason::Lost);
+}

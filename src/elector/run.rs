@@ -134,6 +134,13 @@ impl<I: Io> Run<I> {
             if end == TermEnd::Stopped {
                 return self.release_after(term).await;
             }
+            // Run out: the work may still run, in its time to stop. Until
+            // it has let go, a takeover must reach it at once.
+            if let (Some(term), TermEnd::Expired(_)) = (&term, &end) {
+                if self.watch_over(term).await == LetGo::Stopped {
+                    return Ok(());
+                }
+            }
             if !self.cfg().rejoin {
                 return Ok(());
             }
@@ -144,6 +151,72 @@ impl<I: Io> Run<I> {
                     return Ok(());
                 }
             }
+        }
+    }
+
+    /// A term ran out while its work may still run (it holds a `Term`):
+    /// keep observing the Lease, by reads (one a retry period, the first a
+    /// retry period after the last attempt) or what the watch delivers,
+    /// never by a write, until the work has let go. Another writer that
+    /// takes, frees or deletes the Lease meanwhile makes the term taken
+    /// over ([`Term::taken_over`]): the work has no time left (`lease-elect`
+    /// kills COMMAND at once). Without it, the process stopped looking when
+    /// the term ran out, and its work kept the rest of its time to stop
+    /// while another candidate led. `Held` once seen taken over (nothing
+    /// more to learn), `Stopped` when stopped meanwhile.
+    async fn watch_over(&mut self, term: &Term) -> LetGo {
+        let never = Wakeup::new();
+        term.poke_when_let_go(&self.shared.wake);
+        loop {
+            let until = add_saturating(self.now(), self.jittered(self.cfg().retry_period));
+            loop {
+                if self.io.let_go(term, Duration::ZERO, &never).await == LetGo::Released {
+                    return LetGo::Released;
+                }
+                let left = until.saturating_duration_since(self.now());
+                if left.is_zero() {
+                    break;
+                }
+                match self.io.sleep(left, &self.shared.wake).await {
+                    Wake::Stopped => return LetGo::Stopped,
+                    Wake::Elapsed => {}
+                    // The work let go, or the watch delivered a change
+                    // (answered without a request; a delivery that costs
+                    // one wakes at most once a retry period).
+                    Wake::Poked => break,
+                }
+            }
+            if self.io.let_go(term, Duration::ZERO, &never).await == LetGo::Released {
+                return LetGo::Released;
+            }
+            let deadline = self
+                .deadline(add_saturating(self.now(), self.cfg().request_cap()))
+                .capped(self.cfg().request_cap());
+            let recreated = match self.read(&deadline).await {
+                Ok(read) => {
+                    self.observe(read.record.clone(), read.version);
+                    if !read.recreated && self.is_ours(&read.record) {
+                        continue;
+                    }
+                    read.recreated
+                }
+                Err(e) if e.is_not_found() => {
+                    self.lease_gone();
+                    false
+                }
+                Err(_) => continue,
+            };
+            let why = if recreated {
+                "the lease was deleted and created again".to_string()
+            } else {
+                self.why_not_ours()
+            };
+            log::debug!(
+                "lease {}: {why} after the term ran out; its work has no time left",
+                self.shared.describe
+            );
+            self.report_holder_ending(term, Some(&TermEnd::Taken(why)));
+            return LetGo::Held;
         }
     }
 

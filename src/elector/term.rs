@@ -83,6 +83,9 @@ struct State {
     taken: bool,
     /// `Term` values the caller holds.
     holders: usize,
+    /// Poked when the last of them is dropped (the elector watching over
+    /// the Lease for the work of an ended term).
+    on_let_go: Option<Wakeup>,
 }
 
 impl Term {
@@ -109,6 +112,7 @@ impl Term {
                     ended: false,
                     taken: false,
                     holders: 0,
+                    on_let_go: None,
                 }),
                 ended_cv: Condvar::new(),
             }),
@@ -131,6 +135,11 @@ impl Term {
             inner: self.inner.clone(),
             counted: true,
         }
+    }
+
+    /// Poke `wake` when the caller holds no `Term` of this term any more.
+    pub(super) fn poke_when_let_go(&self, wake: &Wakeup) {
+        self.lock().on_let_go = Some(wake.clone());
     }
 
     /// How many `Term`s the caller holds.
@@ -378,6 +387,9 @@ impl Drop for Term {
             st.holders = st.holders.saturating_sub(1);
             if st.holders == 0 {
                 self.inner.ended_cv.notify_all();
+                if let Some(wake) = &st.on_let_go {
+                    wake.poke();
+                }
             }
         }
     }
