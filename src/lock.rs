@@ -161,6 +161,13 @@ pub trait Lock: Send + fmt::Debug {
     fn watch(&self, _on_change: Wakeup, _backoff: Duration) -> Option<Result<Watcher>> {
         None
     }
+    /// Whether the next [`get`](Lock::get) would be answered from what a
+    /// watch delivered, without a request. Not part of the API: only
+    /// [`LeaseLock`] watches.
+    #[doc(hidden)]
+    fn has_delivery(&self) -> bool {
+        false
+    }
 }
 
 /// Whether a watched object's `resourceVersion` is newer than the one
@@ -460,6 +467,18 @@ impl Lock for LeaseLock {
 
     fn last_get_recreated(&self) -> bool {
         self.recreated
+    }
+
+    fn has_delivery(&self) -> bool {
+        let seen = self
+            .cached
+            .as_ref()
+            .and_then(|l| l.metadata.resource_version.as_deref());
+        !self.behind
+            && self
+                .watched
+                .version()
+                .is_some_and(|w| w.as_deref() == seen || newer(w.as_deref(), seen))
     }
 
     fn last_get_was_local(&self) -> bool {

@@ -110,6 +110,14 @@ impl LatestLease {
         self.slot.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The version of the delivered Lease, if one waits.
+    pub(crate) fn version(&self) -> Option<Option<String>> {
+        self.lock()
+            .lease
+            .as_ref()
+            .map(|l| l.metadata.resource_version.clone())
+    }
+
     /// Take the delivered Lease, if any.
     pub(crate) fn take(&self) -> Option<Lease> {
         self.lock().lease.take()

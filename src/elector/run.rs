@@ -53,6 +53,9 @@ pub(super) struct Run<I: Io> {
     warned_version: bool,
     /// The token of the last term this elector began.
     last_token: Option<u64>,
+    /// The last request sent: when, and whether it failed (and until when
+    /// the server asked us to wait, `Retry-After`).
+    pub(super) last_request: Option<(Instant, bool, Duration)>,
     /// The Lease was seen deleted and created again during the term.
     pub(super) recreated_seen: bool,
     /// Records written since this acquire phase began (a term's start
@@ -64,8 +67,9 @@ pub(super) struct Run<I: Io> {
     /// these was written by someone else using the same identity.
     pub(super) confirmed: Option<LeaderElectionRecord>,
     pub(super) unanswered: Vec<LeaderElectionRecord>,
-    /// The latest `renewTime` this process sent (answered or not): the
-    /// next write's is later, whatever the wall clock says.
+    /// The `renewTime` this process last sent (answered or not): the next
+    /// write's is later, whatever the wall clock says (or, at the last
+    /// writable instant, other).
     pub(super) last_written: Option<MicroTime>,
     pub(super) reported_leader: Option<String>,
     /// Jitter for the pauses: seeded from the OS when the thread runs,
@@ -94,6 +98,7 @@ impl<I: Io> Run<I> {
             term_transitions: 0,
             warned_version: false,
             last_token: None,
+            last_request: None,
             recreated_seen: false,
             acquire_writes: Vec::new(),
             observed_at: shared.now(),
@@ -167,8 +172,16 @@ impl<I: Io> Run<I> {
     async fn watch_over(&mut self, term: &Term) -> LetGo {
         let never = Wakeup::new();
         term.poke_when_let_go(&self.shared.wake);
+        // The first read a retry period (and any Retry-After) after the
+        // last request, as the renews' pacing had it.
+        let (mut failed, mut until) = match self.last_request {
+            Some((at, failed, asked)) => {
+                let pause = self.jittered(self.cfg().retry_period).max(asked);
+                (failed, add_saturating(at, pause))
+            }
+            None => (false, self.now()),
+        };
         loop {
-            let until = add_saturating(self.now(), self.jittered(self.cfg().retry_period));
             loop {
                 if self.io.let_go(term, Duration::ZERO, &never).await == LetGo::Released {
                     return LetGo::Released;
@@ -180,10 +193,13 @@ impl<I: Io> Run<I> {
                 match self.io.sleep(left, &self.shared.wake).await {
                     Wake::Stopped => return LetGo::Stopped,
                     Wake::Elapsed => {}
-                    // The work let go, or the watch delivered a change
-                    // (answered without a request; a delivery that costs
-                    // one wakes at most once a retry period).
-                    Wake::Poked => break,
+                    // The work let go, or the watch delivered a change.
+                    // Looked at at once when it costs no request, or when
+                    // the last one did not fail (a delivery that costs one
+                    // wakes at most once a retry period): a failing server
+                    // sees at most one request a retry period.
+                    Wake::Poked if !failed || self.io.delivered() => break,
+                    Wake::Poked => {}
                 }
             }
             if self.io.let_go(term, Duration::ZERO, &never).await == LetGo::Released {
@@ -192,7 +208,14 @@ impl<I: Io> Run<I> {
             let deadline = self
                 .deadline(add_saturating(self.now(), self.cfg().request_cap()))
                 .capped(self.cfg().request_cap());
-            let recreated = match self.read(&deadline).await {
+            let read = self.read(&deadline).await;
+            let asked = self
+                .last_request
+                .map_or(Duration::ZERO, |(_, _, asked)| asked);
+            let pause = self.jittered(self.cfg().retry_period).max(asked);
+            until = add_saturating(self.now(), pause);
+            failed = matches!(&read, Err(e) if !e.is_not_found());
+            let recreated = match read {
                 Ok(read) => {
                     self.observe(read.record.clone(), read.version);
                     if !read.recreated && self.is_ours(&read.record) {
@@ -285,6 +308,16 @@ impl<I: Io> Run<I> {
         let desc = self.shared.describe.clone();
         log::info!("attempting to acquire leader lease {desc}...");
         self.acquire_writes.clear();
+        // After a lost term whose last request failed (its renews, or the
+        // reads watching over its work), the first attempt too waits a
+        // retry period from that request.
+        if let Some((at, true, asked)) = self.last_request {
+            let pause = self.jittered(self.cfg().retry_period).max(asked);
+            let left = add_saturating(at, pause).saturating_duration_since(self.now());
+            if self.pause(left.min(self.until(give_up_at))).await {
+                return None;
+            }
+        }
         let mut first = true;
         loop {
             if self.shared.wake.is_stopped() {

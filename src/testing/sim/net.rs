@@ -648,6 +648,10 @@ impl Net {
             Op::Update(record, version, _) => match &self.store {
                 None => not_found(),
                 Some(s) if Some(s.version) != version => conflict(),
+                // As kube-apiserver's etcd3 store: an update that changes
+                // nothing is not written, and answered with the stored
+                // Lease at the version it had.
+                Some(s) if s.record == record => Answer::Lease(s.clone()),
                 Some(_) => {
                     self.store_record(Some(record), Some(p));
                     Answer::Lease(self.store.clone().unwrap_or_else(empty))
