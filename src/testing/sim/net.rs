@@ -421,7 +421,7 @@ impl Net {
 
     /// A round trip slower than this hampers a renew: a renew has
     /// `renew deadline − retry period` to come back in.
-    fn slow_round_trip(&self) -> Duration {
+    pub(super) fn slow_round_trip(&self) -> Duration {
         self.timing.renew.saturating_sub(self.timing.retry) / 2
     }
 

@@ -530,6 +530,26 @@ fn draw_faults(
                     _ => Write::Free,
                 }),
             };
+            // Renews that fail for a whole renew deadline, then succeed
+            // again while another writer frees or takes the Lease: the
+            // work of the run-out term is still winding down (issue 44).
+            let fault = match fault {
+                Fault::Cut { who, how, .. } if r.chance(0.3) => {
+                    let until = (at + t.renew.mul_f64(1.0 + r.unit() * 0.3)).min(end);
+                    let write = match r.range(0, 3) {
+                        0 => Write::Free,
+                        1 => Write::Holder(format!("c{}", r.range(0, n as u64))),
+                        _ => Write::Delete,
+                    };
+                    let slack = t.lease.saturating_sub(t.renew);
+                    faults.push(Timed {
+                        at: (until + r.between(Duration::ZERO, slack)).min(end),
+                        fault: Fault::Other(write),
+                    });
+                    Fault::Cut { who, how, until }
+                }
+                other => other,
+            };
             // A takeover by another writer while a stopped candidate's work
             // is still winding down (a COMMAND in its grace).
             if matches!(fault, Fault::Stop { .. }) && r.chance(0.3) {
