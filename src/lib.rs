@@ -253,7 +253,8 @@
 //! requests, held by another, consecutive failures, transitions, requests,
 //! last renew and last success timestamps, duplicate identity, term token,
 //! last error kind, and `lease_elector_watching`: 1 while the watch brings
-//! the changes, 0 while polling). A healthy follower's failure series stay
+//! the changes, 0 while polling, also while a stream sends no events for
+//! its silence bound). A healthy follower's failure series stay
 //! at 0: alert on `rate(lease_elector_failed_requests_total[5m]) > 0` or
 //! `time() - lease_elector_last_success_timestamp_seconds > 60`. A program
 //! with an HTTP server of its own serves [`render_prometheus`] of

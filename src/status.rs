@@ -414,7 +414,7 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "lease_elector_watching",
         kind: "gauge",
-        help: "1 when changes of the lease reach this candidate through its watch (within a round trip), 0 when it polls (the watch off, starting, refused or failing).",
+        help: "1 when changes of the lease reach this candidate through its watch (within a round trip), 0 when it polls (the watch off, starting, refused or failing, or a stream that brought no event for its silence bound: blind).",
         value: |s| Some(f64::from(u8::from(s.watch.is_watching()))),
         client_go: false,
     },
