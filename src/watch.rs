@@ -131,6 +131,14 @@ impl LatestLease {
         }
     }
 
+    /// Whether a delivery at `version` is older than what the lock or an
+    /// earlier delivery has shown (or has no version).
+    pub(crate) fn is_stale(&self, version: Option<&str>) -> bool {
+        let slot = self.lock();
+        !crate::lock::newer(version, slot.known.as_deref())
+            && (version.is_none() || version != slot.known.as_deref())
+    }
+
     /// A delivery of the Lease at `version` (`lease` none for a deletion):
     /// kept, and news (wake the elector), only when `version` is newer than
     /// any the lock or an earlier delivery has shown. One at the version
@@ -716,6 +724,11 @@ impl WatchStream {
                     return Ok(());
                 }
                 let version = meta["resourceVersion"].as_str().map(str::to_string);
+                // Stale (older than the lock or an earlier delivery has
+                // shown: a replay): nothing, not even a sign of life.
+                if self.latest.is_stale(version.as_deref()) {
+                    return Ok(());
+                }
                 if let Some(rv) = &version {
                     self.resource_version = Some(rv.clone());
                 }
