@@ -258,6 +258,9 @@ pub(super) struct Net {
     pub(super) watch_max_delay: Duration,
     pub(super) p_watch_drop: f64,
     pub(super) p_watch_repeat: f64,
+    /// A delivery replaying the Lease as it was before a write, or a
+    /// deletion it never had (a proxy replaying events, issue 44).
+    pub(super) p_watch_stale: f64,
 }
 
 /// A whole schedule.
@@ -293,6 +296,7 @@ impl Plan {
             watch_max_delay: timing.retry.mul_f64(r.unit() * 2.0),
             p_watch_drop: on(&mut r, 0.4) * 0.3,
             p_watch_repeat: on(&mut r, 0.3) * 0.2,
+            p_watch_stale: on(&mut r, 0.3) * 0.5,
         };
         let drift = r.chance(0.7);
         let lock = match r.range(0, 10) {
