@@ -61,6 +61,20 @@ impl MicroTime {
         }
     }
 
+    /// The microsecond after this one (itself at the last writable one).
+    pub(crate) fn next(self) -> Self {
+        MicroTime {
+            micros: self.micros.saturating_add(1).min(MAX_MICROS),
+        }
+    }
+
+    /// The microsecond before this one (itself at the first writable one).
+    pub(crate) fn prev(self) -> Self {
+        MicroTime {
+            micros: self.micros.saturating_sub(1).max(MIN_MICROS),
+        }
+    }
+
     /// Microseconds since the Unix epoch.
     pub fn unix_micros(self) -> i64 {
         self.micros

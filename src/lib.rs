@@ -111,7 +111,7 @@
 //! | the server refuses the watch (403, 404, 405), or it keeps being cut | the elector polls as with [`watch(false)`](ElectorBuilder::watch), warns once with the verbs to grant, and [`ElectorStatus::watch`] says why; the watch is asked again every 10 min, never more than 10 times in 10 min |
 //! | the Lease deleted | its last holder is deemed to hold it for a lease duration from when it was seen missing; a leader whose `PUT` recreates it steps down (kube-apiserver creates a Lease on update) |
 //! | a writer lowers or drops `leaseTransitions`, or sets it to `i32::MAX` | nothing changes for tokens: a term's token is the `resourceVersion` the write that began it got, which only grows; `leaseTransitions` counts takeovers as client-go does |
-//! | a holder's wall clock stands still or steps | any change of `resourceVersion` counts as a renew seen |
+//! | a holder's wall clock stands still or steps | any change of `resourceVersion` counts as a renew seen; a renew writes a `renewTime` after the last written, never the stored record again |
 //! | two processes with one identity | a record under our identity that this process did not write is waited out like another holder's; [`Probe::duplicate_identity`] turns true |
 //! | [`ElectorHandle::stop`] or [`Stopper::stop`] | `StoppedLeading` at once, whatever the server is doing; the request in flight is abandoned; with `release_on_cancel`, the release (its own 5 s budget, [`release_timeout`](ElectorBuilder::release_timeout)) waits for the work to drop its `Term`s |
 //! | the handle dropped during a panic, or the work panicking under `run` | the elector stops without releasing: the Lease expires |
@@ -253,7 +253,8 @@
 //! requests, held by another, consecutive failures, transitions, requests,
 //! last renew and last success timestamps, duplicate identity, term token,
 //! last error kind, and `lease_elector_watching`: 1 while the watch brings
-//! the changes, 0 while polling). A healthy follower's failure series stay
+//! the changes, 0 while polling, also while a stream sends no events for
+//! its silence bound). A healthy follower's failure series stay
 //! at 0: alert on `rate(lease_elector_failed_requests_total[5m]) > 0` or
 //! `time() - lease_elector_last_success_timestamp_seconds > 60`. A program
 //! with an HTTP server of its own serves [`render_prometheus`] of

@@ -161,13 +161,20 @@ pub trait Lock: Send + fmt::Debug {
     fn watch(&self, _on_change: Wakeup, _backoff: Duration) -> Option<Result<Watcher>> {
         None
     }
+    /// Whether the next [`get`](Lock::get) would be answered from what a
+    /// watch delivered, without a request. Not part of the API: only
+    /// [`LeaseLock`] watches.
+    #[doc(hidden)]
+    fn has_delivery(&self) -> bool {
+        false
+    }
 }
 
 /// Whether a watched object's `resourceVersion` is newer than the one
 /// last seen. Versions are opaque to clients, but are etcd revisions in
 /// practice: compare them as numbers when both are, else just by equality
 /// (a stale delivery then costs one conflicting write, never safety).
-fn newer(watched: Option<&str>, seen: Option<&str>) -> bool {
+pub(crate) fn newer(watched: Option<&str>, seen: Option<&str>) -> bool {
     match (watched, seen) {
         (None, _) => false,
         (Some(_), None) => true,
@@ -217,6 +224,10 @@ pub struct LeaseLock {
     /// The last get found a Lease with another uid than the one cached.
     recreated: bool,
 }
+
+/// What the detail of an [`Error::WriteNotConfirmed`] for an update that
+/// changed nothing (and so was not written) says.
+pub(crate) const NOTHING_WRITTEN: &str = "nothing written";
 
 impl LeaseLock {
     /// A lock on Lease `namespace/name` for candidate `identity`.
@@ -382,6 +393,7 @@ impl LeaseLock {
         }
         let written_against = sent.metadata.resource_version.as_deref();
         let stored = answer.metadata.resource_version.as_deref();
+        let unchanged = differs.is_empty() && stored.is_some() && stored == written_against;
         if !newer(stored, written_against) {
             differs.push(match (stored, written_against) {
                 (None, _) => "no resourceVersion".to_string(),
@@ -390,6 +402,14 @@ impl LeaseLock {
                 }
                 (Some(rv), None) => format!("resourceVersion {rv:?}"),
             });
+        }
+        if unchanged {
+            // kube-apiserver writes nothing for an update that changes
+            // nothing, and answers with the version it already had: the
+            // Lease holds this record, but nobody saw it renewed.
+            differs.push(format!(
+                "{NOTHING_WRITTEN}: the Lease already held this record (an update that changes nothing keeps its version); nobody sees it renewed"
+            ));
         }
         if differs.is_empty() {
             return Ok(());
@@ -429,6 +449,8 @@ impl Lock for LeaseLock {
                     .client
                     .get_lease(&self.namespace, &self.name, deadline)?;
                 self.behind = false;
+                self.watched
+                    .known(lease.metadata.resource_version.as_deref());
                 lease
             }
         };
@@ -445,6 +467,18 @@ impl Lock for LeaseLock {
 
     fn last_get_recreated(&self) -> bool {
         self.recreated
+    }
+
+    fn has_delivery(&self) -> bool {
+        let seen = self
+            .cached
+            .as_ref()
+            .and_then(|l| l.metadata.resource_version.as_deref());
+        !self.behind
+            && self
+                .watched
+                .version()
+                .is_some_and(|w| w.as_deref() == seen || newer(w.as_deref(), seen))
     }
 
     fn last_get_was_local(&self) -> bool {

@@ -110,8 +110,10 @@ pub enum WatchMode {
     Off,
     /// The watch is starting: its first stream is not open yet.
     Starting,
-    /// The watch stream is open (or being reopened after the server ended
-    /// it): every change arrives within a round trip.
+    /// The watch stream is open and brings events (or is being reopened
+    /// after the server ended it): every change arrives within a round
+    /// trip. A stream that sends bytes but no event for its silence bound
+    /// is blind: [`Polling`](WatchMode::Polling) until one arrives.
     Watching,
     /// Watching was asked for but is not working, and why: the server
     /// refused it (RBAC without `watch` on leases), it was cut
@@ -284,6 +286,11 @@ impl FailureKind {
             Error::Api { status, .. } if (300..400).contains(&status.code) => {
                 "the API server never redirects: check that the server URL is the API server's and that no proxy in between redirects".into()
             }
+            Error::WriteNotConfirmed { detail, .. }
+                if detail.contains(crate::lock::NOTHING_WRITTEN) =>
+            {
+                "an update that changes nothing is not written: the next renew writes a later renewTime".into()
+            }
             Error::WriteNotConfirmed { .. } => {
                 "check that the server URL is the API server's and that no proxy in between rewrites answers to writes".into()
             }
@@ -407,7 +414,7 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "lease_elector_watching",
         kind: "gauge",
-        help: "1 when changes of the lease reach this candidate through its watch (within a round trip), 0 when it polls (the watch off, starting, refused or failing).",
+        help: "1 when changes of the lease reach this candidate through its watch (within a round trip), 0 when it polls (the watch off, starting, refused or failing, or a stream that brought no event for its silence bound: blind).",
         value: |s| Some(f64::from(u8::from(s.watch.is_watching()))),
         client_go: false,
     },

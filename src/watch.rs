@@ -18,7 +18,17 @@
 //!   longer than the Lease's holder may go without renewing (the larger of
 //!   3 retry periods and its lease duration; 90 s on a free Lease, longer
 //!   than kube-apiserver's minute between bookmarks) is presumed dead (a
-//!   peer gone without a FIN) and reopened;
+//!   peer gone without a FIN) and reopened. Silence counts events, not
+//!   bytes: blank lines, the same bookmark again (only one that moves the
+//!   version on counts) or a trickle keep nothing alive, and a response
+//!   head must be whole within the same bound. While a stream is past its
+//!   bound the status says polling, and a stream after one that brought
+//!   nothing says watching only from its first event;
+//! - a delivery wakes the elector only when it is news: our Lease (not
+//!   another, as a proxy that drops the field selector sends), at a version
+//!   newer than the lock has read or written; one the lock cannot answer
+//!   from (a deletion) wakes it at most once per retry period, as it costs
+//!   a `GET`;
 //! - it resumes from the last `resourceVersion` seen, and starts afresh
 //!   (the Lease as it is now, then its changes) after a 410;
 //! - failed reopens back off from 100 ms, doubling up to the retry period;
@@ -79,7 +89,15 @@ pub(crate) const REFUSED_RETRY: Duration = Duration::from_secs(600);
 /// between a [`Watcher`] and the lock that will use it instead of a `GET`.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LatestLease {
-    slot: Arc<Mutex<Option<Lease>>>,
+    slot: Arc<Mutex<Slot>>,
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    lease: Option<Lease>,
+    /// The newest version the lock or a delivery has shown: a delivery no
+    /// newer says nothing new.
+    known: Option<String>,
 }
 
 impl LatestLease {
@@ -88,12 +106,56 @@ impl LatestLease {
         Self::default()
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {
+        self.slot.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The version of the delivered Lease, if one waits.
+    pub(crate) fn version(&self) -> Option<Option<String>> {
+        self.lock()
+            .lease
+            .as_ref()
+            .map(|l| l.metadata.resource_version.clone())
+    }
+
     /// Take the delivered Lease, if any.
     pub(crate) fn take(&self) -> Option<Lease> {
-        self.slot
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
+        self.lock().lease.take()
+    }
+
+    /// The lock read or wrote `version`: deliveries no newer are not news.
+    pub(crate) fn known(&self, version: Option<&str>) {
+        let mut slot = self.lock();
+        if let Some(v) = version.filter(|v| crate::lock::newer(Some(v), slot.known.as_deref())) {
+            slot.known = Some(v.to_string());
+        }
+    }
+
+    /// Whether a delivery at `version` is older than what the lock or an
+    /// earlier delivery has shown (or has no version).
+    pub(crate) fn is_stale(&self, version: Option<&str>) -> bool {
+        let slot = self.lock();
+        !crate::lock::newer(version, slot.known.as_deref())
+            && (version.is_none() || version != slot.known.as_deref())
+    }
+
+    /// A delivery of the Lease at `version` (`lease` none for a deletion):
+    /// kept, and news (wake the elector), only when `version` is newer than
+    /// any the lock or an earlier delivery has shown. One at the version
+    /// known is the change the lock already has (its own write, answered
+    /// first); an older one is stale.
+    pub(crate) fn offer(&self, lease: Option<Lease>, version: Option<&str>) -> Delivery {
+        let mut slot = self.lock();
+        if !crate::lock::newer(version, slot.known.as_deref()) {
+            return if version.is_some() && version == slot.known.as_deref() {
+                Delivery::Known
+            } else {
+                Delivery::Stale
+            };
+        }
+        slot.known = version.map(str::to_string);
+        slot.lease = lease;
+        Delivery::News
     }
 
     /// After our write stored version `written`: forget a delivered Lease
@@ -103,7 +165,9 @@ impl LatestLease {
     /// someone else's. Versions that are not numbers cannot be ordered:
     /// then forget whatever was delivered.
     pub(crate) fn forget_older_than(&self, written: Option<&str>) {
-        let mut slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        self.known(written);
+        let mut slot = self.lock();
+        let slot = &mut slot.lease;
         let version = |v: Option<&str>| v.and_then(|v| v.parse::<u64>().ok());
         let keep = slot.as_ref().is_some_and(|l| {
             match (
@@ -119,10 +183,22 @@ impl LatestLease {
         }
     }
 
-    /// Put `lease` in the slot (what the watch delivered).
+    /// Put `lease` in the slot (what the watch delivered), news or not.
+    #[cfg(test)]
     pub(crate) fn set(&self, lease: Option<Lease>) {
-        *self.slot.lock().unwrap_or_else(PoisonError::into_inner) = lease;
+        self.lock().lease = lease;
     }
+}
+
+/// What a delivery is to the lock (see [`LatestLease::offer`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Delivery {
+    /// Newer than anything seen: kept, and the elector woken.
+    News,
+    /// The version the lock already has: a change, but not news.
+    Known,
+    /// Older: nothing.
+    Stale,
 }
 
 /// What a watch tells the elector's status: its mode, and how many
@@ -131,6 +207,10 @@ impl LatestLease {
 #[derive(Debug)]
 pub(crate) struct WatchState {
     mode: Mutex<WatchMode>,
+    /// While the stream is open: until when it may go without an event
+    /// (the silence bound from the last one), and that bound. Past it the
+    /// stream is blind, whatever bytes it sends, and the status says so.
+    alive: Mutex<Option<(Instant, Duration)>>,
     changes: AtomicU64,
 }
 
@@ -138,16 +218,37 @@ impl WatchState {
     fn new() -> Self {
         WatchState {
             mode: Mutex::new(WatchMode::Starting),
+            alive: Mutex::new(None),
             changes: AtomicU64::new(0),
         }
     }
 
-    /// The mode now.
+    /// The mode now: "watching" only while events can arrive (an open
+    /// stream within its silence bound).
     pub(crate) fn mode(&self) -> WatchMode {
-        self.mode
+        let mode = self
+            .mode
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .clone();
+        match (&mode, self.blind_since()) {
+            (WatchMode::Watching, Some(silence)) => WatchMode::Polling(blind(silence)),
+            _ => mode,
+        }
+    }
+
+    /// The open stream brought no event within its silence bound: that
+    /// bound.
+    fn blind_since(&self) -> Option<Duration> {
+        let alive = *self.alive.lock().unwrap_or_else(PoisonError::into_inner);
+        alive.and_then(|(until, silence)| (Instant::now() >= until).then_some(silence))
+    }
+
+    /// An event (or the stream's opening) at `now`: events may be awaited
+    /// for `silence` more; `None` once the stream has ended.
+    fn alive_for(&self, silence: Option<Duration>) {
+        *self.alive.lock().unwrap_or_else(PoisonError::into_inner) =
+            silence.map(|d| (crate::clock::add_saturating(Instant::now(), d), d));
     }
 
     /// Set the mode; the one it replaces.
@@ -162,6 +263,14 @@ impl WatchState {
     pub(crate) fn changes(&self) -> u64 {
         self.changes.load(Ordering::Relaxed)
     }
+}
+
+/// Why a stream that sends bytes but no events is not watching.
+fn blind(silence: Duration) -> String {
+    format!(
+        "the watch stream brought no event in {}: presumed blind, reopening it; polling meanwhile",
+        humantime::format_duration(silence)
+    )
 }
 
 struct WatchShared {
@@ -216,6 +325,9 @@ impl Watcher {
             refresh_token: false,
             retry_period,
             quiet: None,
+            heard: false,
+            unproven: false,
+            costly_poke: None,
             warned_refused: false,
             warned_cut: false,
             jitter: crate::random::SplitMix64::new(crate::random::seed()),
@@ -285,6 +397,14 @@ struct WatchStream {
     /// Lease (nobody need write it), `Some(false)` a held one and its
     /// holder's lease duration; `None` before any.
     quiet: Option<(bool, Duration)>,
+    /// The stream open now brought an event (one that counts: see
+    /// `handle_event`).
+    heard: bool,
+    /// The last stream was presumed blind before it brought any event:
+    /// the next one is "watching" only from its first event.
+    unproven: bool,
+    /// When a delivery the lock cannot answer from last woke the elector.
+    costly_poke: Option<Instant>,
     /// Each kind of fallback is logged at warn once.
     warned_refused: bool,
     warned_cut: bool,
@@ -516,17 +636,24 @@ impl WatchStream {
             }
             _ => return Ended::Failed(format!("refused with status {code}")),
         }
-        let was = self.set_mode(WatchMode::Watching);
-        if let WatchMode::Polling(why) = was {
-            log::info!(
-                "lease {}/{}: watching it again (was polling: {})",
-                Escaped(&self.namespace),
-                Escaped(&self.name),
-                Escaped(&why)
-            );
+        self.heard = false;
+        self.shared.state.alive_for(Some(self.silence()));
+        if !self.unproven {
+            self.watching();
         }
         let had_version = self.resource_version.is_some();
-        match self.read_events(BufReader::new(body)) {
+        let body = EventBound {
+            inner: body,
+            state: self.shared.state.clone(),
+        };
+        let read = self.read_events(BufReader::new(body));
+        let blind_for = self.shared.state.blind_since();
+        self.unproven = !self.heard && blind_for.is_some();
+        if let Some(silence) = blind_for {
+            self.set_mode(WatchMode::Polling(blind(silence)));
+        }
+        self.shared.state.alive_for(None);
+        match read {
             Ok(()) => Ended::Stream {
                 expired: false,
                 why: None,
@@ -537,6 +664,29 @@ impl WatchStream {
                 expired: had_version && self.resource_version.is_none(),
                 why: Some(e.to_string()),
             },
+        }
+    }
+
+    /// The status says "watching" (and the log, once, that it is again).
+    fn watching(&self) {
+        let was = self.set_mode(WatchMode::Watching);
+        if let WatchMode::Polling(why) = was {
+            log::info!(
+                "lease {}/{}: watching it again (was polling: {})",
+                Escaped(&self.namespace),
+                Escaped(&self.name),
+                Escaped(&why)
+            );
+        }
+    }
+
+    /// An event that shows the stream alive: events may be awaited for
+    /// another silence bound.
+    fn heard(&mut self) {
+        self.shared.state.alive_for(Some(self.silence()));
+        if !std::mem::replace(&mut self.heard, true) && self.unproven {
+            self.unproven = false;
+            self.watching();
         }
     }
 
@@ -563,8 +713,24 @@ impl WatchStream {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("watch event: {e}")))?;
         match event.kind.as_str() {
             "ADDED" | "MODIFIED" | "DELETED" => {
-                if let Some(rv) = event.object["metadata"]["resourceVersion"].as_str() {
-                    self.resource_version = Some(rv.to_string());
+                // Another object (a proxy that dropped the field
+                // selector): nothing about our Lease.
+                let meta = &event.object["metadata"];
+                if meta["name"].as_str() != Some(&self.name)
+                    || meta["namespace"]
+                        .as_str()
+                        .is_some_and(|ns| ns != self.namespace)
+                {
+                    return Ok(());
+                }
+                let version = meta["resourceVersion"].as_str().map(str::to_string);
+                // Stale (older than the lock or an earlier delivery has
+                // shown: a replay): nothing, not even a sign of life.
+                if self.latest.is_stale(version.as_deref()) {
+                    return Ok(());
+                }
+                if let Some(rv) = &version {
+                    self.resource_version = Some(rv.clone());
                 }
                 // A deleted or undecodable object leaves the slot empty: the
                 // woken candidate then asks the server.
@@ -579,16 +745,56 @@ impl WatchStream {
                     }
                     None => (true, Duration::ZERO),
                 });
-                self.latest.set(lease);
-                self.on_change.poke();
+                self.heard();
+                // What the lock cannot answer from (a deletion, an object
+                // it cannot decode) costs a GET when it wakes the elector:
+                // at most one such wake per retry period (the elector's own
+                // attempts see the Lease meanwhile).
+                let costly = lease.is_none();
+                let now = Instant::now();
+                if costly
+                    && self
+                        .costly_poke
+                        .is_some_and(|at| now.saturating_duration_since(at) < self.retry_period)
+                {
+                    return Ok(());
+                }
+                match self.latest.offer(lease, version.as_deref()) {
+                    Delivery::Stale => return Ok(()),
+                    // A change the lock has (its own write): counted, but
+                    // no wake.
+                    Delivery::Known => {}
+                    Delivery::News => {
+                        if costly {
+                            self.costly_poke = Some(now);
+                        }
+                        self.on_change.poke();
+                    }
+                }
                 // Counted once told: whoever sees the count finds the
                 // candidate woken.
                 self.shared.state.changes.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
             "BOOKMARK" => {
-                if let Some(rv) = event.object["metadata"]["resourceVersion"].as_str() {
+                // Only a bookmark that moves a known version on shows the
+                // stream alive (kube-apiserver's do, about once a minute,
+                // as its other Leases are written): the same one over and
+                // over (a proxy replaying, a stuck cache) keeps nothing
+                // alive.
+                let rv = event.object["metadata"]["resourceVersion"].as_str();
+                if let Some(rv) = rv.filter(|rv| self.resource_version.as_deref() != Some(*rv)) {
+                    let moved = match (
+                        revision(rv),
+                        self.resource_version.as_deref().and_then(revision),
+                    ) {
+                        (Some(new), Some(old)) => new > old,
+                        _ => false,
+                    };
                     self.resource_version = Some(rv.to_string());
+                    if moved {
+                        self.heard();
+                    }
                 }
                 Ok(())
             }
@@ -606,6 +812,29 @@ impl WatchStream {
                 format!("unknown watch event type {other:?}"),
             )),
         }
+    }
+}
+
+/// A resourceVersion as a number, where it is one.
+fn revision(v: &str) -> Option<u64> {
+    v.parse().ok()
+}
+
+/// The stream's body, refusing to read on once the stream went a silence
+/// bound without an event: bytes that are not events (blank lines, the
+/// same bookmark again, a trickle) do not keep a blind stream open. (A read
+/// blocked with nothing arriving ends at the per-read silence time-out.)
+struct EventBound {
+    inner: Box<dyn Read + Send>,
+    state: Arc<WatchState>,
+}
+
+impl Read for EventBound {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(silence) = self.state.blind_since() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, blind(silence)));
+        }
+        self.inner.read(buf)
     }
 }
 

@@ -19,7 +19,9 @@ use std::path::Path;
 use std::time::Instant;
 
 mod common;
-use common::overlap::{frozen_wall_clock, libfaketime, Options, World, LEASE, NS, SHORT, WAIT};
+use common::overlap::{
+    frozen_wall_clock, libfaketime, token, Options, Timings, World, LEASE, NS, SHORT, WAIT,
+};
 use common::procs::alive;
 
 const BIN: &str = env!("CARGO_BIN_EXE_lease-elect");
@@ -164,5 +166,72 @@ fn a_lease_freed_mid_term_ends_the_term_and_the_next_runs_with_a_greater_token()
             b.log()
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Issue 44 #1: a term that ran out is still watched. A's renews fail for
+/// a whole renew deadline (10/5/1 s: its COMMAND, which lingers after
+/// SIGTERM, then has until 1 s before the lease could expire, 4 s); the
+/// server answers again and another writer frees the Lease, or takes it.
+/// A's COMMAND must be gone within 0.1 s of that write: the next
+/// candidate may start at once. (It kept running until the lease
+/// deadline: nothing read the Lease once the term had run out.)
+#[test]
+fn a_command_whose_term_ran_out_is_killed_at_once_when_another_writer_frees_or_takes_the_lease() {
+    for take in [false, true] {
+        let world = World::new(
+            Path::new(BIN),
+            Timings {
+                lease: 10,
+                renew: 5,
+                retry: 1,
+            },
+        );
+        let lingering = Options {
+            on_term: "linger:30".into(),
+            flags: vec!["--grace".into(), "30".into()],
+            ..Options::default()
+        };
+        let a = world.a_leads(&lingering);
+        world.server.inject(
+            lease_elector::testing::Fault::status(500)
+                .bearer(&token("a"))
+                .method("PUT")
+                .forever(),
+        );
+        world.wait_said("a", "term");
+        world.server.clear_faults();
+        let written = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros() as u64;
+        let written_at = Instant::now();
+        if take {
+            world.overwrite("c", Some(7));
+        } else {
+            world.free();
+        }
+        let pid = world.timeline().of("a")[0].pid;
+        while alive(pid) {
+            assert!(
+                written_at.elapsed() < WAIT,
+                "A's COMMAND still runs: {}",
+                a.log()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let gone = written_at.elapsed();
+        let last = world.timeline().of("a")[0].last;
+        let after = std::time::Duration::from_micros(last.saturating_sub(written));
+        eprintln!(
+            "{}: A's COMMAND seen gone {gone:?} after the write, its last line {after:?} after it",
+            if take { "taken" } else { "freed" }
+        );
+        assert!(
+            after <= std::time::Duration::from_millis(100),
+            "A's COMMAND ran {after:?} after another writer {} the Lease: {}",
+            if take { "took" } else { "freed" },
+            a.log()
+        );
     }
 }

@@ -149,3 +149,116 @@ fn work_that_panics_stops_the_elector_without_a_release() {
         "not released: the work did not end cleanly"
     );
 }
+
+/// Issue 44 #2: the guard that stops the elector without a release must
+/// act before the work's last hold on its term goes, or a stop already
+/// waiting in the release wakes and releases first.
+#[test]
+fn work_that_panics_after_a_stop_never_releases_in_500_runs() {
+    let server = server_with_namespace();
+    let quiet = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let ours = info
+            .payload()
+            .downcast_ref::<&str>()
+            .is_some_and(|m| *m == "the work failed after the stop");
+        if !ours {
+            quiet(info);
+        }
+    }));
+    let mut released = Vec::new();
+    for i in 0..500 {
+        let name = format!("panic-{i}");
+        let elector = lease_elector::LeaderElector::builder(lease_elector::LeaseLock::new(
+            client(&server),
+            NS,
+            &name,
+            "a",
+        ))
+        .lease_duration(Duration::from_secs(4))
+        .renew_deadline(Duration::from_secs(3))
+        .retry_period(Duration::from_secs(1))
+        .release_on_cancel(true)
+        .build()
+        .unwrap();
+        let stopper = elector.stopper();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            elector.run(|_term| {
+                // The stop waits in the release for the work to let go.
+                stopper.stop();
+                panic!("the work failed after the stop");
+            })
+        }));
+        assert!(outcome.is_err(), "run {i}: the panic goes on in the caller");
+        if server.holder(NS, &name).as_deref() != Some("a") {
+            released.push(i);
+        }
+    }
+    let _ = std::panic::take_hook();
+    assert!(
+        released.is_empty(),
+        "released after the work panicked in {} of 500 runs: {:?}",
+        released.len(),
+        released
+    );
+}
+
+/// Issue 44 #1, in the library: a term that ran out (renews failing for
+/// the renew deadline) while its work still runs is still watched. The
+/// server answers again and another writer frees the Lease: the work
+/// learns within a round trip that its term was taken over (no time left),
+/// not at the end of its time to stop (4 s later at 10/5/1 s).
+#[test]
+fn work_whose_term_ran_out_learns_at_once_that_another_writer_freed_the_lease() {
+    use common::RawLeases;
+    let server = server_with_namespace();
+    let elector = lease_elector::LeaderElector::builder(lease_elector::LeaseLock::new(
+        client(&server),
+        NS,
+        LEASE,
+        "a",
+    ))
+    .lease_duration(Duration::from_secs(10))
+    .renew_deadline(Duration::from_secs(5))
+    .retry_period(Duration::from_secs(1))
+    .build()
+    .unwrap();
+    let (ran_out_tx, ran_out) = mpsc::channel();
+    let (taken_tx, taken) = mpsc::channel();
+    let runner = std::thread::spawn(move || {
+        elector.run(move |term| {
+            while term.is_current() {
+                term.wait_ended(Duration::from_millis(50));
+            }
+            ran_out_tx.send(()).unwrap();
+            // The work finishes its step, within its time to stop.
+            while !term.taken_over() && !term.time_to_stop().is_zero() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            taken_tx
+                .send((std::time::Instant::now(), term.taken_over()))
+                .unwrap();
+        })
+    });
+    eventually("a leads", || {
+        server.holder(NS, LEASE).as_deref() == Some("a")
+    });
+    server.inject(
+        lease_elector::testing::Fault::status(500)
+            .method("PUT")
+            .forever(),
+    );
+    ran_out.recv_timeout(WAIT).expect("the term runs out");
+    server.clear_faults();
+    let mut lease = server.lease_value(NS, LEASE).unwrap();
+    lease["spec"]["holderIdentity"] = "".into();
+    let freed = std::time::Instant::now();
+    server.put_value(NS, lease);
+    let (at, taken_over) = taken.recv_timeout(WAIT).unwrap();
+    let after = at.saturating_duration_since(freed);
+    assert!(
+        taken_over && after < Duration::from_millis(500),
+        "the work learned after {after:?} (taken over: {taken_over}) that the Lease was freed"
+    );
+    assert_eq!(runner.join().unwrap().unwrap(), StopReason::Lost);
+}

@@ -32,7 +32,8 @@ impl Client {
 
     /// `GET path` on `pool`. No overall time limit (a watch lives for
     /// minutes), but a read that waits longer than `silence` for a byte
-    /// fails: the peer is gone. `refresh` re-reads the token (after a 401);
+    /// fails (the peer is gone), and so does a response head not whole
+    /// within `silence`. `refresh` re-reads the token (after a 401);
     /// `stop` ends a wait for an exec plugin's token. A redirect is an
     /// error, as for every other request.
     pub(crate) fn open_stream(
@@ -69,6 +70,9 @@ impl Client {
             .timeout_global(None)
             .timeout_connect(Some(CONNECT_TIMEOUT))
             .timeout_per_read(Some(silence))
+            // The head too: one trickled a byte at a time would otherwise
+            // hold the watch, never open, for as long as it lasts.
+            .timeout_recv_response(Some(silence))
             .build()
             .run()
             .map_err(|e| transport(NoAnswer::from_ureq(server, e, silence, CONNECT_TIMEOUT)))?;

@@ -26,6 +26,22 @@ fn remember(writes: &mut Vec<LeaderElectionRecord>, record: &LeaderElectionRecor
     writes.push(record.clone());
 }
 
+/// An update must change the stored record, or kube-apiserver writes
+/// nothing (and answers the version it had): a `renewTime` equal to the
+/// stored one (a wall clock at the last writable instant, past the year
+/// 9999, after a write of ours was refused) moves by a microsecond.
+fn never_the_same(record: &mut LeaderElectionRecord, stored: &LeaderElectionRecord) {
+    if let (Some(t), Some(s)) = (record.renew_time, stored.renew_time) {
+        if t == s {
+            let moved = if t.next() == t { t.prev() } else { t.next() };
+            record.renew_time = Some(moved);
+            if record.acquire_time == Some(t) {
+                record.acquire_time = Some(moved);
+            }
+        }
+    }
+}
+
 impl<I: Io> Run<I> {
     /// One attempt, as client-go's `tryAcquireOrRenew`, within `round`:
     /// each request gets the per-request cap, never more than is left.
@@ -34,7 +50,16 @@ impl<I: Io> Run<I> {
     /// a leader renews its own record and takes no other.
     pub(super) async fn try_acquire_or_renew(&mut self, round: &Deadline) -> Result<bool> {
         let cap = self.cfg().request_cap();
-        let now_wall = MicroTime::from_system_time(self.shared.clock.system_time());
+        // Always after the last renewTime this process wrote: a wall clock
+        // that stands still (or steps back) would otherwise write the
+        // stored record again, an update that changes nothing, which
+        // kube-apiserver answers with the same resourceVersion and writes
+        // nowhere: nobody would see the lease renewed.
+        let wall = MicroTime::from_system_time(self.shared.clock.system_time());
+        let now_wall = match self.last_written {
+            Some(last) if wall <= last => last.next(),
+            _ => wall,
+        };
         let mut record = LeaderElectionRecord {
             holder_identity: self.io.identity().to_string(),
             lease_duration_seconds: self.cfg().lease_duration.as_secs() as i32,
@@ -49,6 +74,7 @@ impl<I: Io> Run<I> {
         if self.is_leader_of_observed() && self.is_lease_valid(self.now()) && !self.waiting_out() {
             if let Some(old) = self.observed.clone() {
                 self.carry_over(&mut record, &old);
+                never_the_same(&mut record, &old);
             }
             match self.write(&record, &round.capped(cap), false).await {
                 Ok(written) => return Ok(written),
@@ -93,6 +119,7 @@ impl<I: Io> Run<I> {
 
         // 4. Ours to take or keep.
         self.carry_over(&mut record, &old);
+        never_the_same(&mut record, &old);
         let written = match self.write(&record, &round.capped(cap), false).await {
             // Another candidate took it first (a release wakes every
             // watching follower at once): held by someone else, as the
@@ -242,7 +269,17 @@ impl<I: Io> Run<I> {
     /// write that lost the race to take the lease to another candidate (a
     /// create's 409, or an acquiring update's: the lease is then simply
     /// held by someone else) nor a request a stop cut short.
-    pub(super) fn count_request(&self, sent: bool, failure: Option<&Error>) {
+    pub(super) fn count_request(&mut self, sent: bool, failure: Option<&Error>) {
+        if sent {
+            let asked = match failure {
+                Some(Error::Api { status, .. }) => status
+                    .retry_after
+                    .unwrap_or_default()
+                    .min(crate::client::MAX_RETRY_AFTER),
+                _ => Duration::ZERO,
+            };
+            self.last_request = Some((self.now(), failure.is_some(), asked));
+        }
         let mut st = self.shared.lock();
         if sent {
             st.counters.requests += 1;
@@ -267,6 +304,9 @@ impl<I: Io> Run<I> {
         create: bool,
     ) -> Result<bool> {
         remember(&mut self.unanswered, record);
+        if record.renew_time.is_some() {
+            self.last_written = record.renew_time;
+        }
         if self.term.is_none() {
             remember(&mut self.acquire_writes, record);
         }

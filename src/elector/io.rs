@@ -66,6 +66,11 @@ pub(crate) trait Io {
     /// Wait, at most `grace`, until the caller holds no `Term` of `term`,
     /// or until `stop` fires.
     async fn let_go(&mut self, term: &Term, grace: Duration, stop: &Wakeup) -> LetGo;
+    /// A watch delivery waits that the next `get` answers without a
+    /// request. The default: none.
+    fn delivered(&mut self) -> bool {
+        false
+    }
     /// This candidate's identity.
     fn identity(&self) -> &str;
     /// Record a transition (an Event); must not block.
@@ -121,6 +126,10 @@ impl Io for ThreadIo {
 
     async fn let_go(&mut self, term: &Term, grace: Duration, stop: &Wakeup) -> LetGo {
         term.wait_let_go(grace, stop)
+    }
+
+    fn delivered(&mut self) -> bool {
+        self.lock.has_delivery()
     }
 
     fn identity(&self) -> &str {

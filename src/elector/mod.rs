@@ -92,7 +92,10 @@
 //! cannot use yet. A term ends as [taken over](Term::taken_over) when
 //! another writer took, freed or deleted the Lease (a deletion lets anyone
 //! create it at once), also when a read finds it created anew: the work
-//! has no time left.
+//! has no time left. A term that ran out is still watched while its work
+//! runs: the elector reads the Lease (once a retry period, or what the
+//! watch delivers, never a write) until every `Term` of it was dropped, so
+//! a takeover in the work's time to stop is a takeover all the same.
 //!
 //! Deliberate differences from client-go, each on the safe side:
 //! - The renew deadline counts from the *start* of the last successful renew

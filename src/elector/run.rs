@@ -51,6 +51,11 @@ pub(super) struct Run<I: Io> {
     pub(super) term_transitions: i32,
     /// A lock version that is not a decimal integer was warned about.
     warned_version: bool,
+    /// The token of the last term this elector began.
+    last_token: Option<u64>,
+    /// The last request sent: when, and whether it failed (and until when
+    /// the server asked us to wait, `Retry-After`).
+    pub(super) last_request: Option<(Instant, bool, Duration)>,
     /// The Lease was seen deleted and created again during the term.
     pub(super) recreated_seen: bool,
     /// Records written since this acquire phase began (a term's start
@@ -62,6 +67,10 @@ pub(super) struct Run<I: Io> {
     /// these was written by someone else using the same identity.
     pub(super) confirmed: Option<LeaderElectionRecord>,
     pub(super) unanswered: Vec<LeaderElectionRecord>,
+    /// The `renewTime` this process last sent (answered or not): the next
+    /// write's is later, whatever the wall clock says (or, at the last
+    /// writable instant, other).
+    pub(super) last_written: Option<MicroTime>,
     pub(super) reported_leader: Option<String>,
     /// Jitter for the pauses: seeded from the OS when the thread runs,
     /// from the schedule in the simulation.
@@ -88,11 +97,14 @@ impl<I: Io> Run<I> {
             max_transitions: None,
             term_transitions: 0,
             warned_version: false,
+            last_token: None,
+            last_request: None,
             recreated_seen: false,
             acquire_writes: Vec::new(),
             observed_at: shared.now(),
             confirmed: None,
             unanswered: Vec::new(),
+            last_written: None,
             reported_leader: None,
             jitter: SplitMix64::new(jitter_seed),
             shared,
@@ -127,6 +139,13 @@ impl<I: Io> Run<I> {
             if end == TermEnd::Stopped {
                 return self.release_after(term).await;
             }
+            // Run out: the work may still run, in its time to stop. Until
+            // it has let go, a takeover must reach it at once.
+            if let (Some(term), TermEnd::Expired(_)) = (&term, &end) {
+                if self.watch_over(term).await == LetGo::Stopped {
+                    return Ok(());
+                }
+            }
             if !self.cfg().rejoin {
                 return Ok(());
             }
@@ -137,6 +156,90 @@ impl<I: Io> Run<I> {
                     return Ok(());
                 }
             }
+        }
+    }
+
+    /// A term ran out while its work may still run (it holds a `Term`):
+    /// keep observing the Lease, by reads (one a retry period, the first a
+    /// retry period after the last attempt) or what the watch delivers,
+    /// never by a write, until the work has let go. Another writer that
+    /// takes, frees or deletes the Lease meanwhile makes the term taken
+    /// over ([`Term::taken_over`]): the work has no time left (`lease-elect`
+    /// kills COMMAND at once). Without it, the process stopped looking when
+    /// the term ran out, and its work kept the rest of its time to stop
+    /// while another candidate led. `Held` once seen taken over (nothing
+    /// more to learn), `Stopped` when stopped meanwhile.
+    async fn watch_over(&mut self, term: &Term) -> LetGo {
+        let never = Wakeup::new();
+        term.poke_when_let_go(&self.shared.wake);
+        // The first read a retry period (and any Retry-After) after the
+        // last request, as the renews' pacing had it.
+        let (mut failed, mut until) = match self.last_request {
+            Some((at, failed, asked)) => {
+                let pause = self.jittered(self.cfg().retry_period).max(asked);
+                (failed, add_saturating(at, pause))
+            }
+            None => (false, self.now()),
+        };
+        loop {
+            loop {
+                if self.io.let_go(term, Duration::ZERO, &never).await == LetGo::Released {
+                    return LetGo::Released;
+                }
+                let left = until.saturating_duration_since(self.now());
+                if left.is_zero() {
+                    break;
+                }
+                match self.io.sleep(left, &self.shared.wake).await {
+                    Wake::Stopped => return LetGo::Stopped,
+                    Wake::Elapsed => {}
+                    // The work let go, or the watch delivered a change.
+                    // Looked at at once when it costs no request, or when
+                    // the last one did not fail (a delivery that costs one
+                    // wakes at most once a retry period): a failing server
+                    // sees at most one request a retry period.
+                    Wake::Poked if !failed || self.io.delivered() => break,
+                    Wake::Poked => {}
+                }
+            }
+            if self.io.let_go(term, Duration::ZERO, &never).await == LetGo::Released {
+                return LetGo::Released;
+            }
+            let deadline = self
+                .deadline(add_saturating(self.now(), self.cfg().request_cap()))
+                .capped(self.cfg().request_cap());
+            let read = self.read(&deadline).await;
+            let asked = self
+                .last_request
+                .map_or(Duration::ZERO, |(_, _, asked)| asked);
+            let pause = self.jittered(self.cfg().retry_period).max(asked);
+            until = add_saturating(self.now(), pause);
+            failed = matches!(&read, Err(e) if !e.is_not_found());
+            let recreated = match read {
+                Ok(read) => {
+                    self.observe(read.record.clone(), read.version);
+                    if !read.recreated && self.is_ours(&read.record) {
+                        continue;
+                    }
+                    read.recreated
+                }
+                Err(e) if e.is_not_found() => {
+                    self.lease_gone();
+                    false
+                }
+                Err(_) => continue,
+            };
+            let why = if recreated {
+                "the lease was deleted and created again".to_string()
+            } else {
+                self.why_not_ours()
+            };
+            log::debug!(
+                "lease {}: {why} after the term ran out; its work has no time left",
+                self.shared.describe
+            );
+            self.report_holder_ending(term, Some(&TermEnd::Taken(why)));
+            return LetGo::Held;
         }
     }
 
@@ -205,6 +308,16 @@ impl<I: Io> Run<I> {
         let desc = self.shared.describe.clone();
         log::info!("attempting to acquire leader lease {desc}...");
         self.acquire_writes.clear();
+        // After a lost term whose last request failed (its renews, or the
+        // reads watching over its work), the first attempt too waits a
+        // retry period from that request.
+        if let Some((at, true, asked)) = self.last_request {
+            let pause = self.jittered(self.cfg().retry_period).max(asked);
+            let left = add_saturating(at, pause).saturating_duration_since(self.now());
+            if self.pause(left.min(self.until(give_up_at))).await {
+                return None;
+            }
+        }
         let mut first = true;
         loop {
             if self.shared.wake.is_stopped() {
@@ -276,6 +389,15 @@ impl<I: Io> Run<I> {
                 u64::try_from(transitions).unwrap_or(0)
             }
         };
+        // Never lower than (nor equal to) a token this elector handed out
+        // before: a server whose versions are decimal for some writes and
+        // not for others would otherwise mix revisions with transitions
+        // (1001, 1, 1005, 3).
+        let token = match self.last_token {
+            Some(last) if token <= last => last.saturating_add(1),
+            _ => token,
+        };
+        self.last_token = Some(token);
         let term = Term::new(
             token,
             self.io.identity(),

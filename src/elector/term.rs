@@ -83,6 +83,9 @@ struct State {
     taken: bool,
     /// `Term` values the caller holds.
     holders: usize,
+    /// Poked when the last of them is dropped (the elector watching over
+    /// the Lease for the work of an ended term).
+    on_let_go: Option<Wakeup>,
 }
 
 impl Term {
@@ -109,6 +112,7 @@ impl Term {
                     ended: false,
                     taken: false,
                     holders: 0,
+                    on_let_go: None,
                 }),
                 ended_cv: Condvar::new(),
             }),
@@ -131,6 +135,11 @@ impl Term {
             inner: self.inner.clone(),
             counted: true,
         }
+    }
+
+    /// Poke `wake` when the caller holds no `Term` of this term any more.
+    pub(super) fn poke_when_let_go(&self, wake: &Wakeup) {
+        self.lock().on_let_go = Some(wake.clone());
     }
 
     /// How many `Term`s the caller holds.
@@ -197,7 +206,10 @@ impl Term {
     /// documents them as comparable integers since Kubernetes 1.35), or a
     /// [`Lock`](crate::Lock) of your own without versions, gets the
     /// `leaseTransitions` it wrote instead, which only candidates that
-    /// increment it keep growing (a warning says so once).
+    /// increment it keep growing (a warning says so once). Either way a
+    /// token is never lower than (nor equal to) one this elector handed
+    /// out before: where the rule above would give less, it gives the last
+    /// one plus one.
     pub fn token(&self) -> u64 {
         self.inner.token
     }
@@ -375,6 +387,9 @@ impl Drop for Term {
             st.holders = st.holders.saturating_sub(1);
             if st.holders == 0 {
                 self.inner.ended_cv.notify_all();
+                if let Some(wake) = &st.on_let_go {
+                    wake.poke();
+                }
             }
         }
     }

@@ -103,13 +103,15 @@ impl LeaderElector {
                             thread::Builder::new()
                                 .name(name.clone())
                                 .spawn_scoped(s, move || {
-                                    let _abandon = AbandonOnPanic(stopper.clone());
-                                    let watch = term.clone();
+                                    // The guard holds the thread's own hold on
+                                    // the term: it marks the stop "no release"
+                                    // before that hold goes (see its Drop).
+                                    let guard = AbandonOnPanic(stopper.clone(), term.clone());
                                     let mut work = work.lock().unwrap_or_else(|e| e.into_inner());
                                     (*work)(term);
                                     // Returned on its own while leading: its
                                     // job is done, and so is the election.
-                                    if watch.is_current() {
+                                    if guard.1.is_current() {
                                         stopper.stop();
                                     }
                                 })
@@ -154,7 +156,13 @@ impl LeaderElector {
 
 /// Stops the elector, without a release, when the work panics: the call
 /// then learns of it (`StoppedLeading`) and goes on with the panic.
-struct AbandonOnPanic(Stopper);
+///
+/// It owns the work thread's last hold on the term (the `Term` field): a
+/// struct's fields drop after its `Drop::drop`, so "no release" is marked
+/// before that hold goes. Were the hold dropped first, a stop already
+/// waiting in the release (for the work to let go) would wake and release
+/// before the mark (issue 44).
+struct AbandonOnPanic(Stopper, Term);
 
 impl Drop for AbandonOnPanic {
     fn drop(&mut self) {

@@ -16,8 +16,13 @@
 //!   holder learns of it (the first answer it takes that shows the Lease
 //!   not its own: its next renew or watch event) plus the time the work
 //!   takes to stop (SIGKILL for COMMAND: at once; a step for `run()`'s
-//!   work), or where the candidates' clocks run further apart than the
-//!   work's budget tolerates. Work that ignores its term is judged only
+//!   work); learned or not, no later than a retry period and a round trip
+//!   (plus that time to stop) after the takeover, unless its process could
+//!   not have heard meanwhile (its requests failing, slow or cut off, the
+//!   process paused, its elector stalled): a process keeps reading the
+//!   Lease while its work runs, also after its term ran out (issue 44).
+//!   Or where the candidates' clocks run further apart than the work's
+//!   budget tolerates. Work that ignores its term is judged only
 //!   within its process (a release and a new term wait for it).
 //! - **The work's budget.** A piece of work that honours its term ends by
 //!   the lease duration less the margin after the last renew the world

@@ -324,7 +324,27 @@ impl Io for SimIo {
                 self.net.borrow_mut().procs[self.p].behind = true;
             }
         })?;
+        // As `LeaseLock`: an answer at the version written against is
+        // not a write (the server wrote nothing: nobody saw a renew).
+        if stored.version == version && stored.uid == uid.unwrap_or(stored.uid) {
+            return Err(Error::WriteNotConfirmed {
+                target: TARGET.into(),
+                action: "update",
+                detail: crate::lock::NOTHING_WRITTEN.into(),
+            });
+        }
         Ok(self.written(stored, false))
+    }
+
+    fn delivered(&mut self) -> bool {
+        let net = self.net.borrow();
+        let pn = &net.procs[self.p];
+        let seen = pn.cached.as_ref().map(|s| s.version);
+        !pn.behind
+            && pn
+                .watched
+                .as_ref()
+                .is_some_and(|w| seen.is_none_or(|v| w.version >= v))
     }
 
     async fn sleep(&mut self, d: Duration, wake: &Wakeup) -> Wake {

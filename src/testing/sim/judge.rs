@@ -480,7 +480,42 @@ impl World {
                         .iter()
                         .find(|&&(at, seq)| seq > ra.seq && at >= revoked_at)
                         .map(|&(at, _)| at);
+                    // Whether it learned or not, it could have: a process
+                    // that runs, and whose requests are answered, reads
+                    // the Lease at least once a retry period while its
+                    // work runs (also after its term ran out), and a
+                    // takeover ends the work at once. Excused where it
+                    // could not have heard: its requests failing, slow or
+                    // cut off, the process paused or its elector stalled
+                    // since the takeover.
+                    let heard_by = revoked_at.max(earlier.start)
+                        + (timing.retry.mul_f64(1.0 + JITTER_FACTOR) + earlier.latency)
+                            .div_f64(self.rate(earlier.p))
+                        + net.slow_round_trip();
+                    let deaf = net.procs[earlier.p]
+                        .seen
+                        .impaired
+                        .iter()
+                        .any(|&(a, b)| b >= revoked_at && a <= now);
                     drop(net);
+                    let pr = &self.procs[earlier.p];
+                    let frozen = pr.paused
+                        || pr.stalled
+                        || pr.resumed_at.is_some_and(|at| at >= revoked_at)
+                        || pr.stalled_at >= revoked_at
+                        || pr.paused_at >= revoked_at;
+                    let unheard = learned.is_none_or(|at| at > heard_by);
+                    if unheard && !deaf && !frozen && now > heard_by + SLACK {
+                        let (p, q) = (earlier.p, self.check.pieces[eb].p);
+                        self.check.once(now, (ea, eb), || {
+                            format!(
+                                "p{p}'s work ran on {:.6}s after another writer took its term (at {:.6}s), beside p{q}'s: p{p} could have heard within a retry period and a round trip",
+                                (now - revoked_at).as_secs_f64(),
+                                revoked_at.as_secs_f64()
+                            )
+                        });
+                        continue;
+                    }
                     // (Or, for work that began after that, from its start.)
                     if let Some(at) = learned.map(|at| at.max(earlier.start)) {
                         // The work's time is its machine's.

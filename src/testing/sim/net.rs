@@ -71,7 +71,12 @@ pub(super) enum Due {
         sent: Duration,
     },
     /// A watch event reaches process `p` (`None`: DELETED).
-    Watch { p: usize, lease: Option<Stored> },
+    /// A delivery: the Lease (none for a deletion) at `revision`.
+    Watch {
+        p: usize,
+        lease: Option<Stored>,
+        revision: u64,
+    },
     /// Fault `i` of the plan begins.
     Fault(usize),
     /// Fault `i` ends.
@@ -178,6 +183,11 @@ pub(super) struct ProcNet {
     pub(super) cached: Option<Stored>,
     /// What the watch delivered since the last read or write.
     pub(super) watched: Option<Stored>,
+    /// The newest revision a delivery showed (as `LatestLease`'s known
+    /// version, with the cached one), and when a deletion last woke the
+    /// elector (true time).
+    pub(super) delivered: u64,
+    pub(super) costly_at: Option<Duration>,
     /// An update met a conflict since the server last answered: the next
     /// read asks the server (as `LeaseLock`).
     pub(super) behind: bool,
@@ -383,6 +393,7 @@ impl Net {
             p_5xx: 0.0,
             p_watch_drop: 0.0,
             p_watch_repeat: 0.0,
+            p_watch_stale: 0.0,
             ..self.plan
         };
     }
@@ -396,6 +407,8 @@ impl Net {
             watch,
             cached: None,
             watched: None,
+            delivered: 0,
+            costly_at: None,
             behind: false,
             pending: None,
             calls: 0,
@@ -421,7 +434,7 @@ impl Net {
 
     /// A round trip slower than this hampers a renew: a renew has
     /// `renew deadline − retry period` to come back in.
-    fn slow_round_trip(&self) -> Duration {
+    pub(super) fn slow_round_trip(&self) -> Duration {
         self.timing.renew.saturating_sub(self.timing.retry) / 2
     }
 
@@ -648,6 +661,10 @@ impl Net {
             Op::Update(record, version, _) => match &self.store {
                 None => not_found(),
                 Some(s) if Some(s.version) != version => conflict(),
+                // As kube-apiserver's etcd3 store: an update that changes
+                // nothing is not written, and answered with the stored
+                // Lease at the version it had.
+                Some(s) if s.record == record => Answer::Lease(s.clone()),
                 Some(_) => {
                     self.store_record(Some(record), Some(p));
                     Answer::Lease(self.store.clone().unwrap_or_else(empty))
@@ -700,15 +717,23 @@ impl Net {
         let by = writer.map_or_else(|| "another writer".to_string(), |p| format!("p{p}"));
         self.log(|| format!("store <- {by}: {shown}"));
         let lease = self.store.clone();
+        let before = self.history.last().and_then(|w| w.before.clone());
+        let was = self
+            .history
+            .len()
+            .checked_sub(2)
+            .map_or(0, |i| self.history[i].revision);
+        let uid_before = uid;
         for p in 0..self.procs.len() {
             let pn = &self.procs[p];
             if !pn.alive || !pn.watch || self.watch_off[pn.slot] || self.cut[pn.slot].is_some() {
                 continue;
             }
-            let (max, p_drop, p_repeat) = (
+            let (max, p_drop, p_repeat, p_stale) = (
                 self.plan.watch_max_delay,
                 self.plan.p_watch_drop,
                 self.plan.p_watch_repeat,
+                self.plan.p_watch_stale,
             );
             let rng = &mut self.procs[p].rng;
             if rng.chance(p_drop) {
@@ -718,6 +743,20 @@ impl Net {
             if rng.chance(p_repeat) {
                 times.push(rng.between(Duration::ZERO, max * 2));
             }
+            // A replay: the Lease as it was before this write, or a
+            // deletion it never had, at the old revision.
+            let stale = rng.chance(p_stale).then(|| {
+                let old = before
+                    .clone()
+                    .filter(|_| rng.chance(0.5))
+                    .map(|record| Stored {
+                        record,
+                        version: was,
+                        writer: None,
+                        uid: uid_before,
+                    });
+                (rng.between(Duration::ZERO, max * 2), old)
+            });
             for delay in times {
                 let at = self.now + delay;
                 self.at(
@@ -725,6 +764,18 @@ impl Net {
                     Due::Watch {
                         p,
                         lease: lease.clone(),
+                        revision: version,
+                    },
+                );
+            }
+            if let Some((delay, old)) = stale {
+                let at = self.now + delay;
+                self.at(
+                    at,
+                    Due::Watch {
+                        p,
+                        lease: old,
+                        revision: was,
                     },
                 );
             }
@@ -735,12 +786,35 @@ impl Net {
     /// before, as `LatestLease` does (a late, older one too: the lock's
     /// read then finds it stale and asks the server). False when the
     /// process does not watch now.
-    pub(super) fn deliver(&mut self, p: usize, lease: Option<Stored>) -> bool {
+    pub(super) fn deliver(&mut self, p: usize, lease: Option<Stored>, revision: u64) -> bool {
+        let now = self.now;
+        let retry = self.timing.retry;
         let pn = &mut self.procs[p];
         let slot = pn.slot;
         if !pn.alive || !pn.watch || self.watch_off[slot] || self.cut[slot].is_some() {
             return false;
         }
+        // As `Watcher` and `LatestLease`: only news wakes the elector (a
+        // revision newer than the lock or an earlier delivery has shown),
+        // and a deletion (which costs a read) at most once a retry period.
+        let known = pn
+            .cached
+            .as_ref()
+            .map_or(0, |c| c.version)
+            .max(pn.delivered);
+        if revision <= known {
+            return false;
+        }
+        if lease.is_none() {
+            if pn
+                .costly_at
+                .is_some_and(|at| now.saturating_sub(at) < retry)
+            {
+                return false;
+            }
+            pn.costly_at = Some(now);
+        }
+        pn.delivered = revision;
         pn.watched = lease;
         true
     }

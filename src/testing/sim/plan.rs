@@ -258,6 +258,9 @@ pub(super) struct Net {
     pub(super) watch_max_delay: Duration,
     pub(super) p_watch_drop: f64,
     pub(super) p_watch_repeat: f64,
+    /// A delivery replaying the Lease as it was before a write, or a
+    /// deletion it never had (a proxy replaying events, issue 44).
+    pub(super) p_watch_stale: f64,
 }
 
 /// A whole schedule.
@@ -293,6 +296,7 @@ impl Plan {
             watch_max_delay: timing.retry.mul_f64(r.unit() * 2.0),
             p_watch_drop: on(&mut r, 0.4) * 0.3,
             p_watch_repeat: on(&mut r, 0.3) * 0.2,
+            p_watch_stale: on(&mut r, 0.3) * 0.5,
         };
         let drift = r.chance(0.7);
         let lock = match r.range(0, 10) {
@@ -529,6 +533,26 @@ fn draw_faults(
                     4 => Write::Transitions(i32::MAX - r.range(0, 2) as i32),
                     _ => Write::Free,
                 }),
+            };
+            // Renews that fail for a whole renew deadline, then succeed
+            // again while another writer frees or takes the Lease: the
+            // work of the run-out term is still winding down (issue 44).
+            let fault = match fault {
+                Fault::Cut { who, how, .. } if r.chance(0.3) => {
+                    let until = (at + t.renew.mul_f64(1.0 + r.unit() * 0.3)).min(end);
+                    let write = match r.range(0, 3) {
+                        0 => Write::Free,
+                        1 => Write::Holder(format!("c{}", r.range(0, n as u64))),
+                        _ => Write::Delete,
+                    };
+                    let slack = t.lease.saturating_sub(t.renew);
+                    faults.push(Timed {
+                        at: (until + r.between(Duration::ZERO, slack)).min(end),
+                        fault: Fault::Other(write),
+                    });
+                    Fault::Cut { who, how, until }
+                }
+                other => other,
             };
             // A takeover by another writer while a stopped candidate's work
             // is still winding down (a COMMAND in its grace).

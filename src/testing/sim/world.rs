@@ -307,8 +307,8 @@ impl World {
                 answer,
                 sent,
             } => self.answer(p, call, answer, sent),
-            Due::Watch { p, lease } => {
-                let delivered = self.net.borrow_mut().deliver(p, lease);
+            Due::Watch { p, lease, revision } => {
+                let delivered = self.net.borrow_mut().deliver(p, lease, revision);
                 if delivered {
                     if let Some(d) = &self.procs[p].driven {
                         d.wake.poke();
