@@ -343,6 +343,8 @@ pub struct TestApiServerBuilder {
     tokens: Vec<String>,
     client_ca: bool,
     idle_timeout: Option<Duration>,
+    /// Test seams: the head time-out and the cap on connections.
+    pub(crate) timeouts: server::Timeouts,
 }
 
 impl TestApiServerBuilder {
@@ -396,8 +398,13 @@ impl TestApiServerBuilder {
     /// TLS `close_notify`) and no answer, as real API servers and load
     /// balancers drop idle connections. A request once started, a running
     /// watch and a hung request are not cut. Durations under 1 ms count as
-    /// 1 ms. Default: idle connections stay open until the client closes
-    /// them.
+    /// 1 ms. Default: 90 s, kube-apiserver's `IdleTimeout`.
+    ///
+    /// Whatever it is, a connection's first request head must be complete
+    /// within 32 s of the connect, and a later one within 32 s of its first
+    /// byte (kube-apiserver's `ReadHeaderTimeout`), and at most 512
+    /// connections are served at once (a thread each): one more closes the
+    /// oldest that has not sent a complete request head.
     ///
     /// ```
     /// use lease_elector::testing::TestApiServer;
@@ -419,6 +426,20 @@ impl TestApiServerBuilder {
     pub fn idle_timeout(mut self, idle: Duration) -> Self {
         // set_read_timeout rejects zero.
         self.idle_timeout = Some(idle.max(Duration::from_millis(1)));
+        self
+    }
+
+    /// The head time-out (32 s) shortened, so that a test of it is quick.
+    #[cfg(test)]
+    pub(crate) fn head_timeout(mut self, head: Duration) -> Self {
+        self.timeouts.head = head;
+        self
+    }
+
+    /// The cap on connections (512) lowered, so that a test of it is quick.
+    #[cfg(test)]
+    pub(crate) fn max_connections(mut self, n: usize) -> Self {
+        self.timeouts.max_connections = n;
         self
     }
 
@@ -450,7 +471,11 @@ impl TestApiServerBuilder {
             tokens: self.tokens,
             ..State::default()
         };
-        let shared = Arc::new(Shared::new(state, tls, self.idle_timeout));
+        let mut timeouts = self.timeouts;
+        if let Some(idle) = self.idle_timeout {
+            timeouts.idle = idle;
+        }
+        let shared = Arc::new(Shared::new(state, tls, timeouts));
         let acceptor = server::spawn_acceptor(shared.clone(), listener)?;
         log::debug!("test-apiserver: listening on {addr}");
         Ok(TestApiServer {
