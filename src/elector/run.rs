@@ -492,6 +492,7 @@ impl<I: Io> Run<I> {
         match result {
             Ok(written) => {
                 log::info!("released lease {}", self.shared.describe);
+                self.shared.released.store(true, Ordering::Relaxed);
                 self.observe(record, written.version);
                 self.shared.lock().leader = None;
                 Ok(())

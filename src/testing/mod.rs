@@ -647,7 +647,8 @@ impl TestApiServer {
     /// would: creating it, or replacing the election fields of the stored
     /// one and keeping the rest (labels, annotations, fields this crate
     /// does not know), without validation; the resourceVersion is bumped
-    /// and watchers see the change.
+    /// and watchers see the change (a write that changes nothing is not
+    /// written, as kube-apiserver does).
     ///
     /// ```
     /// use lease_elector::testing::TestApiServer;
@@ -682,7 +683,8 @@ impl TestApiServer {
 
     /// Store `lease` (named by its `metadata.name`) in `namespace`, creating
     /// or overwriting it without validation and bumping the
-    /// resourceVersion; watchers see the change. Its
+    /// resourceVersion; watchers see the change (unless nothing changed:
+    /// that is not written, as kube-apiserver does). Its
     /// `metadata.resourceVersion` is replaced by the new version.
     ///
     /// ```
