@@ -347,10 +347,13 @@ fn serve_connection(shared: &Arc<Shared>, socket: TcpStream, phase: &Phase, acce
         phase.waiting();
         // The first request's head is due a head time-out after the
         // accept, the TLS handshake included; a later one's, after its
-        // first byte, which may take up to the idle time-out to come.
+        // first byte. The first byte may take up to the idle time-out
+        // (counted from the accept, or from the last answer) to come.
         let head_due = crate::clock::add_saturating(accepted, timeouts.head);
         let wait = if first {
-            head_due.saturating_duration_since(Instant::now())
+            head_due
+                .saturating_duration_since(Instant::now())
+                .min(timeouts.idle)
         } else {
             timeouts.idle
         };
