@@ -1,5 +1,7 @@
 //! Elect on a Lease and print one line per event:
-//! `LEADING <id>`, `STOPPED <id>`, `NEW_LEADER <id>`.
+//! `LEADING <id>`, `STOPPED <id>`, `NEW_LEADER <id>`. `STOPPED` is written
+//! when the term ends, before the lease is released: a script reading
+//! several candidates' lines sees it before the next one's `LEADING`.
 //!
 //! ```text
 //! elect [--server URL --namespace NS | --kubeconfig F [--context C]] --name NAME
@@ -210,6 +212,8 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Parsed, String> {
 
 enum Msg {
     Event(LeaderEvent),
+    /// The elector ended: every event was sent.
+    Ended,
     Quit(&'static str),
 }
 
@@ -279,9 +283,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         thread::spawn(move || {
             for ev in events {
                 if tx.send(Msg::Event(ev)).is_err() {
-                    break;
+                    return;
                 }
             }
+            let _ = tx.send(Msg::Ended);
         })
     };
     let mut signals = signal_hook::iterator::Signals::new([
@@ -320,28 +325,40 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         let _ = writeln!(out, "{line}").and_then(|()| out.flush());
     };
     let mut reporter = Reporter::default();
-    let reason = loop {
-        let event = match rx.recv_timeout(Duration::from_millis(250)) {
+    let stopper = handle.stopper();
+    // The term as received, held until its STOPPED line is written: a
+    // release waits for every hold on the term, so the line comes before
+    // the next candidate can lead (a script reading several candidates'
+    // lines sees this STOPPED before the next LEADING).
+    let mut held = None;
+    let mut stopping = false;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(250)) {
             Ok(Msg::Event(ev)) => {
                 print(&ev);
-                Some(ev)
+                reporter.report(&handle.probe().status(), Some(&ev));
+                match ev {
+                    LeaderEvent::StartedLeading { term, .. } => held = Some(term),
+                    LeaderEvent::StoppedLeading { .. } => held = None,
+                    _ => {}
+                }
             }
-            Ok(Msg::Quit(reason)) => break reason,
-            Err(mpsc::RecvTimeoutError::Timeout) => None,
-            Err(mpsc::RecvTimeoutError::Disconnected) => break "elector ended",
-        };
-        reporter.report(&handle.probe().status(), event.as_ref());
-    };
-    log::info!("stopping: {reason}");
-    let stopped = handle.stop();
-    // The event channel disconnects once the elector thread is gone; print
-    // what it sent on the way out (StoppedLeading).
-    let _ = forward.join();
-    while let Ok(msg) = rx.try_recv() {
-        if let Msg::Event(ev) = msg {
-            print(&ev);
+            Ok(Msg::Quit(reason)) if !stopping => {
+                log::info!("stopping: {reason}");
+                // Not joined here: the elector steps down, this loop prints
+                // its STOPPED and lets go of the term, then it releases.
+                stopper.stop();
+                stopping = true;
+            }
+            Ok(Msg::Quit(_)) => {}
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                reporter.report(&handle.probe().status(), None);
+            }
+            Ok(Msg::Ended) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
-    stopped?;
+    drop(held);
+    handle.stop()?;
+    let _ = forward.join();
     Ok(())
 }

@@ -1,16 +1,10 @@
-# A fake cluster on your laptop: the README's walk-through, line for line.
-# Paste it into an interactive shell, or run it whole:
-#   bash -e examples/fake-cluster.sh
-# Needs kubectl. The candidates use short timings (lease 4 s, renew deadline
-# 3 s, retry period 1 s) so that the failovers are quick to watch.
+# A fake cluster on your laptop: the README's walk-through, line for line
+# (CI runs it whole: bash -e examples/fake-cluster.sh). Needs kubectl. Short
+# timings (lease 4 s, renew deadline 3 s, retry period 1 s): quick failovers.
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT  # on exit, stop what is left
 
-# Whatever is still running when this shell exits (after a failed step
-# under bash -e, say) is stopped, rather than left serving.
-trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
-
-# 1. The embedded API server, with a kubeconfig for kubectl and the tools:
-#    the lease-elector-test-server binary (installed without a clone by
-#    `cargo install lease-elector --features testing --bin lease-elector-test-server`).
+# 1. The embedded API server (the lease-elector-test-server binary), with a
+#    kubeconfig for kubectl and the candidates.
 rm -f /tmp/fake.kubeconfig
 cargo run -q --features testing --bin lease-elector-test-server -- --kubeconfig /tmp/fake.kubeconfig --tls --token t0k3n &
 SERVER=$!
@@ -27,13 +21,13 @@ cargo run -q --example elect -- --name demo --identity pod-b --release-on-cancel
 POD_B=$!
 kubectl get leases  # demo   pod-a   ...
 
-# 3. Failover by SIGTERM: pod-a releases the Lease on its way out
-#    (--release-on-cancel), and pod-b, which watches it, takes over at once.
+# 3. Failover by SIGTERM: pod-a releases the Lease (--release-on-cancel);
+#    pod-b, which watches it, takes over at once.
 kill -TERM $POD_A
 kubectl wait lease/demo --for=jsonpath='{.spec.holderIdentity}'=pod-b --timeout=10s
 
-# 4. Failover by SIGKILL: nothing is released; a third candidate takes over
-#    once the Lease has gone unrenewed for its duration (4 s).
+# 4. Failover by SIGKILL: nothing is released; pod-c takes over once the
+#    Lease has gone unrenewed for its duration (4 s).
 cargo run -q --example elect -- --name demo --identity pod-c --release-on-cancel --lease-duration 4 --renew-deadline 3 --retry-period 1 &
 POD_C=$!
 kubectl wait lease/demo --for=jsonpath='{.spec.holderIdentity}'=pod-b --timeout=10s

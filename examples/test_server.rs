@@ -7,8 +7,10 @@
 //! ```
 //!
 //! The same program as the `lease-elector-test-server` binary (feature
-//! `testing`), which needs no clone of the repository: `cargo install
-//! lease-elector --features testing --bin lease-elector-test-server`. See
+//! `testing`), installed from a clone with `cargo install --path .
+//! --features testing --bin lease-elector-test-server` (once the crate is
+//! published, `cargo install lease-elector --features testing --bin
+//! lease-elector-test-server`, without a clone). See
 //! `src/bin/lease-elector-test-server/main.rs` for what it serves and what
 //! ends it (here, SIGTERM and SIGINT close its connections and it exits 0).
 

@@ -19,7 +19,9 @@ pub const LEASE_API_VERSION: &str = "coordination.k8s.io/v1";
 ///
 /// ```
 /// use lease_elector::MicroTime;
-/// let t: MicroTime = "2026-12-02T11:00:00.5+01:00".parse().unwrap();
+/// use std::time::{Duration, UNIX_EPOCH};
+///
+/// let t = MicroTime::from_system_time(UNIX_EPOCH + Duration::from_micros(1_796_205_600_500_000));
 /// assert_eq!(t.to_string(), "2026-12-02T10:00:00.500000Z");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -81,19 +83,25 @@ impl MicroTime {
     }
 
     /// Parse strictly, as the API server does: RFC 3339, exactly six
-    /// fractional digits, UTC `Z` or a numeric offset.
+    /// fractional digits, UTC `Z` or a numeric offset. For the crate's
+    /// test server and tools: a program reads and writes records through
+    /// serde, as the [`LeaseLock`](crate::LeaseLock) does.
+    #[doc(hidden)]
     pub fn parse_strict(s: &str) -> Result<Self, MicroTimeError> {
         parse(s, true)
     }
 }
 
 /// Why a string is not a [`MicroTime`]: the text, and what is wrong with it.
+/// Parsing is for the crate's tools and test server (an exec plugin's
+/// expiry, a body the test server validates), so it is not in the docs.
 ///
 /// ```
 /// use lease_elector::MicroTime;
 /// let e = "yesterday".parse::<MicroTime>().unwrap_err();
 /// assert!(e.to_string().starts_with(r#""yesterday" is not an RFC 3339 time"#));
 /// ```
+#[doc(hidden)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MicroTimeError {
     input: String,
@@ -139,6 +147,7 @@ impl fmt::Display for MicroTime {
     }
 }
 
+#[doc(hidden)]
 impl std::str::FromStr for MicroTime {
     type Err = MicroTimeError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {

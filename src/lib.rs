@@ -53,7 +53,7 @@
 //!
 //! # Testing your program
 //!
-//! The `testing` feature embeds a Kubernetes API server (`testing::TestApiServer`):
+//! The `testing` feature embeds a Kubernetes API server ([`TestApiServer`]):
 //! each candidate gets a client configuration of its own, and one line
 //! breaks the API server for that candidate alone. Here the leader steps
 //! down and releases, and the other, woken by its watch, takes over:
@@ -82,15 +82,20 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! kubectl talks to it too (`TestApiServer::write_kubeconfig`), and it
+//! kubectl talks to it too ([`write_kubeconfig`]), and it
 //! answers the calls the official Go, Python and JavaScript clients make
 //! as kube-apiserver does (it reports itself as v1.32.0, the kubectl the
 //! crate's tests use); the crate's tests run all three against it.
-//! On its own it is a fake cluster for kubectl and a program run by hand:
-//! `cargo install lease-elector --features testing --bin
-//! lease-elector-test-server`, then `lease-elector-test-server --kubeconfig
-//! /tmp/fake.kubeconfig --tls --token t0k3n &` and `KUBECONFIG=/tmp/fake.kubeconfig
-//! cargo run`.
+//! On its own it is a fake cluster for kubectl and a program run by hand,
+//! installed from a clone of the repository (or, once the crate is
+//! published, from crates.io with `cargo install lease-elector --features
+//! testing --bin lease-elector-test-server`):
+//!
+//! ```sh
+//! cargo install --path . --features testing --bin lease-elector-test-server
+//! lease-elector-test-server --kubeconfig /tmp/fake.kubeconfig --tls --token t0k3n &
+//! KUBECONFIG=/tmp/fake.kubeconfig cargo run   # your program, in your project
+//! ```
 //!
 //! # How it behaves
 //!
@@ -246,7 +251,7 @@
 //! outlived it); [`Probe::check_ready`] also fails for a candidate with no
 //! successful request for longer than the tolerance, or refused 403.
 //!
-//! The `health` feature's `health::HealthServer` serves them as
+//! The `health` feature's [`HealthServer`] serves them as
 //! `/healthz`, `/readyz`, `/leader` and `/metrics`: client-go's
 //! `leader_election_master_status` and `leader_election_slowpath_total`,
 //! and the crate's `lease_elector_*` series (attempts, renews, failed
@@ -314,7 +319,10 @@
 //!         builder.build()?.run(|term| run_operator(|| term.is_current()))?;
 //!     }
 //! }
-//! # fn run_operator(_keep_going: impl Fn() -> bool) {}
+//!
+//! fn run_operator(keep_going: impl Fn() -> bool) {
+//!     while keep_going() { /* one step of the operator's work */ }
+//! }
 //! # Ok::<(), lease_elector::Error>(())
 //! ```
 //!
@@ -329,6 +337,25 @@
 //! killed and reaped (kill(2) through rustix). `cli`: the `lease-elect`
 //! tool, which runs a command only while leading (turns on `health` and
 //! `process`).
+//!
+#![cfg_attr(feature = "testing", doc = "[`TestApiServer`]: testing::TestApiServer")]
+#![cfg_attr(
+    feature = "testing",
+    doc = "[`write_kubeconfig`]: testing::TestApiServer::write_kubeconfig"
+)]
+#![cfg_attr(
+    not(feature = "testing"),
+    doc = "[`TestApiServer`]: https://docs.rs/lease-elector/latest/lease_elector/testing/struct.TestApiServer.html"
+)]
+#![cfg_attr(
+    not(feature = "testing"),
+    doc = "[`write_kubeconfig`]: https://docs.rs/lease-elector/latest/lease_elector/testing/struct.TestApiServer.html#method.write_kubeconfig"
+)]
+#![cfg_attr(feature = "health", doc = "[`HealthServer`]: health::HealthServer")]
+#![cfg_attr(
+    not(feature = "health"),
+    doc = "[`HealthServer`]: https://docs.rs/lease-elector/latest/lease_elector/health/struct.HealthServer.html"
+)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -385,7 +412,7 @@ pub use elector::{
 };
 pub use error::{ApiStatus, Error, Result, StatusKind};
 pub use events::EventRecorder;
-pub use lease::{LeaderElectionRecord, MicroTime, MicroTimeError};
+pub use lease::{LeaderElectionRecord, MicroTime};
 pub use lock::{identity, LeaseLock, Lock};
 pub use status::{render_prometheus, ElectorStatus, FailureKind, LastError, WatchMode};
 
@@ -403,7 +430,7 @@ pub use elector::{
 #[doc(hidden)]
 pub use events::EventStats;
 #[doc(hidden)]
-pub use lease::{Lease, LeaseSpec, ObjectMeta, Status};
+pub use lease::{Lease, LeaseSpec, MicroTimeError, ObjectMeta, Status};
 #[doc(hidden)]
 pub use lock::EventSink;
 #[doc(hidden)]

@@ -257,8 +257,9 @@ impl LeaseLock {
     /// (client-go's `NewWithLabels`); other labels on the Lease are kept.
     ///
     /// ```
-    /// # use lease_elector::{Client, ClientConfig, LeaseLock};
-    /// # let client = Client::new(ClientConfig::new("http://127.0.0.1:8001"))?;
+    /// use lease_elector::{Client, ClientConfig, LeaseLock};
+    ///
+    /// let client = Client::new(ClientConfig::new("http://127.0.0.1:8001"))?; // kubectl proxy
     /// let lock = LeaseLock::new(client, "ns", "my-operator", "pod-a")
     ///     .with_labels([("app.kubernetes.io/name", "my-operator")]);
     /// # Ok::<(), lease_elector::Error>(())
@@ -291,7 +292,8 @@ impl LeaseLock {
     ///
     /// ```
     /// use lease_elector::{Client, ClientConfig, EventRecorder, LeaseLock};
-    /// # let client = Client::new(ClientConfig::new("http://127.0.0.1:8001"))?;
+    ///
+    /// let client = Client::new(ClientConfig::new("http://127.0.0.1:8001"))?; // kubectl proxy
     /// let events = EventRecorder::new(client.clone(), "my-operator").with_instance("pod-a");
     /// let lock = LeaseLock::new(client, "ns", "my-operator", "pod-a").with_events(events);
     /// # Ok::<(), lease_elector::Error>(())

@@ -438,7 +438,7 @@ const FAMILIES: &[Family] = &[
 /// identity, the term's token, the last error's kind.
 ///
 /// For a program with an HTTP server of its own; the `health` feature's
-/// `health::HealthServer` serves it as `/metrics`. Render several electors
+/// [`HealthServer`] serves it as `/metrics`. Render several electors
 /// of one process in one call (a family must appear once).
 ///
 /// ```
@@ -457,6 +457,14 @@ const FAMILIES: &[Family] = &[
 /// handle.stop()?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[cfg_attr(
+    feature = "health",
+    doc = "[`HealthServer`]: crate::health::HealthServer"
+)]
+#[cfg_attr(
+    not(feature = "health"),
+    doc = "[`HealthServer`]: https://docs.rs/lease-elector/latest/lease_elector/health/struct.HealthServer.html"
+)]
 pub fn render_prometheus(electors: &[ElectorStatus]) -> String {
     let mut out = String::new();
     for f in FAMILIES {

@@ -21,8 +21,10 @@ use common::eventually;
 use common::health_program::{api_server, HealthProgram, LEASE};
 use lease_elector::testing::{Fault, TestApiServer};
 
-/// `(apiGroup, resource, verb)`, as an RBAC rule grants it.
-type Grant = (String, String, String);
+/// `(apiGroup, resource, verb, name)`, as an RBAC rule grants it: the
+/// name one of the rule's `resourceNames`, empty for a rule without them
+/// (any object, and a create, which names none).
+type Grant = (String, String, String, String);
 
 fn manifest(file: &str) -> Yaml {
     let path = format!("{}/docs/deploy/{file}", env!("CARGO_MANIFEST_DIR"));
@@ -53,7 +55,13 @@ fn role_grants() -> BTreeSet<Grant> {
         for group in strings(&rule["apiGroups"]) {
             for resource in strings(&rule["resources"]) {
                 for verb in strings(&rule["verbs"]) {
-                    grants.insert((group.clone(), resource.clone(), verb));
+                    let names = match &rule["resourceNames"] {
+                        Yaml::BadValue => vec![String::new()],
+                        names => strings(names),
+                    };
+                    for name in names {
+                        grants.insert((group.clone(), resource.clone(), verb.clone(), name));
+                    }
                 }
             }
         }
@@ -61,14 +69,16 @@ fn role_grants() -> BTreeSet<Grant> {
     grants
 }
 
-fn grant(group: &str, resource: &str, verb: &str) -> Grant {
-    (group.into(), resource.into(), verb.into())
+fn grant(group: &str, resource: &str, verb: &str, name: &str) -> Grant {
+    (group.into(), resource.into(), verb.into(), name.into())
 }
 
-/// The RBAC verb kube-apiserver checks for `method target` (its
+/// The RBAC verb and name kube-apiserver checks for `method target` (its
 /// `RequestInfo`: a `GET` of a collection is `list`, or `watch` with
-/// `watch=true`; of a named object `get`; `DELETE` of a collection is
-/// `deletecollection`).
+/// `watch=true`, named by a `fieldSelector=metadata.name=` (settled on
+/// kube-apiserver 1.37.2: such a watch is granted by a rule with that
+/// name in `resourceNames`); of a named object `get`; `DELETE` of a
+/// collection is `deletecollection`).
 fn rbac(method: &str, target: &str) -> Grant {
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
@@ -77,11 +87,18 @@ fn rbac(method: &str, target: &str) -> Grant {
         ["apis", group, _version, rest @ ..] => (*group, rest),
         _ => panic!("not a resource path: {target}"),
     };
-    let (resource, named) = match rest {
-        ["namespaces", _ns, resource, name @ ..] => (*resource, !name.is_empty()),
-        [resource, name @ ..] => (*resource, !name.is_empty()),
+    let (resource, name) = match rest {
+        ["namespaces", _ns, resource, name @ ..] => (*resource, name.first().copied()),
+        [resource, name @ ..] => (*resource, name.first().copied()),
         [] => panic!("no resource: {target}"),
     };
+    let named = name.is_some();
+    let selected = query.split('&').find_map(|q| {
+        q.strip_prefix("fieldSelector=")
+            .map(|v| v.replace("%3D", "=").replace("%3d", "="))
+            .and_then(|v| v.strip_prefix("metadata.name=").map(str::to_string))
+            .filter(|n| !n.contains(','))
+    });
     let watch = query
         .split('&')
         .any(|q| q == "watch=true" || q == "watch=1");
@@ -96,7 +113,12 @@ fn rbac(method: &str, target: &str) -> Grant {
         ("DELETE", false) => "deletecollection",
         (other, _) => panic!("method {other} on {target}"),
     };
-    grant(group, resource, verb)
+    let name = match (verb, name) {
+        ("create", _) => String::new(),
+        (_, Some(name)) => name.to_string(),
+        (_, None) => selected.unwrap_or_default(),
+    };
+    grant(group, resource, verb, &name)
 }
 
 /// What the program asked of the server, as RBAC verbs.
@@ -311,20 +333,20 @@ fn never_leads_and_is_unready(server: &TestApiServer, mut program: HealthProgram
 
 #[test]
 fn without_get_on_leases_no_pod_leads_and_readyz_says_forbidden() {
-    let (server, program) = without(grant("coordination.k8s.io", "leases", "get"));
+    let (server, program) = without(grant("coordination.k8s.io", "leases", "get", LEASE));
     never_leads_and_is_unready(&server, program);
 }
 
 #[test]
 fn without_create_on_leases_no_pod_leads_and_readyz_says_forbidden() {
-    let (server, program) = without(grant("coordination.k8s.io", "leases", "create"));
+    let (server, program) = without(grant("coordination.k8s.io", "leases", "create", ""));
     never_leads_and_is_unready(&server, program);
     assert!(server.record("default", LEASE).is_none());
 }
 
 #[test]
 fn without_update_on_leases_the_term_ends_at_the_renew_deadline_and_the_program_exits_1() {
-    let (server, mut program) = without(grant("coordination.k8s.io", "leases", "update"));
+    let (server, mut program) = without(grant("coordination.k8s.io", "leases", "update", LEASE));
     // It created the Lease, and so led, until its first renew was refused.
     program.wait_leading();
     eventually("/readyz to say forbidden", || {
@@ -345,7 +367,7 @@ fn without_update_on_leases_the_term_ends_at_the_renew_deadline_and_the_program_
 
 #[test]
 fn without_watch_on_leases_the_program_still_leads_by_polling() {
-    let (server, mut program) = without(grant("coordination.k8s.io", "leases", "watch"));
+    let (server, mut program) = without(grant("coordination.k8s.io", "leases", "watch", LEASE));
     program.wait_leading();
     eventually("a refused watch", || {
         server
@@ -366,7 +388,7 @@ fn without_watch_on_leases_the_program_still_leads_by_polling() {
 
 #[test]
 fn without_create_on_events_the_program_still_leads_and_records_no_event() {
-    let (server, mut program) = without(grant("", "events", "create"));
+    let (server, mut program) = without(grant("", "events", "create", ""));
     program.wait_leading();
     eventually("a refused Event", || {
         server

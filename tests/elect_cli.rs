@@ -144,6 +144,158 @@ fn sigterm_releases_and_exits_zero() {
     );
 }
 
+/// A script reading several candidates' lines from one stream (here one
+/// file opened for appending: its order is the order of the writes) sees
+/// each old leader's STOPPED before the next one's LEADING: `elect` writes
+/// STOPPED when its term ends, and the release that lets the next
+/// candidate lead (within a millisecond, watching) waits for it.
+#[test]
+fn through_sigterm_handovers_each_stopped_line_comes_before_the_next_leading() {
+    /// A failed test leaves no candidate behind.
+    struct Candidates(Vec<Child>);
+    impl Drop for Candidates {
+        fn drop(&mut self) {
+            for child in &mut self.0 {
+                if let Ok(None) = child.try_wait() {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+            }
+        }
+    }
+    let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
+    let dir = TempDir::new();
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.0.join("stdout"))
+        .unwrap();
+    let url = server.url();
+    let spawn = |id: &str| -> Child {
+        Command::new(elect_binary())
+            .args(["--server", &url, "--namespace", "cli", "--name", "lock"])
+            .args(["--identity", id, "--release-on-cancel", "--ignore-stdin"])
+            .args(["--lease-duration", "4", "--renew-deadline", "3s"])
+            .args(["--retry-period", "0.2"])
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let sigterm = |child: &Child| {
+        let status = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    let lines = || dir.read("stdout");
+    let ids = ["h0", "h1", "h2", "h3", "h4"];
+    let mut candidates = Candidates(vec![spawn(ids[0])]);
+    common::eventually("h0 leads", || lines().contains("LEADING h0\n"));
+    for (i, pair) in ids.windows(2).enumerate() {
+        let (old, new) = (pair[0], pair[1]);
+        candidates.0.push(spawn(new));
+        // The next candidate follows (it has seen the leader) before the
+        // SIGTERM: it leads within a round trip of the release.
+        let seen = format!("NEW_LEADER {old}\n");
+        common::eventually("the next candidate follows", || {
+            lines().matches(&seen).count() >= 2
+        });
+        sigterm(&candidates.0[i]);
+        let leading = format!("LEADING {new}\n");
+        common::eventually("the next candidate leads", || lines().contains(&leading));
+        assert_eq!(candidates.0[i].wait().unwrap().code(), Some(0));
+        let text = lines();
+        let stopped = text.find(&format!("STOPPED {old}\n"));
+        let started = text.find(&leading);
+        assert!(
+            stopped.is_some() && stopped < started,
+            "STOPPED {old} after LEADING {new}:\n{text}"
+        );
+    }
+    let last = candidates.0.last().unwrap();
+    sigterm(last);
+    assert_eq!(
+        candidates.0.last_mut().unwrap().wait().unwrap().code(),
+        Some(0)
+    );
+}
+
+/// The STOPPED line is written before the release, not after: while it
+/// cannot be written (a stdout nobody drains, full), the Lease stays the
+/// old leader's and the next candidate does not lead; once it is read,
+/// the release follows.
+#[test]
+fn a_leader_whose_stopped_line_cannot_be_written_yet_has_not_released() {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+
+    let server = TestApiServer::start().unwrap();
+    server.add_namespace("cli");
+    let (mut ours, theirs) = UnixStream::pair().unwrap();
+    let filler = theirs.try_clone().unwrap();
+    let url = server.url();
+    let mut a = Command::new(elect_binary())
+        .args(["--server", &url, "--namespace", "cli", "--name", "lock"])
+        .args([
+            "--identity",
+            "full-a",
+            "--release-on-cancel",
+            "--ignore-stdin",
+        ])
+        .args(["--lease-duration", "4", "--renew-deadline", "3s"])
+        .args(["--retry-period", "0.2"])
+        .stdin(Stdio::null())
+        .stdout(std::os::fd::OwnedFd::from(theirs))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut read_until = |ours: &mut UnixStream, text: &str| {
+        let mut buf = [0u8; 65536];
+        while !String::from_utf8_lossy(&seen).contains(text) {
+            let n = ours.read(&mut buf).unwrap();
+            assert!(n > 0, "stdout closed before {text:?}");
+            seen.extend_from_slice(&buf[..n]);
+        }
+    };
+    read_until(&mut ours, "LEADING full-a\n");
+    let b = Elect::start(&server, "full-b", &["--ignore-stdin"]);
+    b.expect("NEW_LEADER full-a");
+
+    // Fill a's stdout: its next line blocks until this test reads.
+    filler.set_nonblocking(true).unwrap();
+    let chunk = [b'.'; 4096];
+    loop {
+        match (&filler).write(&chunk) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    filler.set_nonblocking(false).unwrap();
+    let status = Command::new("kill")
+        .args(["-TERM", &a.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // a has stepped down (its term ended at the stop) but its STOPPED line
+    // is not out: nothing is released, b does not lead.
+    thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        server.lease_value("cli", "lock").unwrap()["spec"]["holderIdentity"],
+        "full-a",
+        "released before the STOPPED line was written"
+    );
+    read_until(&mut ours, "STOPPED full-a\n");
+    b.expect("NEW_LEADER full-b");
+    b.expect("LEADING full-b");
+    assert_eq!(a.wait().unwrap().code(), Some(0));
+}
+
 #[test]
 fn closing_stdin_stops_it() {
     let server = TestApiServer::start().unwrap();

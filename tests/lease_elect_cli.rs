@@ -375,6 +375,12 @@ fn help_documents_the_exit_statuses_and_mistakes_exit_two() {
     ] {
         assert!(help.contains(needle), "{needle:?} missing from --help");
     }
+    // The token is the resourceVersion (leaseTransitions was the old one).
+    let words = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("LEASE_ELECT_TERM (the fencing token: the Lease's resourceVersion"),
+        "{help}"
+    );
     for bad in [
         &["--bogus"][..],
         &["--name", "x", "--grace", "1"],

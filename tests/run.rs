@@ -48,7 +48,7 @@ fn the_lease_is_released_only_after_the_work_has_returned() {
     assert!(!runner.is_finished(), "run returned before the work did");
     finish.send(()).unwrap();
     let ended = runner.join().unwrap().unwrap();
-    assert_eq!(ended, StopReason::Stopped);
+    assert_eq!(ended, StopReason::Released);
     assert_eq!(
         server.holder(NS, LEASE),
         None,
@@ -68,7 +68,7 @@ fn work_that_returns_while_leading_ends_the_election_and_releases() {
             assert!(term.is_current());
         })
         .unwrap();
-    assert_eq!((ended, runs), (StopReason::Stopped, 1));
+    assert_eq!((ended, runs), (StopReason::Released, 1));
     assert_eq!(server.holder(NS, LEASE), None);
 }
 
@@ -110,9 +110,56 @@ fn with_rejoin_each_term_runs_the_work_again_with_its_token() {
             }
         })
         .unwrap();
-    assert_eq!(ended, StopReason::Stopped);
+    assert_eq!(ended, StopReason::Released);
     assert_eq!(tokens.len(), 2);
     assert!(tokens[1] > tokens[0], "a new term, a new token: {tokens:?}");
+}
+
+/// A program that logs its shutdown learns from `run` whether it
+/// released the Lease: `Released` after a release, `Stopped` when there
+/// was nothing to release (a follower) or no release was asked for.
+#[test]
+fn a_stop_says_whether_the_lease_was_released() {
+    let server = server_with_namespace();
+    // A follower: "other" holds the Lease (for 15 s) when the stop comes.
+    let held = lease_elector::LeaderElectionRecord {
+        holder_identity: "other".into(),
+        lease_duration_seconds: 15,
+        ..Default::default()
+    };
+    server.put_record(NS, LEASE, &held);
+    let elector = short_elector(&server, "a").build().unwrap();
+    let stopper = elector.stopper();
+    let ended = std::thread::scope(|s| {
+        let running = s.spawn(|| elector.run(|_| panic!("a never leads")));
+        common::eventually("a has read the Lease", || server.stats().gets > 0);
+        stopper.stop();
+        running.join().unwrap()
+    })
+    .unwrap();
+    assert_eq!(ended, StopReason::Stopped, "a follower releases nothing");
+    assert_eq!(server.holder(NS, LEASE).as_deref(), Some("other"));
+
+    // A leader without release_on_cancel: stopped, the Lease left as it is.
+    server.delete_lease(NS, LEASE);
+    let ended = short_elector(&server, "b")
+        .release_on_cancel(false)
+        .build()
+        .unwrap()
+        .run(|_| {})
+        .unwrap();
+    assert_eq!(ended, StopReason::Stopped);
+    assert_eq!(server.holder(NS, LEASE).as_deref(), Some("b"));
+
+    // A leader with it: released.
+    server.delete_lease(NS, LEASE);
+    let ended = short_elector(&server, "c")
+        .build()
+        .unwrap()
+        .run(|_| {})
+        .unwrap();
+    assert_eq!(ended, StopReason::Released);
+    assert_eq!(server.holder(NS, LEASE), None);
 }
 
 #[test]

@@ -327,8 +327,11 @@ fn update_conflicts_on_stale_resource_version() {
     assert_eq!(updated.code, 200);
     assert!(updated.rv() > rv2);
 
-    // put_lease bumps the same counter.
-    server.put_value(NS, lease("l1"));
+    // put_lease bumps the same counter (with a change: an unchanged
+    // object is not written).
+    let mut seed = lease("l1");
+    seed["spec"]["holderIdentity"] = "pod-c".into();
+    server.put_value(NS, seed);
     let seeded: u64 = server.lease_value(NS, "l1").unwrap()["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
@@ -370,6 +373,53 @@ fn update_conflicts_on_stale_resource_version() {
         stale.status().message
     );
     assert!(server.lease_value(NS, "l1").is_none(), "not created again");
+}
+
+/// An update that changes nothing is not written, as kube-apiserver 1.37.2
+/// does (settled on it: two unchanged `PUT`s answer 200 with the
+/// resourceVersion as it was, and a watch sees neither): the resourceVersion
+/// stays, no watch event is sent, and a stale version is still a conflict.
+#[test]
+fn an_update_that_changes_nothing_keeps_its_resource_version_and_sends_no_event() {
+    let server = TestApiServer::start().unwrap();
+    server.add_namespace(NS);
+    let a = agent();
+    let url = lease_url(&server, "l1");
+    let created = call(&a, "POST", &leases(&server), None, Some(&lease("l1"))).unwrap();
+    let rv = created.rv();
+    let watch = format!(
+        "{}?watch=true&fieldSelector=metadata.name%3Dl1",
+        leases(&server)
+    );
+    let (events, _reader) = watch_lines(&agent(), &watch);
+    let wait = Duration::from_secs(10);
+    assert_eq!(events.recv_timeout(wait).unwrap()["type"], "ADDED");
+
+    // The Lease as read, sent back twice.
+    for _ in 0..2 {
+        let same = call(&a, "PUT", &url, None, Some(&created.json())).unwrap();
+        assert_eq!((same.code, same.rv()), (200, rv), "{}", same.body);
+    }
+    assert_eq!(
+        server.lease_value(NS, "l1").unwrap()["metadata"]["resourceVersion"],
+        rv.to_string()
+    );
+    // The same body under a version that is not current is refused.
+    let mut stale = created.json();
+    stale["metadata"]["resourceVersion"] = (rv - 1).to_string().into();
+    assert_eq!(call(&a, "PUT", &url, None, Some(&stale)).unwrap().code, 409);
+
+    // A change is written; it is the first event the watch sends.
+    let mut body = created.json();
+    body["spec"]["holderIdentity"] = "pod-b".into();
+    let changed = call(&a, "PUT", &url, None, Some(&body)).unwrap();
+    assert_eq!(changed.rv(), rv + 1);
+    let next = events.recv_timeout(wait).unwrap();
+    assert_eq!(next["type"], "MODIFIED");
+    assert_eq!(
+        next["object"]["metadata"]["resourceVersion"],
+        (rv + 1).to_string()
+    );
 }
 
 /// As kube-apiserver decodes into its Go types: an unknown field is
@@ -761,7 +811,9 @@ fn watch_from_resource_version_and_timeout() {
     let rv1 = call(&a, "POST", &leases(&server), None, Some(&lease("l1")))
         .unwrap()
         .rv();
-    server.put_value(NS, lease("l1"));
+    let mut changed = lease("l1");
+    changed["spec"]["holderIdentity"] = "pod-b".into();
+    server.put_value(NS, changed);
     // Unencoded selector, an older resourceVersion, and a 1 s time-out.
     let url = format!(
         "{}?watch=true&fieldSelector=metadata.name=l1&resourceVersion={rv1}&timeoutSeconds=1",

@@ -239,7 +239,7 @@ impl LeaderElector {
     /// A view of this elector for other threads (see [`Probe`]), taken
     /// before it runs: so that a program whose main thread blocks in
     /// [`run`](LeaderElector::run) can serve `/healthz`, `/readyz`,
-    /// `/leader` and `/metrics` (`health::HealthServer`, feature `health`)
+    /// `/leader` and `/metrics` ([`HealthServer`], feature `health`)
     /// or render [`render_prometheus`](crate::render_prometheus) into an
     /// HTTP server of its own. Until it runs, the probe reports a
     /// follower that has not yet asked the API server.
@@ -264,6 +264,14 @@ impl LeaderElector {
     /// assert!(!probe.is_leader());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[cfg_attr(
+        feature = "health",
+        doc = "[`HealthServer`]: crate::health::HealthServer"
+    )]
+    #[cfg_attr(
+        not(feature = "health"),
+        doc = "[`HealthServer`]: https://docs.rs/lease-elector/latest/lease_elector/health/struct.HealthServer.html"
+    )]
     pub fn probe(&self) -> Probe {
         Probe::new(self.shared.clone())
     }

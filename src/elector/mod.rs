@@ -187,6 +187,12 @@ pub enum StopReason {
     /// took the lease.
     Lost,
     /// A stop ([`ElectorHandle::stop`], [`Stopper::stop`], dropping the
-    /// handle) ended it.
+    /// handle) ended it. Returned by [`LeaderElector::run`]: a stop, and
+    /// nothing was released (it was not leading, or without
+    /// `release_on_cancel`, or another writer had changed the Lease).
     Stopped,
+    /// Returned by [`LeaderElector::run`] only (never in an event): a stop
+    /// ended the term and the Lease was released, so the next candidate
+    /// may lead at once.
+    Released,
 }

@@ -20,7 +20,7 @@ use crate::status::{ElectorStatus, FailureKind};
 ///
 /// For metrics, [`render_prometheus`](crate::render_prometheus) of
 /// [`status`](Probe::status) is the Prometheus text; the `health` feature's
-/// `health::HealthServer` serves it with `/healthz` and `/readyz`.
+/// [`HealthServer`] serves it with `/healthz` and `/readyz`.
 ///
 /// ```
 /// use lease_elector::testing::TestApiServer;
@@ -44,6 +44,14 @@ use crate::status::{ElectorStatus, FailureKind};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone)]
+#[cfg_attr(
+    feature = "health",
+    doc = "[`HealthServer`]: crate::health::HealthServer"
+)]
+#[cfg_attr(
+    not(feature = "health"),
+    doc = "[`HealthServer`]: https://docs.rs/lease-elector/latest/lease_elector/health/struct.HealthServer.html"
+)]
 pub struct Probe {
     shared: Arc<Shared>,
 }

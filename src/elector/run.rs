@@ -381,9 +381,11 @@ impl<I: Io> Run<I> {
                 if let (Some(None), false) = (&unordered, self.warned_version) {
                     self.warned_version = true;
                     log::warn!(
-                        "lease {}: the lock's version {:?} is not a decimal integer: term tokens are its leaseTransitions instead, which a writer can lower or a deletion restart",
-                        self.shared.describe,
-                        crate::text::Escaped(self.observed_version.as_deref().unwrap_or_default())
+                        "{}",
+                        unordered_version(
+                            &self.shared.describe,
+                            self.observed_version.as_deref().unwrap_or_default()
+                        )
                     );
                 }
                 u64::try_from(transitions).unwrap_or(0)
@@ -614,6 +616,7 @@ impl<I: Io> Run<I> {
         match result {
             Ok(written) => {
                 log::info!("released lease {}", self.shared.describe);
+                self.shared.released.store(true, Ordering::Relaxed);
                 self.observe(record, written.version);
                 self.shared.lock().leader = None;
                 Ok(())
@@ -674,6 +677,15 @@ impl<I: Io> Run<I> {
     }
 }
 
+/// The warning for a lock whose versions are not decimal integers: the
+/// version as text, quoted and escaped (not its wrapper's `Debug`).
+fn unordered_version(describe: &str, version: &str) -> String {
+    format!(
+        "lease {describe}: the lock's version \"{}\" is not a decimal integer: term tokens are its leaseTransitions instead, which a writer can lower or a deletion restart",
+        crate::text::Escaped(version)
+    )
+}
+
 /// A `resourceVersion` as the revision it is: a decimal integer (KEP-5504:
 /// no sign, no leading zero), or `None`.
 pub(super) fn revision(version: &str) -> Option<u64> {
@@ -697,7 +709,7 @@ fn retry_after(attempt: &Result<bool>) -> Duration {
 
 #[cfg(test)]
 mod tests {
-    use super::revision;
+    use super::{revision, unordered_version};
 
     #[test]
     fn a_revision_is_a_decimal_integer_without_sign_or_leading_zero() {
@@ -715,5 +727,15 @@ mod tests {
         ] {
             assert_eq!(revision(not), None, "{not:?}");
         }
+    }
+
+    #[test]
+    fn the_unordered_version_warning_shows_the_version_not_its_wrapper() {
+        let said = unordered_version("default/x", "x1001\u{1b}");
+        assert!(
+            said.starts_with("lease default/x: the lock's version \"x1001\\u{1b}\" is not"),
+            "{said}"
+        );
+        assert!(!said.contains("Escaped"), "{said}");
     }
 }

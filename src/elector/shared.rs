@@ -105,6 +105,8 @@ pub(super) struct Shared {
     /// that a stop between the send and the read does not release before
     /// the work that read will start has returned.
     pub(super) hold_on_send: AtomicBool,
+    /// A release was written (what `LeaderElector::run` reports).
+    pub(super) released: AtomicBool,
 }
 
 impl Shared {
@@ -142,6 +144,7 @@ impl Shared {
             skip_release: AtomicBool::new(false),
             watch: Mutex::new(None),
             hold_on_send: AtomicBool::new(false),
+            released: AtomicBool::new(false),
         }
     }
 

@@ -46,8 +46,7 @@ use crate::clock::{add_saturating, Clock, Wakeup};
 ///     }
 /// };
 /// // The Lease's resourceVersion after the write that began the term.
-/// let stored = server.lease("default", "jobs").and_then(|l| l.metadata.resource_version);
-/// assert_eq!(Some(term.token().to_string()), stored);
+/// assert_eq!(server.resource_version("default", "jobs"), Some(term.token()));
 /// assert!(term.is_current() && handle.probe().term().is_some());
 /// handle.stop()?;
 /// assert!(!term.is_current()); // and never again
@@ -316,18 +315,19 @@ impl Term {
     /// than that must not start: check `time_to_stop() > step` first.
     ///
     /// ```
-    /// # use lease_elector::testing::TestApiServer;
-    /// # use lease_elector::{Client, ClientConfig, LeaderElector, LeaseLock};
-    /// # use std::time::Duration;
-    /// # let server = TestApiServer::start()?;
-    /// # let lock = LeaseLock::new(Client::new(ClientConfig::new(server.url()))?, "default", "jobs", "me");
-    /// # let elector = LeaderElector::builder(lock).build()?;
-    /// # let stopper = elector.stopper();
+    /// use lease_elector::testing::TestApiServer;
+    /// use lease_elector::{Client, ClientConfig, LeaderElector, LeaseLock};
+    /// use std::time::Duration;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// let lock = LeaseLock::new(Client::new(ClientConfig::new(server.url()))?, "default", "jobs", "me");
+    /// let elector = LeaderElector::builder(lock).build()?;
+    /// let stopper = elector.stopper();
     /// elector.run(|term| {
     ///     let step = Duration::from_secs(1);
     ///     while term.is_current() && term.time_to_stop() > step {
     ///         // one step of the work, at most `step` long
-    /// #       stopper.stop();
+    ///         stopper.stop(); // here, after one step: as a SIGTERM handler would
     ///     }
     /// })?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())

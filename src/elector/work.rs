@@ -8,6 +8,7 @@
 //! starts while this one's work still runs. (client-go's `RunOrDie` with
 //! `ReleaseOnCancel` leaves that ordering to the caller.)
 
+use std::sync::atomic::Ordering;
 use std::thread;
 
 use super::builder::LeaderElector;
@@ -26,10 +27,14 @@ impl LeaderElector {
     /// ended. The call returns when the elector ends, after the work has
     /// returned and (with `release_on_cancel`) the lease was released:
     ///
-    /// - `Ok(StopReason::Stopped)`: a [`Stopper`](super::Stopper) (from
+    /// - `Ok(StopReason::Released)`: a [`Stopper`](super::Stopper) (from
     ///   [`LeaderElector::stopper`], on a signal) stopped it, or `work`
     ///   returned while its term was still current (its job done: the
-    ///   elector stops and releases);
+    ///   elector stops), and the lease was released (`release_on_cancel`):
+    ///   the next candidate may lead at once;
+    /// - `Ok(StopReason::Stopped)`: stopped the same way, with nothing
+    ///   released: it was not leading at the stop, or ran without
+    ///   `release_on_cancel`, or another writer had changed the Lease;
     /// - `Ok(StopReason::Lost)`: leadership was lost (without `rejoin`;
     ///   with it, the next term calls `work` again, once the work of the
     ///   lost one has returned: one piece of work at a time);
@@ -71,7 +76,7 @@ impl LeaderElector {
     ///         }
     ///     }
     /// })?;
-    /// assert_eq!(ended, StopReason::Stopped);
+    /// assert_eq!(ended, StopReason::Released);
     /// assert_eq!(steps, 3);
     /// assert_eq!(server.holder("default", "jobs"), None); // released, after the work
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -81,6 +86,7 @@ impl LeaderElector {
         F: FnMut(Term) + Send,
     {
         let stopper = self.stopper();
+        let shared = self.shared.clone();
         let describe = self.shared.describe.clone();
         // Every event is read here: a term is the work's from its send.
         stopper.read_every_event();
@@ -143,14 +149,22 @@ impl LeaderElector {
         let stopped = handle.stop();
         outcome?;
         stopped?;
-        match ended {
-            Some(reason) => Ok(reason),
-            None if led || asked_to_stop => Ok(StopReason::Stopped),
-            None => Err(Error::AcquireTimeout {
-                lock: describe,
-                waited: acquire_timeout.unwrap_or_default(),
-            }),
+        let reason = match ended {
+            Some(reason) => reason,
+            None if led || asked_to_stop => StopReason::Stopped,
+            None => {
+                return Err(Error::AcquireTimeout {
+                    lock: describe,
+                    waited: acquire_timeout.unwrap_or_default(),
+                })
+            }
+        };
+        // Only a stop releases; the flag tells a release written from a
+        // follower's stop with nothing to write.
+        if reason == StopReason::Stopped && shared.released.load(Ordering::Relaxed) {
+            return Ok(StopReason::Released);
         }
+        Ok(reason)
     }
 }
 

@@ -18,6 +18,7 @@ pub(crate) struct Limits {
 
 impl Limits {
     /// No limit: every connection is admitted.
+    #[cfg(test)]
     pub(crate) const NONE: Limits = Limits {
         total: usize::MAX,
         per_peer: usize::MAX,
@@ -133,6 +134,13 @@ impl Connections {
             thread,
             phase,
         });
+    }
+
+    /// How many connections are being served.
+    #[cfg(test)]
+    pub(crate) fn open_count(&mut self) -> usize {
+        self.reap();
+        self.open.len()
     }
 
     /// Join the threads that ended.

@@ -9,8 +9,9 @@
 //! | | health endpoint | test API server |
 //! |---|---|---|
 //! | request head (request line and header fields) | at most 8 KiB | at most 1 MiB (kube-apiserver's `MaxHeaderBytes`) |
-//! | head time-out | the whole head within 5 s of the accept | the whole head within 32 s of its first byte (kube-apiserver's `ReadHeaderTimeout`) |
-//! | connections | at most 16, at most 8 per peer address | unbounded (a test tool on loopback) |
+//! | head time-out | the whole head within 5 s of the accept | the first head within 32 s of the accept, a later one within 32 s of its first byte (kube-apiserver's `ReadHeaderTimeout`) |
+//! | idle keep-alive connection | closed after the answer | closed after 90 s (kube-apiserver's `IdleTimeout`) |
+//! | connections | at most 16, at most 8 per peer address | at most 512 (a test tool on loopback: one peer) |
 //!
 //! **Making room.** When a new connection would go over its peer's share
 //! or over the total, the oldest connection in the way that has not sent a

@@ -13,9 +13,16 @@ pub(crate) const MAX_BODY: usize = 1024 * 1024;
 /// Largest request head (request line and header fields): kube-apiserver's
 /// `MaxHeaderBytes`; larger ones get 431.
 pub(crate) const MAX_HEAD: usize = 1024 * 1024;
-/// Time for a whole request head from its first byte: kube-apiserver's
-/// `ReadHeaderTimeout`.
+/// Time for a whole request head: kube-apiserver's `ReadHeaderTimeout`,
+/// counted from the accept for a connection's first request (settled on
+/// kube-apiserver 1.37.2: a connection that sends nothing, or only the TLS
+/// handshake, or half a head, is closed 32 s after the connect) and from
+/// the first byte for a later one.
 pub(crate) const HEAD_TIMEOUT: Duration = Duration::from_secs(32);
+/// How long a keep-alive connection waits for its next request by default:
+/// kube-apiserver's `IdleTimeout` (1.37.2 closes one 90 s after the end of
+/// its last answer).
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// Longest line of a chunked body's framing (chunk size and extensions,
 /// trailer fields).
 const MAX_LINE: usize = 16 * 1024;
@@ -104,12 +111,13 @@ fn read_line(r: &mut impl BufRead, count: &mut u64) -> io::Result<Option<Vec<u8>
     }
 }
 
-/// Read the next request: its head within [`HEAD_TIMEOUT`] from now (call
-/// it once the first byte is there), then its body. I/O errors mean the
-/// connection is unusable.
-pub(crate) fn read_request<S: Transport + Write>(r: &mut BufReader<S>) -> io::Result<Incoming> {
-    let deadline = Deadline::from_now(HEAD_TIMEOUT);
-    let head = match http_server::read_head(r, MAX_HEAD, &deadline)? {
+/// Read the next request: its head by `deadline`, then its body. I/O
+/// errors mean the connection is unusable.
+pub(crate) fn read_request<S: Transport + Write>(
+    r: &mut BufReader<S>,
+    deadline: &Deadline,
+) -> io::Result<Incoming> {
+    let head = match http_server::read_head(r, MAX_HEAD, deadline)? {
         http_server::Incoming::Head(head) => head,
         http_server::Incoming::Closed => return Ok(Incoming::Closed),
         http_server::Incoming::Bad(b) => {
@@ -320,7 +328,11 @@ pub(crate) fn parse_raw(raw: &[u8]) -> Incoming {
     let (server, _) = listener.accept().unwrap();
     client.write_all(raw).unwrap();
     client.shutdown(std::net::Shutdown::Write).unwrap();
-    read_request(&mut BufReader::new(server)).unwrap()
+    read_request(
+        &mut BufReader::new(server),
+        &Deadline::from_now(HEAD_TIMEOUT),
+    )
+    .unwrap()
 }
 
 #[cfg(test)]

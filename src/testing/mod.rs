@@ -19,35 +19,49 @@
 //! the URL, the CA when TLS is on, a token naming the candidate), then read
 //! the Lease they write and break things underneath one of them:
 //!
-//! ```no_run
+//! ```
 //! use lease_elector::testing::{Fault, TestApiServer};
+//! use lease_elector::{Client, LeaderElector, LeaderEvent, LeaderEvents, LeaseLock};
+//! use std::time::Duration;
 //!
 //! let server = TestApiServer::builder().tls(true).build()?;
-//! let (config_a, config_b) = (server.client_config("pod-a"), server.client_config("pod-b"));
-//! // Start the program's two candidates with these configurations; here
-//! // we just look at what they did.
-//! # let wait_until = |_: &str| {};
-//! wait_until("pod-a leads");
+//! // Your program's candidates, each with a configuration of its own
+//! // (short timings, so that the test is quick).
+//! let candidate = |id: &str| -> lease_elector::Result<_> {
+//!     let client = Client::new(server.client_config(id))?;
+//!     LeaderElector::builder(LeaseLock::new(client, "default", "my-lease", id))
+//!         .lease_duration(Duration::from_secs(2))
+//!         .renew_deadline(Duration::from_secs(1))
+//!         .retry_period(Duration::from_millis(200))
+//!         .build()?
+//!         .spawn()
+//! };
+//! let wait_until_leading = |events: &LeaderEvents| {
+//!     events.iter().find(|e| matches!(e, LeaderEvent::StartedLeading { .. }))
+//! };
+//! let (_a, a_events) = candidate("pod-a")?;
+//! wait_until_leading(&a_events);
+//! let (_b, b_events) = candidate("pod-b")?;
 //! assert_eq!(server.holder("default", "my-lease").as_deref(), Some("pod-a"));
 //!
 //! // pod-a alone loses the API server: pod-b takes over once the lease
 //! // has gone unrenewed for its duration.
 //! server.cut_off("pod-a");
-//! wait_until("pod-b leads");
+//! wait_until_leading(&b_events);
 //! server.restore("pod-a");
 //!
 //! // pod-b's next two renewals fail with 500; it rides them out.
 //! server.inject(Fault::status(500).method("PUT").candidate("pod-b").times(2));
 //!
-//! // Someone else takes the lease over behind the program's back.
+//! // Someone else takes the lease over behind the program's back: pod-b's
+//! // term ends.
 //! let mut record = server.record("default", "my-lease").expect("the program created its lease");
 //! record.holder_identity = "intruder".into();
 //! server.put_record("default", "my-lease", &record);
-//! // ... assert the program notices it lost leadership ...
+//! let lost = b_events.iter().find(|e| matches!(e, LeaderEvent::StoppedLeading { .. }));
+//! assert!(lost.is_some());
 //! assert!(server.stats().updates > 0);
-//! # let _ = (config_a, config_b);
-//! server.shutdown();
-//! # Ok::<(), std::io::Error>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! A complete, runnable round trip with a plain HTTP client:
@@ -209,10 +223,14 @@
 //!
 //! Requests are read by the small HTTP/1.1 core the crate's health
 //! endpoint also uses: a request head (request line and header fields)
-//! may be at most 1 MiB (431 beyond) and must arrive whole within 32 s of
-//! its first byte (kube-apiserver's `MaxHeaderBytes` and
-//! `ReadHeaderTimeout`); a head that is not HTTP/1.1 or HTTP/1.0 is a 400
-//! or 505, as Go's `net/http` answers it.
+//! may be at most 1 MiB (431 beyond) and must arrive whole within 32 s:
+//! of the connect for a connection's first request, of its first byte for
+//! a later one; a connection waits at most 90 s for its next request
+//! (kube-apiserver's `MaxHeaderBytes`, `ReadHeaderTimeout` and
+//! `IdleTimeout`, as 1.37.2 was measured to close them), and at most 512
+//! connections are served at once, the oldest silent one closed for a new
+//! one; a head that is not HTTP/1.1 or HTTP/1.0 is a 400 or 505, as Go's
+//! `net/http` answers it.
 //!
 //! # kubectl
 //!
@@ -222,9 +240,11 @@
 //! `replace -f`, `edit`, `patch`, `label`, `annotate`, `delete lease X`,
 //! `create namespace`, `get namespaces` and `get events` work as against a
 //! cluster. The `lease-elector-test-server` binary runs one on its own, a
-//! fake cluster for kubectl and your program (`cargo install
-//! lease-elector --features testing --bin lease-elector-test-server`, then
-//! `lease-elector-test-server --kubeconfig PATH [--tls] [--token T]`).
+//! fake cluster for kubectl and your program: `cargo install --path .
+//! --features testing --bin lease-elector-test-server` in a clone of the
+//! repository (once the crate is published, `cargo install lease-elector
+//! --features testing --bin lease-elector-test-server` without one), then
+//! `lease-elector-test-server --kubeconfig PATH [--tls] [--token T]`.
 
 mod api;
 mod apply;
@@ -348,6 +368,8 @@ pub struct TestApiServerBuilder {
     idle_timeout: Option<Duration>,
     /// Not recorded even with `LEASE_ELECTOR_RECORD_DIR` set.
     unrecorded: bool,
+    /// Test seams: the head time-out and the cap on connections.
+    pub(crate) timeouts: server::Timeouts,
 }
 
 impl TestApiServerBuilder {
@@ -401,8 +423,13 @@ impl TestApiServerBuilder {
     /// TLS `close_notify`) and no answer, as real API servers and load
     /// balancers drop idle connections. A request once started, a running
     /// watch and a hung request are not cut. Durations under 1 ms count as
-    /// 1 ms. Default: idle connections stay open until the client closes
-    /// them.
+    /// 1 ms. Default: 90 s, kube-apiserver's `IdleTimeout`.
+    ///
+    /// Whatever it is, a connection's first request head must be complete
+    /// within 32 s of the connect, and a later one within 32 s of its first
+    /// byte (kube-apiserver's `ReadHeaderTimeout`), and at most 512
+    /// connections are served at once (a thread each): one more closes the
+    /// oldest that has not sent a complete request head.
     ///
     /// ```
     /// use lease_elector::testing::TestApiServer;
@@ -433,6 +460,20 @@ impl TestApiServerBuilder {
     #[doc(hidden)]
     pub fn record(mut self, on: bool) -> Self {
         self.unrecorded = !on;
+        self
+    }
+
+    /// The head time-out (32 s) shortened, so that a test of it is quick.
+    #[cfg(test)]
+    pub(crate) fn head_timeout(mut self, head: Duration) -> Self {
+        self.timeouts.head = head;
+        self
+    }
+
+    /// The cap on connections (512) lowered, so that a test of it is quick.
+    #[cfg(test)]
+    pub(crate) fn max_connections(mut self, n: usize) -> Self {
+        self.timeouts.max_connections = n;
         self
     }
 
@@ -469,7 +510,11 @@ impl TestApiServerBuilder {
             },
             ..State::default()
         };
-        let shared = Arc::new(Shared::new(state, tls, self.idle_timeout));
+        let mut timeouts = self.timeouts;
+        if let Some(idle) = self.idle_timeout {
+            timeouts.idle = idle;
+        }
+        let shared = Arc::new(Shared::new(state, tls, timeouts));
         let acceptor = server::spawn_acceptor(shared.clone(), listener)?;
         log::debug!("test-apiserver: listening on {addr}");
         Ok(TestApiServer {
@@ -599,6 +644,34 @@ impl TestApiServer {
         Some(stored.to_string())
     }
 
+    /// The `metadata.resourceVersion` of the stored Lease `namespace/name`
+    /// as a number (on this server, as on etcd, a revision that grows
+    /// with every write): a [`Term::token`](crate::Term::token) is the one
+    /// the write that began its term stored. `None` when there is no such
+    /// Lease.
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// use lease_elector::LeaderElectionRecord;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// assert_eq!(server.resource_version("default", "my-lease"), None);
+    /// server.put_record("default", "my-lease", &LeaderElectionRecord::default());
+    /// let first = server.resource_version("default", "my-lease").expect("stored");
+    /// let record = LeaderElectionRecord {
+    ///     holder_identity: "someone".into(),
+    ///     ..LeaderElectionRecord::default()
+    /// };
+    /// server.put_record("default", "my-lease", &record);
+    /// assert!(server.resource_version("default", "my-lease") > Some(first));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn resource_version(&self, namespace: &str, name: &str) -> Option<u64> {
+        let st = self.shared.lock();
+        let stored = st.store.get(Collection::Leases, namespace, name)?;
+        store::meta_str(stored, "resourceVersion")?.parse().ok()
+    }
+
     /// Who holds the Lease `namespace/name`: `None` when there is no such
     /// Lease or nobody holds it (an empty or absent `holderIdentity`).
     ///
@@ -641,7 +714,8 @@ impl TestApiServer {
     /// would: creating it, or replacing the election fields of the stored
     /// one and keeping the rest (labels, annotations, fields this crate
     /// does not know), without validation; the resourceVersion is bumped
-    /// and watchers see the change.
+    /// and watchers see the change (a write that changes nothing is not
+    /// written, as kube-apiserver does).
     ///
     /// ```
     /// use lease_elector::testing::TestApiServer;
@@ -679,7 +753,8 @@ impl TestApiServer {
 
     /// Store `lease` (named by its `metadata.name`) in `namespace`, creating
     /// or overwriting it without validation and bumping the
-    /// resourceVersion; watchers see the change. Its
+    /// resourceVersion; watchers see the change (unless nothing changed:
+    /// that is not written, as kube-apiserver does). Its
     /// `metadata.resourceVersion` is replaced by the new version.
     ///
     /// ```

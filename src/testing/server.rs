@@ -20,7 +20,9 @@ use super::stats::{Kind, Recorder, RequestLog};
 use super::status::{self, Target};
 use super::store::Store;
 use super::watch;
-use crate::http_server::{Connections, Limits, Phase, Transport};
+use crate::clock::SystemClock;
+use crate::deadline::Deadline;
+use crate::http_server::{Admission, Connections, Limits, Phase, Transport};
 
 /// Everything requests read and write, under one lock.
 #[derive(Debug, Default)]
@@ -49,27 +51,53 @@ pub(crate) struct Shared {
     changed: Condvar,
     stopping: AtomicBool,
     tls: Option<Arc<ServerConfig>>,
-    /// Unbounded: a test tool on loopback serves every connection.
-    conns: Mutex<Connections>,
+    /// At most `Timeouts::max_connections`, the silent ones closed first.
+    pub(crate) conns: Mutex<Connections>,
     next_conn: AtomicU64,
-    /// Close a connection that waits this long for its next request.
-    idle_timeout: Option<Duration>,
+    timeouts: Timeouts,
 }
 
+/// How long a connection may keep a thread without a request, and how
+/// many may.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timeouts {
+    /// Close a keep-alive connection that waits this long for its next
+    /// request.
+    pub(crate) idle: Duration,
+    /// A request head must be complete this long after its first byte,
+    /// and a connection's first one this long after the accept.
+    pub(crate) head: Duration,
+    /// Connections served at once: a thread each. One more closes the
+    /// oldest that has not sent a complete head (then the oldest whose
+    /// answer is written); when every one is busy, the new one is closed.
+    pub(crate) max_connections: usize,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            idle: http::IDLE_TIMEOUT,
+            head: http::HEAD_TIMEOUT,
+            max_connections: MAX_CONNECTIONS,
+        }
+    }
+}
+
+/// A connection's thread costs about 28 kB of memory: 512 is 14 MB, and
+/// more than every test and fake cluster here opens (a candidate keeps
+/// two, kubectl one per command).
+pub(crate) const MAX_CONNECTIONS: usize = 512;
+
 impl Shared {
-    pub(crate) fn new(
-        state: State,
-        tls: Option<Arc<ServerConfig>>,
-        idle_timeout: Option<Duration>,
-    ) -> Self {
+    pub(crate) fn new(state: State, tls: Option<Arc<ServerConfig>>, timeouts: Timeouts) -> Self {
         Shared {
             state: Mutex::new(state),
             changed: Condvar::new(),
             stopping: AtomicBool::new(false),
             tls,
-            conns: Mutex::new(Connections::new(Limits::NONE)),
+            conns: Mutex::new(Connections::new(limits(&timeouts))),
             next_conn: AtomicU64::new(0),
-            idle_timeout,
+            timeouts,
         }
     }
 
@@ -117,6 +145,15 @@ impl Shared {
     }
 }
 
+/// One peer (loopback) is every peer of a test server: the total is the
+/// only bound.
+fn limits(t: &Timeouts) -> Limits {
+    Limits {
+        total: t.max_connections.max(1),
+        per_peer: usize::MAX,
+    }
+}
+
 /// Start the acceptor thread on `listener`.
 pub(crate) fn spawn_acceptor(
     shared: Arc<Shared>,
@@ -161,6 +198,18 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
         let peer = socket
             .peer_addr()
             .map_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED), |a| a.ip());
+        let mut conns = shared.conns.lock().unwrap_or_else(PoisonError::into_inner);
+        // Joins the connections that ended, and makes room within the cap
+        // before a thread is started.
+        if conns.admit(peer) == Admission::Busy {
+            log::warn!(
+                "test-apiserver: {} connections, each serving a request: closing a new one",
+                shared.timeouts.max_connections
+            );
+            drop(stream);
+            continue;
+        }
+        let accepted = Instant::now();
         let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
         let sh = shared.clone();
         let phase = Phase::default();
@@ -168,16 +217,10 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
             .name(format!("test-apiserver/conn-{id}"))
             .spawn({
                 let phase = phase.clone();
-                move || serve_connection(&sh, stream, &phase)
+                move || serve_connection(&sh, stream, &phase, accepted)
             });
         match spawned {
-            Ok(thread) => {
-                let mut conns = shared.conns.lock().unwrap_or_else(PoisonError::into_inner);
-                // Without limits this only joins the connections that ended,
-                // so a long test does not pile them up.
-                conns.admit(peer);
-                conns.insert(peer, socket, thread, phase);
-            }
+            Ok(thread) => conns.insert(peer, socket, thread, phase),
             Err(e) => log::warn!("test-apiserver: cannot start connection thread: {e}"),
         }
     }
@@ -198,7 +241,7 @@ pub(crate) fn stop(shared: &Shared, addr: SocketAddr, acceptor: JoinHandle<()>) 
     // Unblocks reads and writes; the threads see `stopping` and return.
     let mut conns = std::mem::replace(
         &mut *shared.conns.lock().unwrap_or_else(PoisonError::into_inner),
-        Connections::new(Limits::NONE),
+        Connections::new(limits(&shared.timeouts)),
     );
     conns.close_all();
 }
@@ -288,7 +331,7 @@ pub(crate) enum Next {
     Close,
 }
 
-fn serve_connection(shared: &Arc<Shared>, socket: TcpStream, phase: &Phase) {
+fn serve_connection(shared: &Arc<Shared>, socket: TcpStream, phase: &Phase, accepted: Instant) {
     let stream = match &shared.tls {
         None => Stream::Plain(socket),
         Some(cfg) => match ServerConnection::new(cfg.clone()) {
@@ -301,12 +344,32 @@ fn serve_connection(shared: &Arc<Shared>, socket: TcpStream, phase: &Phase) {
     };
     let mut conn = BufReader::new(stream);
     let mut handshake_counted = false;
+    let timeouts = shared.timeouts;
+    let mut first = true;
     while !shared.stopping() {
         phase.waiting();
-        if !next_request(&mut conn, shared.idle_timeout) {
+        // The first request's head is due a head time-out after the
+        // accept, the TLS handshake included; a later one's, after its
+        // first byte. The first byte may take up to the idle time-out
+        // (counted from the accept, or from the last answer) to come.
+        let head_due = crate::clock::add_saturating(accepted, timeouts.head);
+        let wait = if first {
+            head_due
+                .saturating_duration_since(Instant::now())
+                .min(timeouts.idle)
+        } else {
+            timeouts.idle
+        };
+        if !next_request(&mut conn, wait) {
             break;
         }
-        let incoming = match http::read_request(&mut conn) {
+        let deadline = if first {
+            Deadline::at(Arc::new(SystemClock), head_due)
+        } else {
+            Deadline::from_now(timeouts.head)
+        };
+        first = false;
+        let incoming = match http::read_request(&mut conn, &deadline) {
             Ok(i) => i,
             Err(e) if e.kind() == io::ErrorKind::InvalidData => {
                 // A malformed chunked body: answer it, the framing is lost.
@@ -367,17 +430,25 @@ fn serve_connection(shared: &Arc<Shared>, socket: TcpStream, phase: &Phase) {
     conn.get_mut().close();
 }
 
-/// Wait for the first byte of the next request (at most `idle`, when
-/// set); false when none came (or the connection failed), and the caller
-/// closes it. The wait between requests is bounded by `idle` alone; the
-/// head, once started, by [`http::HEAD_TIMEOUT`] (as kube-apiserver's
-/// `IdleTimeout` and `ReadHeaderTimeout`); the body and the answer are not
-/// timed.
-fn next_request(conn: &mut BufReader<Stream>, idle: Option<Duration>) -> bool {
+/// Wait for the first byte of the next request, at most `idle`; false
+/// when none came (or the connection failed), and the caller closes it.
+/// The wait is bounded by `idle` alone; the head, once started, by its own
+/// deadline (as kube-apiserver's `IdleTimeout` and `ReadHeaderTimeout`);
+/// the body and the answer are not timed.
+fn next_request(conn: &mut BufReader<Stream>, idle: Duration) -> bool {
     if !conn.buffer().is_empty() {
         return true; // a pipelined request is already here
     }
-    if conn.get_ref().socket().set_read_timeout(idle).is_err() {
+    if idle.is_zero() {
+        log::debug!("test-apiserver: closing a connection that sent no request in time");
+        return false;
+    }
+    if conn
+        .get_ref()
+        .socket()
+        .set_read_timeout(Some(idle))
+        .is_err()
+    {
         return false;
     }
     loop {
@@ -614,4 +685,112 @@ pub(crate) fn answer(
         bytes.len() as u64,
     );
     http::send(stream, &bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::TestApiServer;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::Duration;
+
+    fn connect(server: &TestApiServer) -> TcpStream {
+        let addr = server.url().trim_start_matches("http://").to_string();
+        let conn = TcpStream::connect(addr).unwrap();
+        // Only a bound for a failing test: a closed connection reads 0 at once.
+        conn.set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        conn
+    }
+
+    /// The server closed `conn` (a read sees the end, not its own time-out).
+    fn closed_by_server(conn: &mut TcpStream) -> bool {
+        match conn.read(&mut [0u8; 256]) {
+            Ok(n) => n == 0,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        }
+    }
+
+    /// `GET /version` on `conn`, its answer read whole: the status code.
+    fn get_version(conn: &mut TcpStream) -> String {
+        conn.write_all(b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut head = Vec::new();
+        while !head.ends_with(b"\r\n\r\n") {
+            let mut b = [0u8; 1];
+            conn.read_exact(&mut b).unwrap();
+            head.push(b[0]);
+        }
+        let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+        let length: usize = head
+            .split("content-length: ")
+            .nth(1)
+            .and_then(|v| v.split("\r\n").next())
+            .unwrap()
+            .parse()
+            .unwrap();
+        conn.read_exact(&mut vec![0u8; length]).unwrap();
+        head[9..12].to_string()
+    }
+
+    fn open_connections(server: &TestApiServer) -> usize {
+        server
+            .shared
+            .conns
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .open_count()
+    }
+
+    /// kube-apiserver 1.37.2 closes a connection that has not sent a
+    /// whole request head 32 s after the connect (nothing sent, only half
+    /// a head): so does the test server, at its head time-out (shortened
+    /// here), also with no idle time-out set.
+    #[test]
+    fn a_connection_that_sends_no_request_head_in_time_is_closed() {
+        let server = TestApiServer::builder()
+            .head_timeout(Duration::from_millis(300))
+            .build()
+            .unwrap();
+        let mut silent = connect(&server);
+        let mut half = connect(&server);
+        half.write_all(b"GET /version HTTP/1.1\r\nHost: x\r\n")
+            .unwrap();
+        assert!(closed_by_server(&mut silent), "a silent connection is kept");
+        assert!(closed_by_server(&mut half), "half a head is waited for");
+        // A head in time is served, and the connection kept for the next.
+        let mut served = connect(&server);
+        assert_eq!(get_version(&mut served), "200");
+        server.shutdown();
+    }
+
+    /// A thread per connection, at most `max_connections` of them: one more
+    /// closes the oldest that has sent no request, and when every one is
+    /// busy (a watch) the new one is closed.
+    #[test]
+    fn connections_over_the_cap_close_the_oldest_silent_one_or_the_new_one() {
+        let server = TestApiServer::builder().max_connections(3).build().unwrap();
+        let mut conns: Vec<TcpStream> = (0..5).map(|_| connect(&server)).collect();
+        assert!(closed_by_server(&mut conns[0]));
+        assert!(closed_by_server(&mut conns[1]));
+        for conn in &mut conns[2..] {
+            assert_eq!(get_version(conn), "200");
+        }
+        assert!(open_connections(&server) <= 3);
+
+        // Three watches: every connection busy.
+        for conn in &mut conns[2..] {
+            conn.write_all(
+                b"GET /apis/coordination.k8s.io/v1/namespaces/default/leases?watch=true HTTP/1.1\r\nHost: x\r\n\r\n",
+            )
+            .unwrap();
+            let mut buf = [0u8; 12];
+            conn.read_exact(&mut buf).unwrap();
+            assert_eq!(&buf[9..12], b"200");
+        }
+        let mut refused = connect(&server);
+        assert!(closed_by_server(&mut refused));
+        assert!(open_connections(&server) <= 3);
+        server.shutdown();
+    }
 }

@@ -211,6 +211,12 @@ impl Store {
     /// Store `obj` as `ns/name`, stamping the server-owned metadata: a new
     /// resourceVersion, the namespace, and (kept from the stored object when
     /// there is one) uid and creationTimestamp. Returns the stored object.
+    ///
+    /// An update that changes nothing is not written, as kube-apiserver
+    /// does (settled on 1.37.2: two unchanged `PUT`s of a Lease answer 200
+    /// with its resourceVersion as it was, its managedFields untouched, and
+    /// no watch event): the stored object is returned as it is, with its
+    /// version and its field owners.
     pub(crate) fn write(&mut self, c: Collection, ns: &str, name: &str, obj: Value) -> Value {
         let owners = self.owners(c, ns, name);
         self.write_owned(c, ns, name, obj, owners)
@@ -225,9 +231,14 @@ impl Store {
         mut obj: Value,
         owners: Owners,
     ) -> Value {
+        let k = key(c, ns, name);
+        if let Some(old) = self.objects.get(&k) {
+            if self.unchanged(&old.object, ns, name, &obj) {
+                return old.object.clone();
+            }
+        }
         self.rv += 1;
         let rv = self.rv;
-        let k = key(c, ns, name);
         let old = self.objects.get(&k);
         let previous = old.map(|e| e.object.clone());
         let created_at = old.map_or(rv, |e| e.created);
@@ -272,16 +283,28 @@ impl Store {
         obj
     }
 
+    /// Whether `obj`, stamped as [`write`](Self::write) would stamp it over
+    /// `old`, is `old` itself.
+    fn unchanged(&self, old: &Value, ns: &str, name: &str, obj: &Value) -> bool {
+        let stamped = self.preview_over(Some(old), ns, name, obj.clone());
+        stamped == *old
+    }
+
     /// What [`write`](Self::write) would store, without storing it (a dry
     /// run): a new object has no resourceVersion yet, an existing one
     /// keeps its current one.
-    pub(crate) fn preview(&self, c: Collection, ns: &str, name: &str, mut obj: Value) -> Value {
-        let old = self.get(c, ns, name);
+    pub(crate) fn preview(&self, c: Collection, ns: &str, name: &str, obj: Value) -> Value {
+        self.preview_over(self.get(c, ns, name), ns, name, obj)
+    }
+
+    fn preview_over(&self, old: Option<&Value>, ns: &str, name: &str, mut obj: Value) -> Value {
         let old_meta = |f: &str| old.and_then(|o| meta_str(o, f)).map(str::to_string);
         if let Some(m) = meta_mut(&mut obj) {
             drop_empty(m);
             m.insert("name".into(), name.into());
-            if !ns.is_empty() {
+            if ns.is_empty() {
+                m.remove("namespace");
+            } else {
                 m.insert("namespace".into(), ns.into());
             }
             match old_meta("resourceVersion") {
@@ -421,6 +444,23 @@ mod tests {
             kinds,
             [EventType::Added, EventType::Modified, EventType::Deleted]
         );
+    }
+
+    #[test]
+    fn an_update_that_changes_nothing_is_not_written() {
+        let mut s = Store::default();
+        let lease = json!({"kind": "Lease", "spec": {"holderIdentity": "a"}});
+        let first = s.write(L, "ns", "l", lease.clone());
+        let version = s.rv();
+        // The same body again, and the stored object as a client sends it back.
+        assert_eq!(s.write(L, "ns", "l", lease), first);
+        assert_eq!(s.write(L, "ns", "l", first.clone()), first);
+        assert_eq!(s.rv(), version, "no new resourceVersion");
+        assert_eq!(s.changes_since(L, version, "ns", None).unwrap().len(), 0);
+        // A change is written.
+        let changed = s.write(L, "ns", "l", json!({"kind": "Lease", "spec": {}}));
+        assert_eq!(s.rv(), version + 1);
+        assert_eq!(meta_str(&changed, "uid"), meta_str(&first, "uid"));
     }
 
     #[test]

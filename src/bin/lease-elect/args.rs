@@ -68,8 +68,9 @@ With COMMAND:
                           than --lease-duration (15s), it never is
 
 COMMAND's environment holds its term: LEASE_ELECT_TERM (the fencing token: the Lease's
-leaseTransitions when this term began, greater than every earlier term's; send it with each
-write to a store that refuses a token lower than one it has seen), LEASE_ELECT_IDENTITY and
+resourceVersion as the write that began this term stored it, greater for every later term,
+across deletions of the Lease; send it with each write to a store that refuses a token
+lower than one it has seen), LEASE_ELECT_IDENTITY and
 LEASE_ELECT_LEASE (namespace/name). A term ends when its renew deadline passes without a
 renew. COMMAND's supervisor holds that deadline too (on CLOCK_BOOTTIME, which counts a
 suspend): it stops COMMAND at the term's end also while lease-elect does not run (SIGSTOP,

@@ -1,10 +1,12 @@
 //! `lease-elector-test-server`: a fake cluster on your laptop, the
 //! crate's embedded API server (`lease_elector::testing::TestApiServer`)
-//! on its own, with a kubeconfig for kubectl and your program. No clone of
-//! the repository is needed:
+//! on its own, with a kubeconfig for kubectl and your program. Installed
+//! from a clone of the repository (once the crate is published, `cargo
+//! install lease-elector --features testing --bin
+//! lease-elector-test-server` needs no clone):
 //!
 //! ```text
-//! cargo install lease-elector --features testing --bin lease-elector-test-server
+//! cargo install --path . --features testing --bin lease-elector-test-server
 //! lease-elector-test-server --kubeconfig /tmp/fake.kubeconfig --tls --token t0k3n &
 //! KUBECONFIG=/tmp/fake.kubeconfig kubectl get leases -A
 //! ```
