@@ -501,7 +501,7 @@ fn run_with_rejoin_runs_one_piece_of_work_at_a_time_across_a_deletion() {
             runs.push((term.token(), began, Instant::now()));
         })
         .unwrap();
-    assert_eq!(ended, StopReason::Stopped);
+    assert_eq!(ended, StopReason::Released);
     assert_eq!(runs.len(), 2, "{runs:?}");
     assert!(runs[0].0 < runs[1].0, "{runs:?}");
     assert!(runs[0].2 <= runs[1].1, "the works overlapped: {runs:?}");
@@ -522,7 +522,7 @@ fn run_releases_only_after_the_work_has_returned() {
             held_while_working = api.holder(LEASE);
         })
         .unwrap();
-    assert_eq!(ended, StopReason::Stopped);
+    assert_eq!(ended, StopReason::Released);
     assert_eq!(held_while_working.as_deref(), Some("a"));
     assert_eq!(api.holder(LEASE), None);
 }
