@@ -908,7 +908,14 @@ fn the_readme_walkthrough_holds_on_kube_apiserver() {
         return;
     }
     // Its Lease, default/demo, as on a cluster that never had one.
-    api.kubectl(&["delete", "lease", "demo", "-n", "default", "--ignore-not-found"]);
+    api.kubectl(&[
+        "delete",
+        "lease",
+        "demo",
+        "-n",
+        "default",
+        "--ignore-not-found",
+    ]);
     let script = std::fs::read_to_string("examples/fake-cluster.sh").unwrap();
     let steps: String = script
         .lines()

@@ -5,8 +5,8 @@
 //! a `kubectl replace` of the Lease as read answers 200 with the same
 //! version). A leader whose renews wrote the stored record again would
 //! renew nothing: its followers see no change and take over once the
-//! lease runs out. One body, run on the test server (with its
-//! `Fault::noop_update`, kube-apiserver's behaviour) and, when
+//! lease runs out. One body, run on the test server (which answers an
+//! unchanged update as kube-apiserver does) and, when
 //! `LEASE_ELECTOR_CONTROL_PLANE` names a directory written by
 //! `.ci/control-plane up`, on the real control plane.
 
@@ -15,7 +15,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use lease_elector::testing::{Fault, TestApiServer};
+use lease_elector::testing::TestApiServer;
 use lease_elector::{
     Client, ClientConfig, Clock, LeaderElector, LeaderEvent, LeaseLock, Lock, SystemClock, Wake,
     Wakeup,
@@ -109,7 +109,6 @@ fn a_leader_whose_wall_clock_stands_still_keeps_its_term_on_a_server_that_writes
 ) {
     let server = TestApiServer::start().unwrap();
     server.add_namespace(common::NS);
-    server.inject(Fault::noop_update().forever());
     let hold = LEASE_DURATION * 2;
     a_frozen_leader_keeps_its_term(ClientConfig::new(server.url()), common::NS, hold);
 }

@@ -55,7 +55,6 @@ pub(crate) enum Action {
     Raw(u16, Vec<u8>),
     Hang,
     RetryAfter(u16, String),
-    NoopUpdate,
 }
 
 impl Fault {
@@ -149,23 +148,6 @@ impl Fault {
     /// ```
     pub fn hang() -> Self {
         Self::new(Action::Hang)
-    }
-
-    /// Answer a Lease `PUT` that changes nothing of the stored Lease (the
-    /// same `spec` against its current `resourceVersion`) as kube-apiserver
-    /// does: `200` with the stored Lease, its `resourceVersion` unchanged,
-    /// nothing written and no watch event. Any other request is served as
-    /// ever. (The test server otherwise stores every update as a new
-    /// version.)
-    ///
-    /// ```
-    /// use lease_elector::testing::Fault;
-    /// let as_kube_apiserver = Fault::noop_update().forever();
-    /// # let _ = as_kube_apiserver;
-    /// ```
-    #[doc(hidden)]
-    pub fn noop_update() -> Self {
-        Self::new(Action::NoopUpdate)
     }
 
     /// Answer with status `code` and the same Kubernetes `Status` body as

@@ -576,12 +576,6 @@ fn handle(shared: &Arc<Shared>, conn: &mut BufReader<Stream>, req: Request) -> N
         }
         resp
     };
-    if decision.action == Some(Action::NoopUpdate) {
-        let noop = noop_update(&shared.lock().store, &route, &req);
-        if let Some(resp) = noop {
-            return respond(shared, conn, &req, &resp, keep);
-        }
-    }
     let resp = match decision.action {
         Some(Action::Drop) => return dropped(shared),
         Some(Action::Hang) => {
@@ -593,7 +587,7 @@ fn handle(shared: &Arc<Shared>, conn: &mut BufReader<Stream>, req: Request) -> N
         }
         Some(Action::Status(code)) => injected(status::injected(code, target.as_ref())),
         Some(Action::Raw(code, body)) => injected(Response::json(code, body)),
-        Some(Action::Latency(_) | Action::NoopUpdate) | None => {
+        Some(Action::Latency(_)) | None => {
             if let Route::Collection { api, ns } = &route {
                 if req.method == "GET" && api::is_watch(&req) {
                     return watch::serve(shared, conn, &req, *api, ns, keep);
@@ -612,31 +606,6 @@ fn handle(shared: &Arc<Shared>, conn: &mut BufReader<Stream>, req: Request) -> N
         }
     };
     respond(shared, conn, &req, &resp, keep)
-}
-
-/// A Lease `PUT` that changes nothing of the stored Lease, answered as
-/// kube-apiserver's etcd3 store does: the stored object, same version,
-/// nothing written. `None` for any other request.
-fn noop_update(store: &Store, route: &Route, req: &Request) -> Option<Response> {
-    let Route::Object { api, ns, name } = route else {
-        return None;
-    };
-    if req.method != "PUT" || *api != super::resource::Api::Leases {
-        return None;
-    }
-    let sent: serde_json::Value = serde_json::from_slice(&req.body).ok()?;
-    let stored = store.get(api.collection(), ns, name)?;
-    let rv = |v: &serde_json::Value| v["metadata"]["resourceVersion"].clone();
-    let same = |f: &str| sent["metadata"][f] == stored["metadata"][f];
-    if rv(&sent) != rv(stored)
-        || sent["spec"] != stored["spec"]
-        || !same("labels")
-        || !same("annotations")
-    {
-        return None;
-    }
-    let body = serde_json::to_vec(&api::view(*api, stored.clone())).ok()?;
-    Some(Response::json(200, body))
 }
 
 fn respond(
