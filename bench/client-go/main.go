@@ -12,7 +12,8 @@
 // LEASE_ELECT_TERM (the Lease's resourceVersion read at OnStartedLeading:
 // client-go has no token), LEASE_ELECT_IDENTITY and LEASE_ELECT_LEASE, and
 // sends it SIGTERM when client-go cancels OnStartedLeading's context (then
-// SIGKILL after 10 s, lease-elect's default --grace). After a lost term it
+// SIGKILL after 10 s, lease-elect's default --grace; at once when this
+// process dies, as work in the process would). After a lost term it
 // competes again, as lease-elect does; SIGTERM or SIGINT ends it, releasing
 // the Lease (ReleaseOnCancel) and then waiting for COMMAND.
 package main
@@ -126,6 +127,8 @@ func main() {
 				cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 				cmd.Env = append(os.Environ(), "LEASE_ELECT_TERM="+token,
 					"LEASE_ELECT_IDENTITY="+*identity, "LEASE_ELECT_LEASE="+*namespace+"/"+*name)
+				// Work in the process dies with it: COMMAND is killed with it too.
+				cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 				cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 				cmd.WaitDelay = 10 * time.Second
 				if err := cmd.Run(); err != nil && ctx.Err() == nil {
