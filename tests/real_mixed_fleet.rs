@@ -971,3 +971,66 @@ fn judge_seen(fleet: &Fleet, disruptions: &[Disruption], failures: &mut Vec<Stri
     }
     checked
 }
+
+/// The judges on made-up schedules, so that a fleet run that passes is
+/// known to have been able to fail.
+#[test]
+fn the_judges_fail_an_overlap_of_ours_and_a_stolen_lease_and_list_client_gos() {
+    let piece = |who: &str, start: f64, end: f64| Piece {
+        who: who.into(),
+        pid: 1,
+        token: "1".into(),
+        start,
+        end,
+    };
+    let (mut failures, mut findings) = (Vec::new(), Vec::new());
+    let work = [
+        piece("le-0-0", 0.0, 10.0),
+        piece("lib-1-0", 9.5, 20.0),
+        piece("cg-0-0", 19.0, 30.0),
+        piece("le-0-1", 29.0, 40.0),
+    ];
+    judge_overlaps(&work, &[], &mut failures, &mut findings);
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    assert!(failures[0].contains("le-0-0") && failures[1].contains("lib-1-0"));
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert!(findings[0].starts_with("cg-0-0"));
+
+    let version = |holder: &str, acquire: f64, renew: f64, transitions: i64, rv: &str| Version {
+        t: renew,
+        kind: "MODIFIED".into(),
+        rv: rv.into(),
+        holder: holder.into(),
+        acquire: Some(acquire),
+        renew: Some(renew),
+        duration: 4.0,
+        transitions,
+    };
+    let audited = |agent: &str, rv: &str| Audited {
+        verb: "update".into(),
+        agent: agent.into(),
+        rv: rv.into(),
+        code: 200,
+    };
+    let versions = [
+        version("cg-0-0", 0.0, 10.0, 1, "1"),
+        // Taken 1 s before cg-0-0's renewTime + 4 s.
+        version("le-0-0", 13.0, 13.0, 2, "2"),
+        // Taken after expiry, leaseTransitions not moved.
+        version("cg-1-0", 20.0, 20.0, 2, "3"),
+    ];
+    let audit = [
+        Audited {
+            verb: "create".into(),
+            ..audited("client-go-elect/cg-0-0", "")
+        },
+        audited("lease-elector/0.1.0", "1"),
+        audited("client-go-elect/cg-1-0", "2"),
+    ];
+    let (mut failures, mut differences) = (Vec::new(), Vec::new());
+    judge_takeovers(&versions, &audit, &mut failures, &mut differences);
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    assert!(failures[0].contains("le-0-0") && failures[0].contains("before it expired"));
+    assert!(failures[1].contains("leaseTransitions 2 -> 2"));
+    assert!(differences.is_empty());
+}
