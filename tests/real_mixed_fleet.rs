@@ -416,7 +416,10 @@ fn library_candidate() {
                         say("tick");
                         thread::sleep(Duration::from_millis(50));
                     }
-                    say("exit");
+                    // Written once the loop has stopped: no work after its
+                    // last tick (under SIGSTOP the loop is frozen with the
+                    // process, and this line comes after SIGCONT).
+                    say("done");
                 }));
                 writeln!(out, "LEADING {id}").unwrap();
             }
@@ -435,7 +438,8 @@ fn library_candidate() {
     std::process::exit(0);
 }
 
-/// One piece of work: the lines of one (who, pid, token).
+/// One piece of work: the lines of one (who, pid, token), but the
+/// library's `done`, which its work writes after it has stopped.
 #[derive(Debug, Clone)]
 struct Piece {
     who: String,
@@ -443,30 +447,39 @@ struct Piece {
     token: String,
     start: f64,
     end: f64,
+    /// The last line's event (`tick`, `exit`, ...).
+    last: String,
 }
 
 fn pieces(log: &str) -> Vec<Piece> {
-    let mut by: BTreeMap<(String, u32, String), (f64, f64)> = BTreeMap::new();
+    let mut by: BTreeMap<(String, u32, String), (f64, f64, String)> = BTreeMap::new();
     for line in log.lines() {
         let w: Vec<&str> = line.split_whitespace().collect();
-        let [_, who, pid, token, t] = w[..] else {
+        let [event, who, pid, token, t] = w[..] else {
             continue;
         };
+        if event == "done" {
+            continue;
+        }
         let t: f64 = t.parse().unwrap();
         let e = by
             .entry((who.into(), pid.parse().unwrap(), token.into()))
-            .or_insert((t, t));
+            .or_insert((t, t, event.into()));
         e.0 = e.0.min(t);
-        e.1 = e.1.max(t);
+        if t >= e.1 {
+            e.1 = t;
+            e.2 = event.into();
+        }
     }
     let mut v: Vec<Piece> = by
         .into_iter()
-        .map(|((who, pid, token), (start, end))| Piece {
+        .map(|((who, pid, token), (start, end, last))| Piece {
             who,
             pid,
             token,
             start,
             end,
+            last,
         })
         .collect();
     v.sort_by(|a, b| a.start.total_cmp(&b.start));
@@ -720,7 +733,7 @@ fn a_mixed_fleet_of_client_go_and_our_candidates_never_has_two_of_our_leaders_no
     ));
     eprintln!("{summary}");
     for f in &findings {
-        eprintln!("client-go's: {f}");
+        eprintln!("{f}");
     }
     for d in &differences {
         eprintln!("difference: {d}");
@@ -802,12 +815,13 @@ fn judge_overlaps(
                 continue;
             }
             let what = format!(
-                "{} (pid {}, token {}) ran {:.3}..{:.3}, {} (pid {}, token {}) began at {:.3}: {:.0} ms together",
+                "{} (pid {}, token {}) ran {:.3}..{:.3} (last line: {}), {} (pid {}, token {}) began at {:.3}: {:.0} ms together",
                 a.who,
                 a.pid,
                 a.token,
                 a.start,
                 a.end,
+                a.last,
                 b.who,
                 b.pid,
                 b.token,
@@ -816,9 +830,9 @@ fn judge_overlaps(
             );
             let earlier = Side::of(&a.who).unwrap();
             if !earlier.ours() {
-                findings.push(what);
+                findings.push(format!("client-go's: {what}"));
             } else if deleted_near(versions, b.start) {
-                findings.push(format!("after a deletion (the operator's): {what}"));
+                findings.push(format!("the operator's (a deletion): {what}"));
             } else {
                 failures.push(format!("our work outlived its term: {what}"));
             }
@@ -982,6 +996,7 @@ fn the_judges_fail_an_overlap_of_ours_and_a_stolen_lease_and_list_client_gos() {
         token: "1".into(),
         start,
         end,
+        last: "tick".into(),
     };
     let (mut failures, mut findings) = (Vec::new(), Vec::new());
     let work = [
@@ -994,7 +1009,7 @@ fn the_judges_fail_an_overlap_of_ours_and_a_stolen_lease_and_list_client_gos() {
     assert_eq!(failures.len(), 2, "{failures:?}");
     assert!(failures[0].contains("le-0-0") && failures[1].contains("lib-1-0"));
     assert_eq!(findings.len(), 1, "{findings:?}");
-    assert!(findings[0].starts_with("cg-0-0"));
+    assert!(findings[0].starts_with("client-go's: cg-0-0"));
 
     let version = |holder: &str, acquire: f64, renew: f64, transitions: i64, rv: &str| Version {
         t: renew,
