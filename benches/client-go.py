@@ -2,6 +2,7 @@
 """Side by side with client-go on the real control plane (issue 46).
 
     python3 benches/client-go.py [--window S]
+    python3 benches/client-go.py --scale 1,10,100 [--window S]
 
 Starts its own control plane (.ci/control-plane up in a temporary folder,
 down at the end), builds lease-elect (release, --features cli) and the
@@ -23,6 +24,13 @@ and client-go's (tools/leaderelection, LeaseLock, ReleaseOnCancel) at
   of the same length, halved (two candidates);
 - the candidate's RSS (the elector's processes, COMMAND not counted) and
   its binary's size.
+
+With --scale, N candidates (each its own process, both sides alike) on one
+Lease at 15/10/2 s for each N instead: requests/s at the API server (audit
+log), kube-apiserver and etcd CPU s/min (less the idle plane's), Lease
+watches open (apiserver_longrunning_requests), RSS per candidate, and the
+graceful handover under that load; then each side's cost per candidate
+(from the largest N) times 10,000.
 """
 
 import json
@@ -63,6 +71,19 @@ class Plane:
 
     def kubectl(self, *args):
         return sh("kubectl", "--kubeconfig", self.kc("admin"), *args)
+
+    def metrics(self):
+        pki = os.path.join(self.dir, "pki")
+        return sh("curl", "-sf", "--cacert", pki + "/ca.crt", "--cert", pki + "/admin.crt",
+                  "--key", pki + "/admin.key", self.url + "/metrics")
+
+    def lease_watches(self):
+        n = 0
+        for line in self.metrics().splitlines():
+            if line.startswith("apiserver_longrunning_requests{") and 'resource="leases"' in line \
+                    and 'verb="WATCH"' in line:
+                n += float(line.split()[-1])
+        return n
 
     def apiserver_cpu(self):
         pki = os.path.join(self.dir, "pki")
@@ -280,6 +301,76 @@ class Bench:
         }
 
 
+def scale(bench, plane, counts, window, idle):
+    timing = (15, 10, 2)
+    rows = []
+    for impl in IMPLS:
+        for n in counts:
+            print(f"{impl}: {n} candidates", file=sys.stderr)
+            bench.fresh(impl, timing)
+            cands = [Candidate(bench, impl, "elector", f"{impl}-s{bench.n}-{i}", timing)
+                     for i in range(n)]
+            leader = None
+            deadline = time.time() + 120
+            while leader is None and time.time() < deadline:
+                for line in open(bench.work):
+                    w = line.split()
+                    if w[0] == "start":
+                        leader = w[1]
+                        break
+                time.sleep(0.1)
+            # Every follower started and has read the Lease at least once.
+            time.sleep(10)
+            t0, a0, e0 = time.time(), plane.apiserver_cpu(), plane.etcd_cpu()
+            time.sleep(window)
+            t1, a1, e1 = time.time(), plane.apiserver_cpu(), plane.etcd_cpu()
+            watches = plane.lease_watches()
+            rss = sum(c.rss_kb() for c in cands) / n
+            requests = sum(plane.audit(bench.ns, t0, t1).values()) / (t1 - t0)
+            per_min = 60 / (t1 - t0)
+            handover = None
+            if n > 1:
+                lead = next(c for c in cands if c.ident == leader)
+                lead.signal(15)
+                stopped = bench.work_line("exit", leader)
+                started = None
+                end = time.time() + 5 * timing[0]
+                while started is None and time.time() < end:
+                    for line in open(bench.work):
+                        w = line.split()
+                        if w[0] == "start" and w[1] != leader:
+                            started = float(w[2])
+                    time.sleep(0.02)
+                handover = (started - stopped) if started else None
+            for c in cands:
+                if c.p.poll() is None:
+                    c.p.terminate()
+            for c in cands:
+                c.end()
+            rows.append({"impl": impl, "n": n, "rps": requests,
+                         "api": (a1 - a0) * per_min - idle[0],
+                         "etcd": (e1 - e0) * per_min - idle[1],
+                         "watches": watches, "rss": rss, "handover": handover})
+            print(f"  {rows[-1]}", file=sys.stderr)
+    print("| side | candidates | requests/s at the API server | kube-apiserver CPU s/min | "
+          "etcd CPU s/min | Lease watches open | RSS per candidate (MB) | graceful handover (ms) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        h = "-" if r["handover"] is None else f"{r['handover'] * 1000:.0f}"
+        print(f"| {r['impl']} | {r['n']} | {r['rps']:.2f} | {r['api']:.2f} | {r['etcd']:.2f} | "
+              f"{r['watches']:.0f} | {r['rss'] / 1024:.1f} | {h} |")
+    print()
+    print("| side | per candidate: requests/s | kube-apiserver CPU s/min | etcd CPU s/min | RSS (MB) "
+          "| predicted at 10,000: requests/s | kube-apiserver cores | etcd cores |")
+    print("|---|---|---|---|---|---|---|---|")
+    for impl in IMPLS:
+        r = max((r for r in rows if r["impl"] == impl), key=lambda r: r["n"])
+        n = r["n"]
+        rps, api, etcd = r["rps"] / n, r["api"] / n, r["etcd"] / n
+        print(f"| {impl} (from {n}) | {rps:.3f} | {api:.4f} | {etcd:.4f} | {r['rss'] / 1024:.1f} | "
+              f"{rps * 10000:.0f} | {api * 10000 / 60:.1f} | {etcd * 10000 / 60:.1f} |")
+
+
 def main():
     window = 60.0
     if "--window" in sys.argv:
@@ -307,6 +398,10 @@ def main():
         idle = ((a1 - a0) * 60 / (t1 - t0), (e1 - e0) * 60 / (t1 - t0))
         print(f"idle control plane: kube-apiserver {idle[0]:.3f} CPU s/min, etcd {idle[1]:.3f}",
               file=sys.stderr)
+        if "--scale" in sys.argv:
+            counts = [int(c) for c in sys.argv[sys.argv.index("--scale") + 1].split(",")]
+            scale(bench, plane, counts, window, idle)
+            return
         for timing in TIMINGS:
             for impl in IMPLS:
                 key = (timing, impl)
