@@ -25,7 +25,9 @@ and client-go's (tools/leaderelection, LeaseLock, ReleaseOnCancel) at
 - the candidate's RSS (the elector's processes, COMMAND not counted) and
   its binary's size.
 
-With --scale, N candidates (each its own process, both sides alike) on one
+With --scale, N candidates (each its own process, both sides alike; with
+--one-process, client-go's N run in one process, `client-go-elect
+--candidates N`, its RSS divided by N, no handover measured) on one
 Lease at 15/10/2 s for each N instead: requests/s at the API server (audit
 log), kube-apiserver and etcd CPU s/min (less the idle plane's), Lease
 watches open (apiserver_longrunning_requests), RSS per candidate, and the
@@ -131,7 +133,7 @@ def parse_time(s):
 
 
 class Candidate:
-    def __init__(self, bench, impl, user, ident, timing):
+    def __init__(self, bench, impl, user, ident, timing, extra=()):
         self.ident, self.impl = ident, impl
         self.lines = queue.Queue()
         b = bench
@@ -141,7 +143,7 @@ class Candidate:
                 "--renew-deadline", str(timing[1]), "--retry-period", str(timing[2])]
         if impl == "ours":
             args += ["--release-on-cancel"]
-        args += ["--", b.marker, b.work, ident]
+        args += list(extra) + ["--", b.marker, b.work, ident]
         self.err = open(os.path.join(b.tmp, ident + ".stderr"), "w")
         self.p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                   stderr=self.err, text=True)
@@ -301,15 +303,20 @@ class Bench:
         }
 
 
-def scale(bench, plane, counts, window, idle):
+def scale(bench, plane, counts, window, idle, one_process=False):
     timing = (15, 10, 2)
     rows = []
     for impl in IMPLS:
         for n in counts:
             print(f"{impl}: {n} candidates", file=sys.stderr)
             bench.fresh(impl, timing)
-            cands = [Candidate(bench, impl, "elector", f"{impl}-s{bench.n}-{i}", timing)
-                     for i in range(n)]
+            together = one_process and impl == "client-go" and n > 1
+            if together:
+                cands = [Candidate(bench, impl, "elector", f"{impl}-s{bench.n}", timing,
+                                   extra=["--candidates", str(n)])]
+            else:
+                cands = [Candidate(bench, impl, "elector", f"{impl}-s{bench.n}-{i}", timing)
+                         for i in range(n)]
             leader = None
             deadline = time.time() + 120
             while leader is None and time.time() < deadline:
@@ -320,16 +327,17 @@ def scale(bench, plane, counts, window, idle):
                         break
                 time.sleep(0.1)
             # Every follower started and has read the Lease at least once.
-            time.sleep(10)
+            time.sleep(10 + n / 50)
             t0, a0, e0 = time.time(), plane.apiserver_cpu(), plane.etcd_cpu()
             time.sleep(window)
             t1, a1, e1 = time.time(), plane.apiserver_cpu(), plane.etcd_cpu()
             watches = plane.lease_watches()
             rss = sum(c.rss_kb() for c in cands) / n
+            print(f"  window done; {plane.lease_watches():.0f} Lease watches", file=sys.stderr)
             requests = sum(plane.audit(bench.ns, t0, t1).values()) / (t1 - t0)
             per_min = 60 / (t1 - t0)
             handover = None
-            if n > 1:
+            if n > 1 and not together:
                 lead = next(c for c in cands if c.ident == leader)
                 lead.signal(15)
                 stopped = bench.work_line("exit", leader)
@@ -400,7 +408,7 @@ def main():
               file=sys.stderr)
         if "--scale" in sys.argv:
             counts = [int(c) for c in sys.argv[sys.argv.index("--scale") + 1].split(",")]
-            scale(bench, plane, counts, window, idle)
+            scale(bench, plane, counts, window, idle, one_process="--one-process" in sys.argv)
             return
         for timing in TIMINGS:
             for impl in IMPLS:
