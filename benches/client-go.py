@@ -2,7 +2,8 @@
 """Side by side with client-go on the real control plane (issue 46).
 
     python3 benches/client-go.py [--window S]
-    python3 benches/client-go.py --scale 1,10,100 [--window S]
+    python3 benches/client-go.py --scale 1,10,100 [--one-process] [--window S]
+    python3 benches/client-go.py --leases 1000 [--window S]
 
 Starts its own control plane (.ci/control-plane up in a temporary folder,
 down at the end), builds lease-elect (release, --features cli) and the
@@ -133,17 +134,19 @@ def parse_time(s):
 
 
 class Candidate:
-    def __init__(self, bench, impl, user, ident, timing, extra=()):
+    def __init__(self, bench, impl, user, ident, timing, extra=(), name="bench", command=True):
         self.ident, self.impl = ident, impl
         self.lines = queue.Queue()
         b = bench
         exe = b.lease_elect if impl == "ours" else b.client_go
-        args = [exe, "--kubeconfig", b.plane.kc(user), "--namespace", b.ns, "--name", "bench",
+        args = [exe, "--kubeconfig", b.plane.kc(user), "--namespace", b.ns, "--name", name,
                 "--identity", ident, "--lease-duration", str(timing[0]),
                 "--renew-deadline", str(timing[1]), "--retry-period", str(timing[2])]
         if impl == "ours":
             args += ["--release-on-cancel"]
-        args += list(extra) + ["--", b.marker, b.work, ident]
+        args += list(extra)
+        if command:
+            args += ["--", b.marker, b.work, ident]
         self.err = open(os.path.join(b.tmp, ident + ".stderr"), "w")
         self.p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                   stderr=self.err, text=True)
@@ -379,6 +382,52 @@ def scale(bench, plane, counts, window, idle, one_process=False):
               f"{rps * 10000:.0f} | {api * 10000 / 60:.1f} | {etcd * 10000 / 60:.1f} |")
 
 
+def leases(bench, plane, n, window, idle):
+    """n Leases with one candidate each (a sharded controller's shape): ours
+    n lease-elect processes, client-go's n in one process (--lease-each)."""
+    timing = (15, 10, 2)
+    rows = []
+    for impl in IMPLS:
+        print(f"{impl}: {n} Leases", file=sys.stderr)
+        bench.fresh(impl, timing)
+        t_start = time.time()
+        if impl == "client-go":
+            cands = [Candidate(bench, impl, "elector", f"{impl}-l{bench.n}", timing,
+                               extra=["--candidates", str(n), "--lease-each"], command=False)]
+        else:
+            cands = [Candidate(bench, impl, "elector", f"{impl}-l{bench.n}-{i}", timing,
+                               name=f"bench-{i}", command=False) for i in range(n)]
+        held = 0
+        while held < n and time.time() < t_start + 300:
+            time.sleep(2)
+            items = json.loads(plane.kubectl("get", "leases", "-n", bench.ns, "-o", "json"))["items"]
+            held = sum(1 for l in items if l["spec"].get("holderIdentity"))
+        all_led = time.time() - t_start
+        time.sleep(10)
+        t0, a0, e0 = time.time(), plane.apiserver_cpu(), plane.etcd_cpu()
+        time.sleep(window)
+        t1, a1, e1 = time.time(), plane.apiserver_cpu(), plane.etcd_cpu()
+        watches = plane.lease_watches()
+        rss = sum(c.rss_kb() for c in cands) / n
+        requests = sum(plane.audit(bench.ns, t0, t1).values()) / (t1 - t0)
+        per_min = 60 / (t1 - t0)
+        for c in cands:
+            if c.p.poll() is None:
+                c.p.terminate()
+        for c in cands:
+            c.end()
+        rows.append({"impl": impl, "n": n, "held": held, "all_led": all_led, "rps": requests,
+                     "api": (a1 - a0) * per_min - idle[0], "etcd": (e1 - e0) * per_min - idle[1],
+                     "watches": watches, "rss": rss})
+        print(f"  {rows[-1]}", file=sys.stderr)
+    print("| side | Leases (1 candidate each) | all led after (s) | requests/s at the API server | "
+          "kube-apiserver CPU s/min | etcd CPU s/min | Lease watches open | RSS per candidate (MB) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['impl']} | {r['held']} of {r['n']} | {r['all_led']:.0f} | {r['rps']:.1f} | "
+              f"{r['api']:.2f} | {r['etcd']:.2f} | {r['watches']:.0f} | {r['rss'] / 1024:.1f} |")
+
+
 def main():
     window = 60.0
     if "--window" in sys.argv:
@@ -406,6 +455,9 @@ def main():
         idle = ((a1 - a0) * 60 / (t1 - t0), (e1 - e0) * 60 / (t1 - t0))
         print(f"idle control plane: kube-apiserver {idle[0]:.3f} CPU s/min, etcd {idle[1]:.3f}",
               file=sys.stderr)
+        if "--leases" in sys.argv:
+            leases(bench, plane, int(sys.argv[sys.argv.index("--leases") + 1]), window, idle)
+            return
         if "--scale" in sys.argv:
             counts = [int(c) for c in sys.argv[sys.argv.index("--scale") + 1].split(",")]
             scale(bench, plane, counts, window, idle, one_process="--one-process" in sys.argv)

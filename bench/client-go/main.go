@@ -5,8 +5,8 @@
 // SIGTERM cancelling the context), nothing added to its decisions.
 //
 //	client-go-elect --kubeconfig F --namespace NS --name NAME [--identity ID]
-//	    [--lease-duration S --renew-deadline S --retry-period S] [--candidates N]
-//	    [-- COMMAND...]
+//	    [--lease-duration S --renew-deadline S --retry-period S]
+//	    [--candidates N [--lease-each]] [-- COMMAND...]
 //
 // Stdout: LEADING <id>, STOPPED <id>, NEW_LEADER <id>, as the crate's
 // examples/elect.rs prints them. While leading it runs COMMAND with
@@ -18,7 +18,7 @@
 // competes again, as lease-elect does; SIGTERM or SIGINT ends it, releasing
 // the Lease (ReleaseOnCancel) and then waiting for COMMAND. --candidates N
 // runs N candidates in this one process (<identity>-0 ... -N-1), for the
-// scale benchmark.
+// scale benchmark; --lease-each puts each on a Lease of its own (<name>-<i>).
 package main
 
 import (
@@ -85,6 +85,7 @@ func main() {
 	hostname, _ := os.Hostname()
 	identity := flag.String("identity", hostname+"_"+string(uuid.NewUUID()), "this candidate's identity")
 	candidates := flag.Int("candidates", 1, "run this many candidates in this process, named <identity>-<i> (the scale benchmark)")
+	leaseEach := flag.Bool("lease-each", false, "with --candidates, each on a Lease of its own, <name>-<i>")
 	flag.Var(seconds{&leaseDuration}, "lease-duration", "default 15s")
 	flag.Var(seconds{&renewDeadline}, "renew-deadline", "default 10s")
 	flag.Var(seconds{&retryPeriod}, "retry-period", "default 2s")
@@ -112,10 +113,14 @@ func main() {
 	var all sync.WaitGroup
 	for i := 0; i < *candidates; i++ {
 		all.Add(1)
-		go func(id string) {
+		lease := *name
+		if *leaseEach {
+			lease = fmt.Sprintf("%s-%d", *name, i)
+		}
+		go func(lease, id string) {
 			defer all.Done()
-			elect(ctx, config, *namespace, *name, id, command)
-		}(fmt.Sprintf("%s-%d", *identity, i))
+			elect(ctx, config, *namespace, lease, id, command)
+		}(lease, fmt.Sprintf("%s-%d", *identity, i))
 	}
 	all.Wait()
 }
