@@ -476,6 +476,7 @@ def main():
                 print(f"  {r}", file=sys.stderr)
     finally:
         subprocess.run([PLANE, "down", plane_dir], check=False)
+        print(f"logs and the audit log left in {tmp}", file=sys.stderr)
     sizes = {"ours": os.path.getsize(lease_elect), "client-go": os.path.getsize(client_go)}
 
     figures = [
