@@ -1,0 +1,519 @@
+#!/usr/bin/env python3
+"""Side by side with client-go on the real control plane (issue 46).
+
+    python3 benches/client-go.py [--window S]
+    python3 benches/client-go.py --scale 1,10,100 [--one-process] [--window S]
+    python3 benches/client-go.py --leases 1000 [--window S]
+
+Starts its own control plane (.ci/control-plane up in a temporary folder,
+down at the end), builds lease-elect (release, --features cli) and the
+client-go peer (bench/client-go, through .ci/control-plane build), and
+prints one Markdown table: ours (lease-elect, watching, --release-on-cancel)
+and client-go's (tools/leaderelection, LeaseLock, ReleaseOnCancel) at
+4/3/1 s and 15/10/2 s, each row with the ratio ours / client-go.
+
+- graceful handover: the leader gets SIGTERM; from its COMMAND's exit to the
+  follower's COMMAND's start (median of 3; negative: the two ran together);
+- crash failover: the leader is SIGKILLed; from its last renew (the Lease's
+  renewTime) to the follower's COMMAND's start, in lease durations;
+- foreign takeover seen: kubectl writes another holder (renewTime now); from
+  that write until the leader says STOPPED (its COMMAND signalled);
+- requests/min per candidate, leader and follower, from the audit log (the
+  leader runs as `admin`, the follower as `elector`, in a steady window);
+- kube-apiserver and etcd CPU s/min per candidate: process_cpu_seconds_total
+  from /metrics (etcd: /proc) over the steady window, less an idle window
+  of the same length, halved (two candidates);
+- the candidate's RSS (the elector's processes, COMMAND not counted) and
+  its binary's size.
+
+With --scale, N candidates (each its own process, both sides alike; with
+--one-process, client-go's N run in one process, `client-go-elect
+--candidates N`, its RSS divided by N, no handover measured) on one
+Lease at 15/10/2 s for each N instead: requests/s at the API server (audit
+log), kube-apiserver and etcd CPU s/min (less the idle plane's), Lease
+watches open (apiserver_longrunning_requests), RSS per candidate, and the
+graceful handover under that load; then each side's cost per candidate
+(from the largest N) times 10,000.
+"""
+
+import json
+import os
+import queue
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PLANE = os.path.join(ROOT, ".ci", "control-plane")
+TIMINGS = [(4, 3, 1), (15, 10, 2)]
+IMPLS = ["ours", "client-go"]
+
+MARKER = """#!/bin/bash
+log=$1; who=$2
+trap 'echo "exit $who $EPOCHREALTIME" >> "$log"; kill $! 2>/dev/null; exit 0' TERM INT
+echo "start $who $EPOCHREALTIME" >> "$log"
+while :; do sleep 3600 & wait $!; done
+"""
+
+
+def sh(*args, **kw):
+    return subprocess.run(args, check=True, capture_output=True, text=True, **kw).stdout
+
+
+class Plane:
+    def __init__(self, dir):
+        self.dir = dir
+        self.url = open(os.path.join(dir, "url")).read().strip()
+        self.etcd = int(open(os.path.join(dir, "etcd.pid")).read())
+
+    def kc(self, user):
+        return os.path.join(self.dir, user + ".kubeconfig")
+
+    def kubectl(self, *args):
+        return sh("kubectl", "--kubeconfig", self.kc("admin"), *args)
+
+    def metrics(self):
+        pki = os.path.join(self.dir, "pki")
+        return sh("curl", "-sf", "--cacert", pki + "/ca.crt", "--cert", pki + "/admin.crt",
+                  "--key", pki + "/admin.key", self.url + "/metrics")
+
+    def lease_watches(self):
+        n = 0
+        for line in self.metrics().splitlines():
+            if line.startswith("apiserver_longrunning_requests{") and 'resource="leases"' in line \
+                    and 'verb="WATCH"' in line:
+                n += float(line.split()[-1])
+        return n
+
+    def apiserver_cpu(self):
+        pki = os.path.join(self.dir, "pki")
+        text = sh("curl", "-sf", "--cacert", pki + "/ca.crt", "--cert", pki + "/admin.crt",
+                  "--key", pki + "/admin.key", self.url + "/metrics")
+        for line in text.splitlines():
+            if line.startswith("process_cpu_seconds_total "):
+                return float(line.split()[1])
+        raise RuntimeError("no process_cpu_seconds_total")
+
+    def etcd_cpu(self):
+        # The etcd process group's leader is etcd itself (setsid).
+        fields = open(f"/proc/{self.etcd}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def audit(self, ns, t0, t1):
+        """Requests on ns's Leases received in [t0, t1], by user."""
+        seen, by = set(), {}
+        with open(os.path.join(self.dir, "audit.log")) as f:
+            for line in f:
+                e = json.loads(line)
+                ref = e.get("objectRef", {})
+                if ref.get("namespace") != ns or ref.get("resource") != "leases":
+                    continue
+                if e["auditID"] in seen:
+                    continue
+                t = parse_time(e["requestReceivedTimestamp"])
+                if t0 <= t <= t1:
+                    seen.add(e["auditID"])
+                    u = e["user"]["username"]
+                    by[u] = by.get(u, 0) + 1
+        return by
+
+
+def parse_time(s):
+    # 2026-12-06T16:35:55.701505Z
+    from datetime import datetime, timezone
+    s = s.rstrip("Z")
+    if "." in s:
+        base, frac = s.split(".")
+        s = base + "." + (frac + "000000")[:6]
+    else:
+        s += ".000000"
+    return datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=timezone.utc).timestamp()
+
+
+class Candidate:
+    def __init__(self, bench, impl, user, ident, timing, extra=(), name="bench", command=True):
+        self.ident, self.impl = ident, impl
+        self.lines = queue.Queue()
+        b = bench
+        exe = b.lease_elect if impl == "ours" else b.client_go
+        args = [exe, "--kubeconfig", b.plane.kc(user), "--namespace", b.ns, "--name", name,
+                "--identity", ident, "--lease-duration", str(timing[0]),
+                "--renew-deadline", str(timing[1]), "--retry-period", str(timing[2])]
+        if impl == "ours":
+            args += ["--release-on-cancel"]
+        args += list(extra)
+        if command:
+            args += ["--", b.marker, b.work, ident]
+        self.err = open(os.path.join(b.tmp, ident + ".stderr"), "w")
+        self.p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=self.err, text=True)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            self.lines.put((time.time(), line.split()))
+
+    def expect(self, event, who=None, limit=60):
+        deadline = time.time() + limit
+        while True:
+            left = deadline - time.time()
+            if left <= 0:
+                raise RuntimeError(f"{self.ident} never said {event} {who or ''}")
+            try:
+                t, words = self.lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            if words and words[0] == event and (who is None or words[1:2] == [who]):
+                return t
+
+    def signal(self, sig):
+        os.kill(self.p.pid, sig)
+
+    def end(self):
+        if self.p.poll() is None:
+            self.p.terminate()
+            try:
+                self.p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+
+    def rss_kb(self):
+        """The elector's processes (lease-elect's supervisor too), COMMAND not."""
+        total, pids = 0, [self.p.pid]
+        try:
+            children = open(f"/proc/{self.p.pid}/task/{self.p.pid}/children").read().split()
+        except OSError:
+            children = []
+        for c in children:
+            try:
+                cmd = open(f"/proc/{c}/cmdline").read()
+            except OSError:
+                continue
+            if "lease-elect" in cmd:
+                pids.append(int(c))
+        for pid in pids:
+            for line in open(f"/proc/{pid}/status"):
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        return total
+
+
+class Bench:
+    def __init__(self, plane, tmp, lease_elect, client_go):
+        self.plane, self.tmp = plane, tmp
+        self.lease_elect, self.client_go = lease_elect, client_go
+        self.marker = os.path.join(tmp, "marker")
+        with open(self.marker, "w") as f:
+            f.write(MARKER)
+        os.chmod(self.marker, 0o755)
+        self.n = 0
+
+    def fresh(self, impl, timing):
+        """A namespace and a work log of their own for one measurement."""
+        self.n += 1
+        self.ns = f"bench-{self.n}-{impl}-{timing[0]}"
+        self.plane.kubectl("create", "namespace", self.ns)
+        self.work = os.path.join(self.tmp, self.ns + ".work")
+        open(self.work, "w").close()
+
+    def work_line(self, event, who, limit=60):
+        deadline = time.time() + limit
+        while time.time() < deadline:
+            for line in open(self.work):
+                w = line.split()
+                if w[:2] == [event, who]:
+                    return float(w[2])
+            time.sleep(0.02)
+        raise RuntimeError(f"no {event} line from {who}")
+
+    def pair(self, impl, timing, leader_user="elector"):
+        a = Candidate(self, impl, leader_user, f"{impl}-a{self.n}", timing)
+        a.expect("LEADING")
+        self.work_line("start", a.ident)
+        b = Candidate(self, impl, "elector", f"{impl}-b{self.n}", timing)
+        # The follower has read (or watched) the Lease: it reports the leader.
+        b.expect("NEW_LEADER", a.ident)
+        time.sleep(2 * timing[2])
+        return a, b
+
+    def handover(self, impl, timing):
+        self.fresh(impl, timing)
+        a, b = self.pair(impl, timing)
+        samples = []
+        for i in range(3):
+            a.signal(15)
+            a.p.wait(timeout=60)
+            stopped = self.work_line("exit", a.ident)
+            started = self.work_line("start", b.ident)
+            samples.append(started - stopped)
+            if i < 2:
+                c = Candidate(self, impl, "elector", f"{impl}-c{self.n}-{i}", timing)
+                c.expect("NEW_LEADER", b.ident)
+                time.sleep(2 * timing[2])
+                a, b = b, c
+        a.end()
+        b.end()
+        return statistics.median(samples)
+
+    def failover(self, impl, timing):
+        self.fresh(impl, timing)
+        a, b = self.pair(impl, timing)
+        a.signal(9)
+        a.p.wait()
+        spec = json.loads(self.plane.kubectl("get", "lease", "bench", "-n", self.ns, "-o", "json"))["spec"]
+        assert spec["holderIdentity"] == a.ident, spec
+        last_renew = parse_time(spec["renewTime"])
+        started = self.work_line("start", b.ident, limit=5 * timing[0])
+        b.end()
+        return (started - last_renew) / timing[0]
+
+    def takeover(self, impl, timing):
+        self.fresh(impl, timing)
+        a, b = self.pair(impl, timing)
+        now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+        patch = json.dumps({"spec": {"holderIdentity": "intruder", "renewTime": now,
+                                     "leaseDurationSeconds": timing[0]}})
+        t0 = time.time()
+        self.plane.kubectl("patch", "lease", "bench", "-n", self.ns, "--type", "merge", "-p", patch)
+        seen = a.expect("STOPPED", limit=5 * timing[0])
+        a.end()
+        b.end()
+        return seen - t0
+
+    def steady(self, impl, timing, window):
+        """Requests/min of leader and follower, CPU s/min per candidate, RSS."""
+        self.fresh(impl, timing)
+        a, b = self.pair(impl, timing, leader_user="admin")
+        time.sleep(timing[2])
+        t0, api0, etcd0 = time.time(), self.plane.apiserver_cpu(), self.plane.etcd_cpu()
+        time.sleep(window)
+        t1, api1, etcd1 = time.time(), self.plane.apiserver_cpu(), self.plane.etcd_cpu()
+        rss = (a.rss_kb() + b.rss_kb()) / 2
+        a.end()
+        b.end()
+        by = self.plane.audit(self.ns, t0, t1)
+        per_min = 60 / (t1 - t0)
+        return {
+            "leader": by.get("admin", 0) * per_min,
+            "follower": by.get("elector", 0) * per_min,
+            "api": (api1 - api0) * per_min,
+            "etcd": (etcd1 - etcd0) * per_min,
+            "rss": rss,
+        }
+
+
+def scale(bench, plane, counts, window, idle, one_process=False):
+    timing = (15, 10, 2)
+    rows = []
+    for impl in IMPLS:
+        for n in counts:
+            print(f"{impl}: {n} candidates", file=sys.stderr)
+            bench.fresh(impl, timing)
+            together = one_process and impl == "client-go" and n > 1
+            if together:
+                cands = [Candidate(bench, impl, "elector", f"{impl}-s{bench.n}", timing,
+                                   extra=["--candidates", str(n)])]
+            else:
+                cands = [Candidate(bench, impl, "elector", f"{impl}-s{bench.n}-{i}", timing)
+                         for i in range(n)]
+            leader = None
+            deadline = time.time() + 120
+            while leader is None and time.time() < deadline:
+                for line in open(bench.work):
+                    w = line.split()
+                    if w[0] == "start":
+                        leader = w[1]
+                        break
+                time.sleep(0.1)
+            # Every follower started and has read the Lease at least once.
+            time.sleep(10 + n / 50)
+            t0, a0, e0 = time.time(), plane.apiserver_cpu(), plane.etcd_cpu()
+            time.sleep(window)
+            t1, a1, e1 = time.time(), plane.apiserver_cpu(), plane.etcd_cpu()
+            watches = plane.lease_watches()
+            rss = sum(c.rss_kb() for c in cands) / n
+            print(f"  window done; {plane.lease_watches():.0f} Lease watches", file=sys.stderr)
+            requests = sum(plane.audit(bench.ns, t0, t1).values()) / (t1 - t0)
+            per_min = 60 / (t1 - t0)
+            handover = None
+            if n > 1 and not together:
+                lead = next(c for c in cands if c.ident == leader)
+                lead.signal(15)
+                stopped = bench.work_line("exit", leader)
+                started = None
+                end = time.time() + 5 * timing[0]
+                while started is None and time.time() < end:
+                    for line in open(bench.work):
+                        w = line.split()
+                        if w[0] == "start" and w[1] != leader:
+                            started = float(w[2])
+                    time.sleep(0.02)
+                handover = (started - stopped) if started else None
+            for c in cands:
+                if c.p.poll() is None:
+                    c.p.terminate()
+            for c in cands:
+                c.end()
+            rows.append({"impl": impl, "n": n, "rps": requests,
+                         "api": (a1 - a0) * per_min - idle[0],
+                         "etcd": (e1 - e0) * per_min - idle[1],
+                         "watches": watches, "rss": rss, "handover": handover})
+            print(f"  {rows[-1]}", file=sys.stderr)
+    print("| side | candidates | requests/s at the API server | kube-apiserver CPU s/min | "
+          "etcd CPU s/min | Lease watches open | RSS per candidate (MB) | graceful handover (ms) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        h = "-" if r["handover"] is None else f"{r['handover'] * 1000:.0f}"
+        print(f"| {r['impl']} | {r['n']} | {r['rps']:.2f} | {r['api']:.2f} | {r['etcd']:.2f} | "
+              f"{r['watches']:.0f} | {r['rss'] / 1024:.1f} | {h} |")
+    print()
+    print("| side | per candidate: requests/s | kube-apiserver CPU s/min | etcd CPU s/min | RSS (MB) "
+          "| predicted at 10,000: requests/s | kube-apiserver cores | etcd cores |")
+    print("|---|---|---|---|---|---|---|---|")
+    for impl in IMPLS:
+        r = max((r for r in rows if r["impl"] == impl), key=lambda r: r["n"])
+        n = r["n"]
+        rps, api, etcd = r["rps"] / n, r["api"] / n, r["etcd"] / n
+        print(f"| {impl} (from {n}) | {rps:.3f} | {api:.4f} | {etcd:.4f} | {r['rss'] / 1024:.1f} | "
+              f"{rps * 10000:.0f} | {api * 10000 / 60:.1f} | {etcd * 10000 / 60:.1f} |")
+
+
+def leases(bench, plane, n, window, idle):
+    """n Leases with one candidate each (a sharded controller's shape): ours
+    n lease-elect processes, client-go's n in one process (--lease-each)."""
+    timing = (15, 10, 2)
+    rows = []
+    for impl in IMPLS:
+        print(f"{impl}: {n} Leases", file=sys.stderr)
+        bench.fresh(impl, timing)
+        t_start = time.time()
+        if impl == "client-go":
+            cands = [Candidate(bench, impl, "elector", f"{impl}-l{bench.n}", timing,
+                               extra=["--candidates", str(n), "--lease-each"], command=False)]
+        else:
+            cands = [Candidate(bench, impl, "elector", f"{impl}-l{bench.n}-{i}", timing,
+                               name=f"bench-{i}", command=False) for i in range(n)]
+        held = 0
+        while held < n and time.time() < t_start + 300:
+            time.sleep(2)
+            items = json.loads(plane.kubectl("get", "leases", "-n", bench.ns, "-o", "json"))["items"]
+            held = sum(1 for l in items if l["spec"].get("holderIdentity"))
+        all_led = time.time() - t_start
+        time.sleep(10)
+        t0, a0, e0 = time.time(), plane.apiserver_cpu(), plane.etcd_cpu()
+        time.sleep(window)
+        t1, a1, e1 = time.time(), plane.apiserver_cpu(), plane.etcd_cpu()
+        watches = plane.lease_watches()
+        rss = sum(c.rss_kb() for c in cands) / n
+        requests = sum(plane.audit(bench.ns, t0, t1).values()) / (t1 - t0)
+        per_min = 60 / (t1 - t0)
+        for c in cands:
+            if c.p.poll() is None:
+                c.p.terminate()
+        for c in cands:
+            c.end()
+        rows.append({"impl": impl, "n": n, "held": held, "all_led": all_led, "rps": requests,
+                     "api": (a1 - a0) * per_min - idle[0], "etcd": (e1 - e0) * per_min - idle[1],
+                     "watches": watches, "rss": rss})
+        print(f"  {rows[-1]}", file=sys.stderr)
+    print("| side | Leases (1 candidate each) | all led after (s) | requests/s at the API server | "
+          "kube-apiserver CPU s/min | etcd CPU s/min | Lease watches open | RSS per candidate (MB) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['impl']} | {r['held']} of {r['n']} | {r['all_led']:.0f} | {r['rps']:.1f} | "
+              f"{r['api']:.2f} | {r['etcd']:.2f} | {r['watches']:.0f} | {r['rss'] / 1024:.1f} |")
+
+
+def main():
+    window = 60.0
+    if "--window" in sys.argv:
+        window = float(sys.argv[sys.argv.index("--window") + 1])
+    env = dict(os.environ, CARGO_BUILD_JOBS=os.environ.get("CARGO_BUILD_JOBS", "1"))
+    print("building lease-elect (release) and client-go-elect ...", file=sys.stderr)
+    subprocess.run(["cargo", "build", "--quiet", "--release", "--features", "cli", "--bin",
+                    "lease-elect"], cwd=ROOT, check=True, env=env)
+    subprocess.run([PLANE, "build"], check=True)
+    paths = dict(l.split("=", 1) for l in sh(PLANE, "env").split())
+    lease_elect = os.path.join(ROOT, "target", "release", "lease-elect")
+    client_go = paths["LEASE_ELECTOR_CLIENT_GO"]
+    tmp = tempfile.mkdtemp(prefix="lease-elector-client-go-bench-")
+    plane_dir = os.path.join(tmp, "plane")
+    subprocess.run([PLANE, "up", plane_dir], check=True, stdout=subprocess.DEVNULL)
+    rows = {}
+    try:
+        plane = Plane(plane_dir)
+        bench = Bench(plane, tmp, lease_elect, client_go)
+        # The idle control plane's CPU, to take from each steady window.
+        time.sleep(5)
+        t0, a0, e0 = time.time(), plane.apiserver_cpu(), plane.etcd_cpu()
+        time.sleep(window)
+        t1, a1, e1 = time.time(), plane.apiserver_cpu(), plane.etcd_cpu()
+        idle = ((a1 - a0) * 60 / (t1 - t0), (e1 - e0) * 60 / (t1 - t0))
+        print(f"idle control plane: kube-apiserver {idle[0]:.3f} CPU s/min, etcd {idle[1]:.3f}",
+              file=sys.stderr)
+        if "--leases" in sys.argv:
+            leases(bench, plane, int(sys.argv[sys.argv.index("--leases") + 1]), window, idle)
+            return
+        if "--scale" in sys.argv:
+            counts = [int(c) for c in sys.argv[sys.argv.index("--scale") + 1].split(",")]
+            scale(bench, plane, counts, window, idle, one_process="--one-process" in sys.argv)
+            return
+        for timing in TIMINGS:
+            for impl in IMPLS:
+                key = (timing, impl)
+                print(f"{impl} at {timing}", file=sys.stderr)
+                r = {"handover": bench.handover(impl, timing),
+                     "failover": bench.failover(impl, timing),
+                     "takeover": bench.takeover(impl, timing)}
+                r.update(bench.steady(impl, timing, window))
+                r["api"] = (r["api"] - idle[0]) / 2
+                r["etcd"] = (r["etcd"] - idle[1]) / 2
+                rows[key] = r
+                print(f"  {r}", file=sys.stderr)
+    finally:
+        subprocess.run([PLANE, "down", plane_dir], check=False)
+        print(f"logs and the audit log left in {tmp}", file=sys.stderr)
+    sizes = {"ours": os.path.getsize(lease_elect), "client-go": os.path.getsize(client_go)}
+
+    figures = [
+        ("graceful handover, COMMAND to COMMAND (ms)", "handover", lambda v: v * 1000, "{:.0f}"),
+        ("crash failover after the last renew (lease durations)", "failover", None, "{:.2f}"),
+        ("foreign takeover seen by the leader (ms)", "takeover", lambda v: v * 1000, "{:.0f}"),
+        ("requests/min, leader", "leader", None, "{:.1f}"),
+        ("requests/min, follower", "follower", None, "{:.1f}"),
+        ("kube-apiserver CPU s/min per candidate", "api", None, "{:.3f}"),
+        ("etcd CPU s/min per candidate", "etcd", None, "{:.3f}"),
+        ("candidate RSS (MB)", "rss", lambda v: v / 1024, "{:.1f}"),
+    ]
+    head = "| figure | " + " | ".join(
+        f"ours {t[0]}/{t[1]}/{t[2]} s | client-go {t[0]}/{t[1]}/{t[2]} s | ratio" for t in TIMINGS) + " |"
+    print(head)
+    print("|---|" + "---|---|---|" * len(TIMINGS))
+
+    def cell(fmt, v):
+        return fmt.format(v)
+
+    def ratio(o, c):
+        return f"{o / c:.2f}" if c else "-"
+
+    for title, key, conv, fmt in figures:
+        out = [title]
+        for t in TIMINGS:
+            o, c = rows[(t, "ours")][key], rows[(t, "client-go")][key]
+            if conv:
+                o, c = conv(o), conv(c)
+            out += [cell(fmt, o), cell(fmt, c), ratio(o, c)]
+        print("| " + " | ".join(out) + " |")
+    o, c = sizes["ours"] / 1e6, sizes["client-go"] / 1e6
+    out = ["binary (stripped; lease-elect release, client-go-elect -s -w) (MB)"]
+    for _ in TIMINGS:
+        out += [f"{o:.2f}", f"{c:.2f}", ratio(o, c)]
+    print("| " + " | ".join(out) + " |")
+
+
+if __name__ == "__main__":
+    main()
