@@ -204,11 +204,16 @@ fn a_watch_from_before_the_window_gets_410_expired() {
         "watch-expired",
         &["a watch from a version older than the window gets 410 Expired"],
         |server| {
-            // More changes than the window keeps (1,000 per resource).
+            // More changes than the window keeps (1,000 per resource):
+            // each write changes the Lease (an unchanged one is not
+            // written, as on kube-apiserver).
             for i in 0..1001 {
                 server.put_value(
                     NS,
-                    serde_json::json!({ "metadata": { "name": format!("churn-{}", i % 3) } }),
+                    serde_json::json!({
+                        "metadata": { "name": format!("churn-{}", i % 3) },
+                        "spec": { "holderIdentity": format!("h{i}") },
+                    }),
                 );
             }
         },
