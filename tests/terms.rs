@@ -174,10 +174,12 @@ fn a_thread_woken_past_its_deadline_steps_down_before_any_request() {
     assert_eq!(reason, StopReason::Lost);
     assert!(term.wait_ended(Duration::ZERO));
     c.settle();
-    assert_eq!(
-        c.server.stats().requests,
-        0,
-        "no request before stepping down"
+    // No renew was sent: the only requests are the reads that watch over
+    // the run-out term while its work (this test) still holds it (issue 44).
+    let sent = c.server.requests();
+    assert!(
+        sent.iter().all(|r| r.method == "GET"),
+        "no write after waking past the deadline: {sent:?}"
     );
 }
 
