@@ -236,14 +236,21 @@ fn main() -> ExitCode {
     match run(*args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("elect: {}", Escaped(&e.to_string()));
+            eprintln!("elect: {}", Escaped(&e));
             ExitCode::FAILURE
         }
     }
 }
 
-fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let (config, namespace) = args.connect.resolve()?;
+/// An error as the line `main` prints. Not `Box<dyn Error>`: its vtables
+/// would link the `Debug` of every error type (and those they wrap) into
+/// the static binary, for a message that only ever shows `Display`.
+fn said(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+fn run(args: Args) -> Result<(), String> {
+    let (config, namespace) = args.connect.resolve().map_err(said)?;
     // Without a logger (it would link the formatting of every log line of
     // the crate into this small binary), the configuration's warnings.
     for warning in config.warnings() {
@@ -254,7 +261,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .identity
         .clone()
         .unwrap_or_else(lease_elector::identity);
-    let client = Client::new(config)?;
+    let client = Client::new(config).map_err(said)?;
     let mut lock = LeaseLock::new(client.clone(), namespace, name, identity.clone());
     if !args.no_events {
         let recorder = EventRecorder::new(client, "elect").with_instance(identity.clone());
@@ -275,7 +282,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(watch) = args.watch {
         builder = builder.watch(watch);
     }
-    let (handle, events) = builder.build()?.spawn()?;
+    let (handle, events) = builder
+        .build()
+        .and_then(LeaderElector::spawn)
+        .map_err(said)?;
 
     let (tx, rx) = mpsc::channel();
     let forward = {
@@ -292,7 +302,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGINT,
-    ])?;
+    ])
+    .map_err(said)?;
     {
         let tx = tx.clone();
         thread::spawn(move || {
@@ -358,7 +369,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     drop(held);
-    handle.stop()?;
+    handle.stop().map_err(said)?;
     let _ = forward.join();
     Ok(())
 }

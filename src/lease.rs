@@ -344,6 +344,14 @@ pub struct Lease {
 }
 
 impl Lease {
+    /// A Lease read from its JSON: the one copy of its decoding in the
+    /// binary, for the client's answers and the watch's deliveries alike
+    /// (a second way in, from a `serde_json::Value`, was a second copy).
+    #[inline(never)]
+    pub(crate) fn from_json(json: &[u8]) -> serde_json::Result<Lease> {
+        serde_json::from_slice(json)
+    }
+
     /// A new Lease object named `namespace/name` holding `record`.
     pub fn new(namespace: &str, name: &str, record: &LeaderElectionRecord) -> Self {
         let mut spec = LeaseSpec::default();
@@ -571,6 +579,29 @@ mod tests {
         assert_eq!(out["status"]["whatever"], true);
         assert_eq!(out["spec"]["holderIdentity"], "you");
         assert_eq!(out["metadata"]["resourceVersion"], "7");
+    }
+
+    #[test]
+    fn a_watched_object_decodes_through_its_text_as_from_the_value() {
+        // The watch decodes a delivered object (a `Value`) through its
+        // text: the same Lease, or the same refusal, as from the value.
+        let ok = r#"{"apiVersion":"coordination.k8s.io/v1","kind":"Lease",
+            "metadata":{"name":"l","namespace":"ns","resourceVersion":"7","managedFields":[{"manager":"x","n":1.5}],"labels":{"a":"b"}},
+            "spec":{"holderIdentity":"me\u001b","leaseDurationSeconds":15,"renewTime":"2026-12-02T10:00:00.123456Z","leaseTransitions":3,"futureField":{"k":-1}},
+            "status":{"whatever":true}}"#;
+        let bad = [
+            r#"{"metadata":{"name":"l"},"spec":{"leaseDurationSeconds":"15"}}"#,
+            r#"{"metadata":{"name":"l"},"spec":{"leaseDurationSeconds":15.0}}"#,
+            r#"{"metadata":{"name":"l"},"spec":{"renewTime":"yesterday"}}"#,
+            r#"{"metadata":[]}"#,
+        ];
+        for raw in std::iter::once(ok).chain(bad) {
+            let value: serde_json::Value = serde_json::from_str(raw).unwrap();
+            let from_value = serde_json::from_value::<Lease>(value.clone()).ok();
+            let from_text = Lease::from_json(&serde_json::to_vec(&value).unwrap()).ok();
+            assert_eq!(from_text, from_value, "{raw}");
+            assert_eq!(from_text.is_some(), raw == ok, "{raw}");
+        }
     }
 
     #[test]

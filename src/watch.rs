@@ -736,7 +736,11 @@ impl WatchStream {
                 // woken candidate then asks the server.
                 let lease = match event.kind.as_str() {
                     "DELETED" => None,
-                    _ => serde_json::from_value::<Lease>(event.object).ok(),
+                    // Through its text, as the client reads an answer: one
+                    // copy of the Lease's decoding in the binary.
+                    _ => serde_json::to_vec(&event.object)
+                        .ok()
+                        .and_then(|json| Lease::from_json(&json).ok()),
                 };
                 self.quiet = Some(match &lease {
                     Some(l) => {

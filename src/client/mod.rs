@@ -27,7 +27,6 @@ use std::io::Read;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use serde::de::DeserializeOwned;
 use ureq::http;
 use ureq::RequestExt;
 
@@ -577,9 +576,9 @@ fn check_ok(t: Target<'_>, answer: &Answer) -> Result<()> {
     }
 }
 
-fn decode_ok<T: DeserializeOwned>(t: Target<'_>, answer: Answer) -> Result<T> {
+fn decode_ok(t: Target<'_>, answer: Answer) -> Result<Lease> {
     check_ok(t, &answer)?;
-    serde_json::from_slice(&answer.body).map_err(|e| Error::Decode {
+    Lease::from_json(&answer.body).map_err(|e| Error::Decode {
         target: t.what.to_string(),
         action: t.action,
         detail: e.to_string(),
