@@ -484,19 +484,27 @@ impl World {
                     // that runs, and whose requests are answered, reads
                     // the Lease at least once a retry period while its
                     // work runs (also after its term ran out), and a
-                    // takeover ends the work at once. Excused where it
-                    // could not have heard: its requests failing, slow or
-                    // cut off, the process paused or its elector stalled
-                    // since the takeover.
-                    let heard_by = revoked_at.max(earlier.start)
-                        + (timing.retry.mul_f64(1.0 + JITTER_FACTOR) + earlier.latency)
-                            .div_f64(self.rate(earlier.p))
-                        + net.slow_round_trip();
-                    let deaf = net.procs[earlier.p]
+                    // takeover ends the work at once. Hampered since the
+                    // takeover (its requests failing, slow, cut off or
+                    // their answers lost: a lost answer blocks it until
+                    // the request's deadline), it could hear only from
+                    // the end of the last hindrance on, and the next read
+                    // waits a retry period; paused, or its elector
+                    // stalled, since the takeover, it is excused.
+                    let hampered_until = net.procs[earlier.p]
                         .seen
                         .impaired
                         .iter()
-                        .any(|&(a, b)| b >= revoked_at && a <= now);
+                        .filter(|&&(a, b)| b >= revoked_at && a <= now)
+                        .map(|&(_, b)| b)
+                        .max();
+                    let deaf = hampered_until.is_some_and(|b| b >= now);
+                    let heard_by = revoked_at
+                        .max(earlier.start)
+                        .max(hampered_until.unwrap_or_default())
+                        + (timing.retry.mul_f64(1.0 + JITTER_FACTOR) + earlier.latency)
+                            .div_f64(self.rate(earlier.p))
+                        + net.slow_round_trip();
                     drop(net);
                     let pr = &self.procs[earlier.p];
                     let frozen = pr.paused

@@ -612,6 +612,14 @@ impl Net {
             };
             self.impair(p, sent, now + back + asked.mul_f64(1.5));
         }
+        // An answer lost leaves the process waiting until the request's
+        // own deadline: it hears nothing before that.
+        if lost {
+            if let Some(c) = self.procs[p].pending.as_ref().filter(|c| c.call == call) {
+                let until = self.procs[p].clock.true_time_of(c.deadline);
+                self.impair(p, sent, until);
+            }
+        }
         let answer = match injected {
             Some(a) => a,
             None => self.apply(p, op),
