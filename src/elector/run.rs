@@ -209,11 +209,15 @@ impl<I: Io> Run<I> {
                 .deadline(add_saturating(self.now(), self.cfg().request_cap()))
                 .capped(self.cfg().request_cap());
             let read = self.read(&deadline).await;
-            let asked = self
-                .last_request
-                .map_or(Duration::ZERO, |(_, _, asked)| asked);
-            let pause = self.jittered(self.cfg().retry_period).max(asked);
+            // A retry period from now, and no sooner than the server
+            // asked when it last answered a request (counted from then:
+            // a read the watch answered made none, and a `Retry-After`
+            // taken again from now paced the next one twice over).
+            let pause = self.jittered(self.cfg().retry_period);
             until = add_saturating(self.now(), pause);
+            if let Some((at, _, asked)) = self.last_request {
+                until = until.max(add_saturating(at, asked));
+            }
             failed = matches!(&read, Err(e) if !e.is_not_found());
             let recreated = match read {
                 Ok(read) => {
