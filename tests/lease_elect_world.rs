@@ -233,5 +233,20 @@ fn a_command_whose_term_ran_out_is_killed_at_once_when_another_writer_frees_or_t
             if take { "took" } else { "freed" },
             a.log()
         );
+        // The kill names the takeover, not the renews that failed before.
+        let cause = if take {
+            "taken over (the lease is now held by c)"
+        } else {
+            "taken over (the lease was freed by another writer)"
+        };
+        let deadline = Instant::now() + WAIT;
+        while !a.log().contains(cause) {
+            assert!(
+                Instant::now() < deadline,
+                "A never said {cause:?}: {}",
+                a.log()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 }

@@ -218,6 +218,15 @@ impl Shared {
         if !st.term.as_ref().is_some_and(|t| t.same_term(term)) {
             if taken {
                 term.end(true);
+                // Taken after it ran out, with no term since: the loss
+                // is now a takeover, and its reason says so (the run-out
+                // reason would send whoever reads it after the wrong
+                // cause).
+                if st.term.is_none() && !term.is_current() {
+                    if let Some(why) = end.why() {
+                        st.last_loss = Some(why.to_string());
+                    }
+                }
             }
             return false;
         }
