@@ -15,10 +15,10 @@ use crate::elector::{stop_margin, Term, JITTER_FACTOR};
 /// Virtual time is exact but for rounding to nanoseconds.
 const EXACT: Duration = Duration::from_micros(1);
 /// What a step of the world may take beyond an instant it is due.
-const SLACK: Duration = Duration::from_millis(1);
+pub(super) const SLACK: Duration = Duration::from_millis(1);
 
 impl World {
-    fn rate(&self, p: usize) -> f64 {
+    pub(super) fn rate(&self, p: usize) -> f64 {
         1.0 + self.plan.candidates[self.procs[p].slot].rate_ppm as f64 / 1e6
     }
 

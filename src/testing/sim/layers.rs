@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::check::Piece;
 use super::net::Due;
-use super::plan::{Mode, Work};
+use super::plan::{Command, Mode, Work};
 use super::world::{Cmd, Layer, RunWork, World};
 use crate::clock::Clock;
 use crate::elector::Term;
@@ -26,7 +26,7 @@ impl World {
         clock.true_time_of(crate::clock::add_saturating(clock.now(), d))
     }
 
-    fn mode(&self, p: usize) -> &Mode {
+    pub(super) fn mode(&self, p: usize) -> &Mode {
         &self.plan.candidates[self.procs[p].slot].mode
     }
 
@@ -174,12 +174,15 @@ impl World {
     }
 
     /// Process `p` is paused whole: its work is frozen with it (COMMAND
-    /// runs on: it is a process of its own).
+    /// runs on: it is a process of its own, held to its budget by its
+    /// supervisor's switch; without one, nothing holds it while
+    /// `lease-elect` is paused, and it counts as frozen).
     pub(super) fn freeze_work(&mut self, p: usize) {
+        let backstop = !matches!(self.mode(p), Mode::Command(c) if !c.backstop);
         let frozen: Vec<usize> = self
             .check
             .running()
-            .filter(|(_, piece)| piece.p == p && !piece.command)
+            .filter(|(_, piece)| piece.p == p && (!piece.command || !backstop))
             .map(|(i, _)| i)
             .collect();
         for i in frozen {
@@ -193,7 +196,11 @@ impl World {
         let now = self.now();
         self.procs[p].stop_at = Some(now);
         if matches!(self.procs[p].layer, Layer::Command { .. }) {
-            self.session_step(p, Input::Signal(Signal::Term));
+            self.signal_lease_elect(p);
+            if let Mode::Command(Command { again: Some(d), .. }) = self.mode(p) {
+                let at = self.after(p, *d);
+                self.at(at, Due::Again(p));
+            }
         } else {
             self.stop_elector(p, true);
         }
@@ -459,7 +466,7 @@ impl World {
 
     /// Feed `input` to process `p`'s session (its main loop, which stands
     /// still while `lease-elect` is paused), and carry out what it says.
-    fn session_step(&mut self, p: usize, input: Input) {
+    pub(super) fn session_step(&mut self, p: usize, input: Input) {
         let pr = &self.procs[p];
         if pr.paused || pr.killed || pr.exited {
             return;
@@ -471,10 +478,15 @@ impl World {
         if session.end().is_some() {
             return;
         }
+        let told_exit = matches!(input, Input::Exited(_));
         let actions = session.step(now_p, input);
         for action in actions {
             self.act(p, action);
         }
+        if told_exit {
+            self.owed_exit_noticed(p);
+        }
+
         let Layer::Command {
             session,
             wake,
@@ -525,6 +537,9 @@ impl World {
                         exit_at,
                         exited: false,
                         reported: false,
+                        signalled_at: None,
+                        kill_ordered_at: None,
+                        again_at: None,
                     });
                 }
                 if let Some(at) = exit_at {
@@ -532,8 +547,16 @@ impl World {
                 }
                 self.at(now, Due::DeadMan(p));
             }
-            Action::Signal(Signal::Kill) | Action::KillBelow => self.command_dies(p),
-            Action::Signal(_) => {
+            Action::Signal(Signal::Kill) => {
+                self.owed_signal(p, Signal::Kill, "lease-elect");
+                self.command_dies(p);
+            }
+            Action::KillBelow => {
+                self.owed_kill_below(p);
+                self.command_dies(p);
+            }
+            Action::Signal(sig) => {
+                self.owed_signal(p, sig, "lease-elect");
                 if let Some(lag) = command.on_term {
                     let at = self.after(p, lag);
                     self.command_exits_by(p, at);
@@ -603,7 +626,7 @@ impl World {
     pub(super) fn dead_man(&mut self, p: usize) {
         let now = self.now();
         let on_term = match self.mode(p) {
-            Mode::Command(c) => c.on_term,
+            Mode::Command(c) if c.backstop => c.on_term,
             _ => return,
         };
         let clock = self.procs[p].clock.clone();
@@ -615,10 +638,12 @@ impl World {
         match send {
             Some(Signal::Kill) => {
                 self.log(|| format!("p{p}'s supervisor: the term ended, SIGKILL"));
+                self.owed_signal(p, Signal::Kill, "its supervisor");
                 self.command_dies(p);
             }
-            Some(_) => {
+            Some(sig) => {
                 self.log(|| format!("p{p}'s supervisor: the term ended, SIGTERM"));
+                self.owed_signal(p, sig, "its supervisor");
                 if let Some(lag) = on_term {
                     let at = self.after(p, lag);
                     self.command_exits_by(p, at);

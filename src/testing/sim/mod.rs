@@ -36,6 +36,7 @@ mod io;
 mod judge;
 mod layers;
 mod net;
+mod owed;
 mod plan;
 mod world;
 
@@ -80,8 +81,21 @@ pub fn run_traced(seed: u64) -> Outcome {
     run_with(seed, true)
 }
 
+/// Run schedule `seed` as it was drawn before COMMAND's world had a
+/// supervisor without its switch and a second SIGTERM (they come from a
+/// stream of their own): a seed found before then replays its schedule
+/// exactly, with its trace.
+pub fn run_traced_as_first_drawn(seed: u64) -> Outcome {
+    let mut plan = plan::Plan::draw(seed);
+    plan.without_command_extras();
+    finish(seed, world::World::new(plan, true).run())
+}
+
 fn run_with(seed: u64, trace: bool) -> Outcome {
-    let found = world::World::new(plan::Plan::draw(seed), trace).run();
+    finish(seed, world::World::new(plan::Plan::draw(seed), trace).run())
+}
+
+fn finish(seed: u64, found: world::Found) -> Outcome {
     Outcome {
         seed,
         violations: found.violations,

@@ -96,6 +96,8 @@ pub(super) enum Due {
     DeadMan(usize),
     /// Process `p`'s program reads its events (it reads late).
     Drain(usize),
+    /// Process `p`'s `lease-elect` is sent SIGTERM a second time.
+    Again(usize),
 }
 
 struct Item {

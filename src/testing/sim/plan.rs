@@ -141,6 +141,13 @@ pub(super) struct Command {
     pub(super) exits_after: Option<Duration>,
     /// How long after SIGTERM (or SIGINT) it exits; `None`: it ignores them.
     pub(super) on_term: Option<Duration>,
+    /// The supervisor's own switch runs (SIGTERM at the term's end,
+    /// SIGKILL `kill_after` later); off, as a supervisor starved of CPU,
+    /// the session's own deadlines are all that stands.
+    pub(super) backstop: bool,
+    /// A stop of `lease-elect` is followed by a second SIGTERM this long
+    /// after the first (an impatient operator): SIGKILL owed at once.
+    pub(super) again: Option<Duration>,
 }
 
 /// What the candidates' lock is.
@@ -280,6 +287,17 @@ pub(super) struct Plan {
 }
 
 impl Plan {
+    /// COMMAND's world as before [`draw_command_extras`]: the supervisor's
+    /// switch on, one SIGTERM per stop.
+    pub(super) fn without_command_extras(&mut self) {
+        for c in &mut self.candidates {
+            if let Mode::Command(cmd) = &mut c.mode {
+                cmd.backstop = true;
+                cmd.again = None;
+            }
+        }
+    }
+
     pub(super) fn draw(seed: u64) -> Plan {
         let mut r = Rng::new(seed, 0);
         let timing = draw_timing(&mut r);
@@ -306,7 +324,7 @@ impl Plan {
         };
         // Latecomers: slots that start only when a `Join` says so.
         let late = r.range(0, 3) as usize;
-        let candidates: Vec<Candidate> = (0..n + late)
+        let mut candidates: Vec<Candidate> = (0..n + late)
             .map(|i| {
                 let mode = draw_mode(&mut r, &timing);
                 let command = matches!(mode, Mode::Command(_));
@@ -337,6 +355,7 @@ impl Plan {
                 }
             })
             .collect();
+        draw_command_extras(seed, &mut candidates);
         let faults_end = timing.lease.mul_f64(3.0 + r.unit() * 7.0);
         let faults = draw_faults(&mut r, n, late, lock, &timing, faults_end);
         let restart_delay = r.between(Duration::ZERO, timing.retry * 2);
@@ -408,9 +427,31 @@ fn draw_mode(r: &mut Rng, t: &Timing) -> Mode {
                 .chance(0.3)
                 .then(|| r.between(Duration::ZERO, t.lease * 3)),
             on_term: r.chance(0.8).then(|| r.between(Duration::ZERO, t.lease)),
+            backstop: true,
+            again: None,
         }),
     }
 }
+
+/// What COMMAND's world adds (a supervisor without its switch, a second
+/// SIGTERM), drawn from a stream of their own: the rest of every schedule
+/// is what it was before they were drawn, so the seeds found before still
+/// replay their schedules.
+fn draw_command_extras(seed: u64, candidates: &mut [Candidate]) {
+    let mut r = Rng::new(seed, COMMAND_EXTRAS_STREAM);
+    for c in candidates {
+        if let Mode::Command(cmd) = &mut c.mode {
+            cmd.backstop = !r.chance(0.3);
+            cmd.again = r
+                .chance(0.3)
+                .then(|| r.between(Duration::ZERO, cmd.grace.max(Duration::from_millis(1))));
+        }
+    }
+}
+
+/// The random stream of [`draw_command_extras`] (the network's streams
+/// are 1 + a process's number).
+const COMMAND_EXTRAS_STREAM: u64 = 1 << 32;
 
 /// The longest `Retry-After` the simulated server sends.
 pub(super) const SIM_RETRY_AFTER_MAX: Duration = Duration::from_secs(10);

@@ -125,6 +125,11 @@ pub(super) struct Cmd {
     pub(super) exited: bool,
     /// Its exit was told to `lease-elect`.
     pub(super) reported: bool,
+    /// What it was sent, and when (true time): its first SIGTERM or
+    /// SIGINT, the session's SIGKILL order, the world's second SIGTERM.
+    pub(super) signalled_at: Option<Duration>,
+    pub(super) kill_ordered_at: Option<Duration>,
+    pub(super) again_at: Option<Duration>,
 }
 
 /// What the world remembers of a fault that lasts.
@@ -325,6 +330,7 @@ impl World {
             Due::CommandExit(p) => self.command_exit(p),
             Due::DeadMan(p) => self.dead_man(p),
             Due::Drain(p) => self.late_drain(p),
+            Due::Again(p) => self.signal_again(p),
         }
     }
 

@@ -1,0 +1,180 @@
+//! What `lease-elect`'s COMMAND is owed, judged as what it must not do is:
+//! it is signalled only once its term is over or its process stops; an
+//! orderly end (a stop, a term run out) gives it SIGTERM and its
+//! `--grace`, up to the lease bound, before SIGKILL, unless the term was
+//! taken or the operator asked twice; its end is noticed at once (the
+//! release follows it, not the grace's end); everything below
+//! `lease-elect` is killed only when the supervisor failed to report a
+//! SIGKILL in time. Schedules where the supervisor's own switch is off
+//! leave the session's deadlines to be judged alone (the budget rule in
+//! `judge.rs`).
+
+use std::time::Duration;
+
+use super::judge::SLACK;
+use super::world::{Cmd, Layer, World};
+use crate::session::{stop_margin, Input, Signal, END_SLACK};
+
+impl World {
+    fn cmd(&self, p: usize) -> Option<&Cmd> {
+        match &self.procs[p].layer {
+            Layer::Command { cmd: Some(c), .. } => Some(c),
+            _ => None,
+        }
+    }
+
+    fn cmd_mut(&mut self, p: usize) -> Option<&mut Cmd> {
+        match &mut self.procs[p].layer {
+            Layer::Command { cmd: Some(c), .. } => Some(c),
+            _ => None,
+        }
+    }
+
+    /// `sig` reaches process `p`'s COMMAND, sent `by` its session or its
+    /// supervisor's switch.
+    pub(super) fn owed_signal(&mut self, p: usize, sig: Signal, by: &str) {
+        let now = self.now();
+        let Some(c) = self.cmd(p).filter(|c| !c.exited) else {
+            return;
+        };
+        let (piece, signalled_at, again_at) = (c.piece, c.signalled_at, c.again_at);
+        let rec = &self.check.terms[self.check.pieces[piece].term];
+        let (current, taken) = (rec.term.is_current(), rec.term.taken_over());
+        let stopping = self.procs[p].stop_at.is_some();
+        if current && !taken && !stopping {
+            self.check.violation(
+                now,
+                format!("p{p}'s COMMAND was sent {sig} by {by} while its term was current and nothing stopped it"),
+            );
+        }
+        if sig != Signal::Kill {
+            if let Some(c) = self.cmd_mut(p) {
+                c.signalled_at.get_or_insert(now);
+            }
+            return;
+        }
+        if by == "lease-elect" {
+            if let Some(c) = self.cmd_mut(p) {
+                c.kill_ordered_at.get_or_insert(now);
+            }
+        }
+        // SIGKILL: at once when the term was taken (by the world's
+        // truth: the Lease is another's, free or gone) or the operator
+        // asked twice; else not before the grace, or the lease bound.
+        let identity = self.procs[p].identity.clone();
+        let others = {
+            let net = self.net.borrow();
+            net.store
+                .as_ref()
+                .is_none_or(|s| s.record.holder_identity != identity)
+        };
+        if taken || others || again_at.is_some() {
+            return;
+        }
+        let timing = self.plan.timing;
+        let rate = self.rate(p);
+        let margin = stop_margin(timing.lease, timing.renew);
+        // The bound as the term knows it: its end is a renew deadline
+        // after the start of its last successful attempt (client-go's
+        // count, earlier than the write's send), so the lease may expire
+        // the lease duration less the margin after that start.
+        let clock = self.procs[p].clock.clone();
+        let slack = timing
+            .lease
+            .saturating_sub(timing.renew)
+            .saturating_sub(margin);
+        let lease_bound = clock.true_time_of(term_end(self, piece) + slack);
+        let grace = match self.mode(p) {
+            super::plan::Mode::Command(c) => c.grace,
+            _ => Duration::ZERO,
+        };
+        let Some(first) = signalled_at else {
+            self.check.violation(
+                now,
+                format!("p{p}'s COMMAND was sent SIGKILL by {by} without a SIGTERM first, its term not taken"),
+            );
+            return;
+        };
+        let owed = (first + grace.div_f64(rate)).min(lease_bound);
+        let early = owed.saturating_sub(now);
+        if early > END_SLACK.div_f64(rate) + SLACK {
+            self.check.violation(
+                now,
+                format!(
+                    "p{p}'s COMMAND was sent SIGKILL by {by} {:.6}s before its grace or the lease bound, its term not taken",
+                    early.as_secs_f64()
+                ),
+            );
+        }
+    }
+
+    /// Process `p`'s session was told COMMAND ended: it is not running
+    /// any more (the session ends, or pauses before a restart).
+    pub(super) fn owed_exit_noticed(&mut self, p: usize) {
+        let now = self.now();
+        let running = match &self.procs[p].layer {
+            Layer::Command { session, .. } => session.command_running(),
+            _ => false,
+        };
+        if running {
+            self.check.violation(
+                now,
+                format!("p{p}'s lease-elect was told COMMAND ended and still takes it as running"),
+            );
+        }
+    }
+
+    /// Process `p`'s session kills everything below it: only once its
+    /// supervisor failed to report a SIGKILL within half the margin.
+    pub(super) fn owed_kill_below(&mut self, p: usize) {
+        let now = self.now();
+        let timing = self.plan.timing;
+        let within = (stop_margin(timing.lease, timing.renew) / 2).div_f64(self.rate(p));
+        let ordered = self.cmd(p).and_then(|c| c.kill_ordered_at);
+        let reported = self.cmd(p).is_some_and(|c| c.reported);
+        let early = ordered.is_none_or(|at| now + SLACK < at + within);
+        if early && !reported {
+            self.check.violation(
+                now,
+                format!("p{p}'s lease-elect killed everything below it before its supervisor had half the margin to report COMMAND's end"),
+            );
+        }
+    }
+
+    /// The world sends process `p`'s `lease-elect` SIGTERM a second time.
+    pub(super) fn signal_again(&mut self, p: usize) {
+        let pr = &self.procs[p];
+        if pr.killed || pr.exited || pr.paused {
+            return;
+        }
+        self.log(|| format!("p{p} gets SIGTERM again"));
+        self.signal_lease_elect(p);
+    }
+
+    /// The world sends process `p`'s `lease-elect` SIGTERM: a COMMAND
+    /// already signalled (by a stop before, or at its term's end) is owed
+    /// SIGKILL at once, as a second signal means "now".
+    pub(super) fn signal_lease_elect(&mut self, p: usize) {
+        let now = self.now();
+        let signalled = self
+            .cmd(p)
+            .is_some_and(|c| !c.exited && c.signalled_at.is_some());
+        if signalled {
+            if let Some(c) = self.cmd_mut(p) {
+                c.again_at = Some(now);
+            }
+        }
+        self.session_step(p, Input::Signal(Signal::Term));
+        if signalled && self.cmd(p).is_some_and(|c| !c.exited) {
+            self.check.violation(
+                now,
+                format!("p{p}'s lease-elect took a second SIGTERM and COMMAND still runs"),
+            );
+        }
+    }
+}
+
+/// The end of `piece`'s term, on its process's clock.
+fn term_end(w: &World, piece: usize) -> std::time::Instant {
+    w.check.terms[w.check.pieces[piece].term].term.valid_until()
+}
