@@ -17,10 +17,12 @@
 //!   not its own: its next renew or watch event) plus the time the work
 //!   takes to stop (SIGKILL for COMMAND: at once; a step for `run()`'s
 //!   work); learned or not, no later than a retry period and a round trip
-//!   (plus that time to stop) after the takeover, unless its process could
-//!   not have heard meanwhile (its requests failing, slow or cut off, the
-//!   process paused, its elector stalled): a process keeps reading the
-//!   Lease while its work runs, also after its term ran out (issue 44).
+//!   (plus that time to stop) after the takeover or after the last thing
+//!   since that kept its process from hearing (a request failing, slow or
+//!   cut off, an answer lost: until that request's deadline), and not at
+//!   all while the process is paused or its elector stalled: a process
+//!   keeps reading the Lease while its work runs, also after its term ran
+//!   out (issue 44).
 //!   Or where the candidates' clocks run further apart than the work's
 //!   budget tolerates. Work that ignores its term is judged only
 //!   within its process (a release and a new term wait for it).
@@ -50,6 +52,15 @@
 //!   most once per process; and a stop with a release asked for, whose
 //!   work let go within its grace, whose record was still the Lease's and
 //!   whose link was healthy, does release.
+//! - **What COMMAND is owed** (`owed.rs`). Never signalled while its term
+//!   is current and nothing stops its process; on an orderly end, SIGTERM
+//!   first and SIGKILL no earlier than `--grace` after it or the lease
+//!   bound, unless the term was taken or the operator signalled again (a
+//!   second SIGTERM kills at once); its end noticed at once (the release
+//!   follows it, not the grace's end); everything below `lease-elect`
+//!   killed only after the supervisor had half the margin to report a
+//!   SIGKILL. Some schedules turn the supervisor's own switch off, so the
+//!   budget rule judges the session's deadlines alone.
 //!
 //! Liveness and stability:
 //! - **A healthy leader keeps its term.** A term is lost to a takeover
