@@ -59,8 +59,10 @@
 //!   second SIGTERM kills at once); its end noticed at once (the release
 //!   follows it, not the grace's end); everything below `lease-elect`
 //!   killed only after the supervisor had half the margin to report a
-//!   SIGKILL. Some schedules turn the supervisor's own switch off, so the
-//!   budget rule judges the session's deadlines alone.
+//!   SIGKILL; a supervisor killed ends the session as such. Some
+//!   schedules turn the supervisor's own switch off, so the budget rule
+//!   judges the session's deadlines alone, kill the supervisor, or send
+//!   `lease-elect` a second SIGTERM.
 //!
 //! Liveness and stability:
 //! - **A healthy leader keeps its term.** A term is lost to a takeover

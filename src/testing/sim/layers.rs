@@ -448,10 +448,13 @@ impl World {
             _ => false,
         };
         let input = if exited {
+            let mut status = Some(0);
             if let Layer::Command { cmd: Some(c), .. } = &mut self.procs[p].layer {
                 c.reported = true;
+                // A killed supervisor reports no status (end-of-file).
+                status = (!c.supervisor_killed).then_some(0);
             }
-            Input::Exited(Some(0))
+            Input::Exited(status)
         } else {
             Input::Tick
         };
@@ -540,7 +543,12 @@ impl World {
                         signalled_at: None,
                         kill_ordered_at: None,
                         again_at: None,
+                        supervisor_killed: false,
                     });
+                }
+                if let Some(d) = command.supervisor_killed {
+                    let at = self.after(p, d);
+                    self.at(at, Due::SupervisorKilled(p, piece));
                 }
                 if let Some(at) = exit_at {
                     self.at(at, Due::CommandExit(p));
@@ -584,7 +592,7 @@ impl World {
     }
 
     /// SIGKILL: COMMAND is gone now; its supervisor reports it.
-    fn command_dies(&mut self, p: usize) {
+    pub(super) fn command_dies(&mut self, p: usize) {
         let now = self.now();
         let piece = match &mut self.procs[p].layer {
             Layer::Command { cmd: Some(c), .. } if !c.exited => {

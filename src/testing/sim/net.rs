@@ -98,6 +98,8 @@ pub(super) enum Due {
     Drain(usize),
     /// Process `p`'s `lease-elect` is sent SIGTERM a second time.
     Again(usize),
+    /// The supervisor of process `p`'s COMMAND (piece of work) is killed.
+    SupervisorKilled(usize, usize),
 }
 
 struct Item {

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use super::judge::SLACK;
 use super::world::{Cmd, Layer, World};
-use crate::session::{stop_margin, Input, Signal, END_SLACK};
+use crate::session::{stop_margin, End, Input, Signal, END_SLACK};
 
 impl World {
     fn cmd(&self, p: usize) -> Option<&Cmd> {
@@ -109,12 +109,13 @@ impl World {
     }
 
     /// Process `p`'s session was told COMMAND ended: it is not running
-    /// any more (the session ends, or pauses before a restart).
+    /// any more (the session ends, or pauses before a restart); told its
+    /// supervisor was killed, the session ends so.
     pub(super) fn owed_exit_noticed(&mut self, p: usize) {
         let now = self.now();
-        let running = match &self.procs[p].layer {
-            Layer::Command { session, .. } => session.command_running(),
-            _ => false,
+        let (running, end) = match &self.procs[p].layer {
+            Layer::Command { session, .. } => (session.command_running(), session.end().cloned()),
+            _ => (false, None),
         };
         if running {
             self.check.violation(
@@ -122,6 +123,29 @@ impl World {
                 format!("p{p}'s lease-elect was told COMMAND ended and still takes it as running"),
             );
         }
+        let killed = self.cmd(p).is_some_and(|c| c.supervisor_killed);
+        if killed && end.is_some_and(|e| e != End::SupervisorKilled) {
+            self.check.violation(
+                now,
+                format!("p{p}'s lease-elect was told its supervisor was killed and ended as if it were not"),
+            );
+        }
+    }
+
+    /// The supervisor of process `p`'s COMMAND (`piece`) is killed:
+    /// `lease-elect` (a subreaper) kills what it left, COMMAND with it,
+    /// and learns it as an exit without status.
+    pub(super) fn supervisor_killed(&mut self, p: usize, piece: usize) {
+        let pr = &self.procs[p];
+        if pr.killed || pr.exited {
+            return;
+        }
+        let Some(c) = self.cmd_mut(p).filter(|c| c.piece == piece && !c.exited) else {
+            return;
+        };
+        c.supervisor_killed = true;
+        self.log(|| format!("p{p}'s supervisor is killed"));
+        self.command_dies(p);
     }
 
     /// Process `p`'s session kills everything below it: only once its

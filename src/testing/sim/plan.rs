@@ -148,6 +148,9 @@ pub(super) struct Command {
     /// A stop of `lease-elect` is followed by a second SIGTERM this long
     /// after the first (an impatient operator): SIGKILL owed at once.
     pub(super) again: Option<Duration>,
+    /// The supervisor is killed (the OOM killer) this long after COMMAND
+    /// starts: `lease-elect` learns it from end-of-file, as no status.
+    pub(super) supervisor_killed: Option<Duration>,
 }
 
 /// What the candidates' lock is.
@@ -294,6 +297,7 @@ impl Plan {
             if let Mode::Command(cmd) = &mut c.mode {
                 cmd.backstop = true;
                 cmd.again = None;
+                cmd.supervisor_killed = None;
             }
         }
     }
@@ -429,6 +433,7 @@ fn draw_mode(r: &mut Rng, t: &Timing) -> Mode {
             on_term: r.chance(0.8).then(|| r.between(Duration::ZERO, t.lease)),
             backstop: true,
             again: None,
+            supervisor_killed: None,
         }),
     }
 }
@@ -445,6 +450,9 @@ fn draw_command_extras(seed: u64, candidates: &mut [Candidate]) {
             cmd.again = r
                 .chance(0.3)
                 .then(|| r.between(Duration::ZERO, cmd.grace.max(Duration::from_millis(1))));
+            cmd.supervisor_killed = r
+                .chance(0.1)
+                .then(|| r.between(Duration::ZERO, cmd.grace + Duration::from_secs(30)));
         }
     }
 }

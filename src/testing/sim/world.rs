@@ -130,6 +130,9 @@ pub(super) struct Cmd {
     pub(super) signalled_at: Option<Duration>,
     pub(super) kill_ordered_at: Option<Duration>,
     pub(super) again_at: Option<Duration>,
+    /// Its supervisor was killed (lease-elect, a subreaper, then kills
+    /// everything below it: COMMAND with it).
+    pub(super) supervisor_killed: bool,
 }
 
 /// What the world remembers of a fault that lasts.
@@ -331,6 +334,7 @@ impl World {
             Due::DeadMan(p) => self.dead_man(p),
             Due::Drain(p) => self.late_drain(p),
             Due::Again(p) => self.signal_again(p),
+            Due::SupervisorKilled(p, piece) => self.supervisor_killed(p, piece),
         }
     }
 
