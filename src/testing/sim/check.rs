@@ -61,8 +61,10 @@
 //!   killed only after the supervisor had half the margin to report a
 //!   SIGKILL; a supervisor killed ends the session as such. Some
 //!   schedules turn the supervisor's own switch off, so the budget rule
-//!   judges the session's deadlines alone, kill the supervisor, or send
-//!   `lease-elect` a second SIGTERM.
+//!   judges the session's deadlines alone, kill or stop the supervisor
+//!   (stopped, it passes nothing on, and `lease-elect` must kill
+//!   everything below it half the margin after its SIGKILL, not later),
+//!   or send `lease-elect` a second SIGTERM.
 //!
 //! Liveness and stability:
 //! - **A healthy leader keeps its term.** A term is lost to a takeover

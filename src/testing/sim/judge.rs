@@ -22,6 +22,20 @@ impl World {
         1.0 + self.plan.candidates[self.procs[p].slot].rate_ppm as f64 / 1e6
     }
 
+    /// How long piece `i` may take to stop once its process learned its
+    /// term ended (true time): its own latency, and for a COMMAND whose
+    /// supervisor is stopped, the half margin before `lease-elect` kills
+    /// everything below it.
+    fn stop_latency(&self, i: usize) -> Duration {
+        let piece = &self.check.pieces[i];
+        let own = piece.latency.div_f64(self.rate(piece.p));
+        if piece.command && self.command_supervisor_stopped(piece.p) {
+            own + self.answer_within(piece.p)
+        } else {
+            own
+        }
+    }
+
     /// A term started: the world's record of it, from the write that began
     /// it (the last write of the process whose answer it took), and its
     /// token against every other term's.
@@ -444,6 +458,14 @@ impl World {
             let until = pr
                 .clock
                 .true_time_of(rec.last_renew_sent + (timing.lease - margin));
+            // A COMMAND whose supervisor is stopped ends only when
+            // lease-elect kills everything below it, half the margin
+            // after ordering a SIGKILL nobody passed on.
+            let until = if piece.command && self.command_supervisor_stopped(piece.p) {
+                until + self.answer_within(piece.p)
+            } else {
+                until
+            };
             if now > until + SLACK {
                 let (p, token) = (piece.p, rec.token);
                 let what = piece.what.clone();
@@ -502,8 +524,11 @@ impl World {
                     let heard_by = revoked_at
                         .max(earlier.start)
                         .max(hampered_until.unwrap_or_default())
-                        + (timing.retry.mul_f64(1.0 + JITTER_FACTOR) + earlier.latency)
+                        + timing
+                            .retry
+                            .mul_f64(1.0 + JITTER_FACTOR)
                             .div_f64(self.rate(earlier.p))
+                        + self.stop_latency(ea)
                         + net.slow_round_trip();
                     drop(net);
                     let pr = &self.procs[earlier.p];
@@ -527,10 +552,9 @@ impl World {
                     // (Or, for work that began after that, from its start.)
                     if let Some(at) = learned.map(|at| at.max(earlier.start)) {
                         // The work's time is its machine's.
-                        let latency = earlier.latency.div_f64(self.rate(earlier.p));
+                        let latency = self.stop_latency(ea);
                         if now > at + latency + SLACK {
-                            let (p, q, latency) =
-                                (earlier.p, self.check.pieces[eb].p, earlier.latency);
+                            let (p, q, latency) = (earlier.p, self.check.pieces[eb].p, latency);
                             self.check.once(now, (ea, eb), || {
                                 format!(
                                     "p{p}'s work ran on {:.6}s after p{p} learned its term was taken (it may take {:.6}s to stop), beside p{q}'s",

@@ -178,7 +178,8 @@ impl World {
     /// supervisor's switch; without one, nothing holds it while
     /// `lease-elect` is paused, and it counts as frozen).
     pub(super) fn freeze_work(&mut self, p: usize) {
-        let backstop = !matches!(self.mode(p), Mode::Command(c) if !c.backstop);
+        let backstop = !matches!(self.mode(p), Mode::Command(c) if !c.backstop)
+            && !self.command_supervisor_stopped(p);
         let frozen: Vec<usize> = self
             .check
             .running()
@@ -444,7 +445,7 @@ impl World {
     /// the exit of COMMAND not yet told).
     pub(super) fn session_tick(&mut self, p: usize) {
         let exited = match &self.procs[p].layer {
-            Layer::Command { cmd: Some(c), .. } => c.exited && !c.reported,
+            Layer::Command { cmd: Some(c), .. } => c.exited && !c.reported && !c.supervisor_stopped,
             _ => false,
         };
         let input = if exited {
@@ -527,6 +528,9 @@ impl World {
             Mode::Command(c) => c.clone(),
             _ => return,
         };
+        // A stopped supervisor passes no signal on (but lease-elect's own
+        // kill of everything below reaches COMMAND).
+        let passed = !self.command_supervisor_stopped(p);
         match action {
             Action::Start { term, kill_after } => {
                 let piece = self.start_piece(p, &term, true, Duration::ZERO, true);
@@ -544,7 +548,12 @@ impl World {
                         kill_ordered_at: None,
                         again_at: None,
                         supervisor_killed: false,
+                        supervisor_stopped: false,
                     });
+                }
+                if let Some(d) = command.supervisor_stopped {
+                    let at = self.after(p, d);
+                    self.at(at, Due::SupervisorStopped(p, piece));
                 }
                 if let Some(d) = command.supervisor_killed {
                     let at = self.after(p, d);
@@ -557,7 +566,9 @@ impl World {
             }
             Action::Signal(Signal::Kill) => {
                 self.owed_signal(p, Signal::Kill, "lease-elect");
-                self.command_dies(p);
+                if passed {
+                    self.command_dies(p);
+                }
             }
             Action::KillBelow => {
                 self.owed_kill_below(p);
@@ -565,7 +576,7 @@ impl World {
             }
             Action::Signal(sig) => {
                 self.owed_signal(p, sig, "lease-elect");
-                if let Some(lag) = command.on_term {
+                if let Some(lag) = command.on_term.filter(|_| passed) {
                     let at = self.after(p, lag);
                     self.command_exits_by(p, at);
                 }
@@ -640,7 +651,9 @@ impl World {
         let clock = self.procs[p].clock.clone();
         let local = clock.now().saturating_duration_since(self.base);
         let (send, next) = match &mut self.procs[p].layer {
-            Layer::Command { cmd: Some(c), .. } if !c.exited => c.dead_man.enforce(local),
+            Layer::Command { cmd: Some(c), .. } if !c.exited && !c.supervisor_stopped => {
+                c.dead_man.enforce(local)
+            }
             _ => return,
         };
         match send {

@@ -100,6 +100,8 @@ pub(super) enum Due {
     Again(usize),
     /// The supervisor of process `p`'s COMMAND (piece of work) is killed.
     SupervisorKilled(usize, usize),
+    /// The supervisor of process `p`'s COMMAND (piece of work) is stopped.
+    SupervisorStopped(usize, usize),
 }
 
 struct Item {

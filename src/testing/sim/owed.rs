@@ -34,6 +34,13 @@ impl World {
     /// supervisor's switch.
     pub(super) fn owed_signal(&mut self, p: usize, sig: Signal, by: &str) {
         let now = self.now();
+        // The session's order counts whether COMMAND still runs or not:
+        // it cannot know (a stopped supervisor reports nothing).
+        if sig == Signal::Kill && by == "lease-elect" {
+            if let Some(c) = self.cmd_mut(p) {
+                c.kill_ordered_at.get_or_insert(now);
+            }
+        }
         let Some(c) = self.cmd(p).filter(|c| !c.exited) else {
             return;
         };
@@ -52,11 +59,6 @@ impl World {
                 c.signalled_at.get_or_insert(now);
             }
             return;
-        }
-        if by == "lease-elect" {
-            if let Some(c) = self.cmd_mut(p) {
-                c.kill_ordered_at.get_or_insert(now);
-            }
         }
         // SIGKILL: at once when the term was taken (by the world's
         // truth: the Lease is another's, free or gone) or the operator
@@ -144,16 +146,30 @@ impl World {
             return;
         };
         c.supervisor_killed = true;
+        // Stopped or not, its death is end-of-file on lease-elect's pipe.
+        c.supervisor_stopped = false;
         self.log(|| format!("p{p}'s supervisor is killed"));
         self.command_dies(p);
     }
 
-    /// Process `p`'s session kills everything below it: only once its
-    /// supervisor failed to report a SIGKILL within half the margin.
+    /// How long the supervisor has to report a SIGKILL (half the margin),
+    /// in true time for process `p`.
+    pub(super) fn answer_within(&self, p: usize) -> Duration {
+        let timing = self.plan.timing;
+        (stop_margin(timing.lease, timing.renew) / 2).div_f64(self.rate(p))
+    }
+
+    /// Whether process `p`'s COMMAND's supervisor is stopped.
+    pub(super) fn command_supervisor_stopped(&self, p: usize) -> bool {
+        self.cmd(p).is_some_and(|c| c.supervisor_stopped)
+    }
+
+    /// Process `p`'s session kills everything below it: once its
+    /// supervisor failed to report a SIGKILL within half the margin, not
+    /// before and not later (unless `lease-elect` was paused meanwhile).
     pub(super) fn owed_kill_below(&mut self, p: usize) {
         let now = self.now();
-        let timing = self.plan.timing;
-        let within = (stop_margin(timing.lease, timing.renew) / 2).div_f64(self.rate(p));
+        let within = self.answer_within(p);
         let ordered = self.cmd(p).and_then(|c| c.kill_ordered_at);
         let reported = self.cmd(p).is_some_and(|c| c.reported);
         let early = ordered.is_none_or(|at| now + SLACK < at + within);
@@ -162,6 +178,36 @@ impl World {
                 now,
                 format!("p{p}'s lease-elect killed everything below it before its supervisor had half the margin to report COMMAND's end"),
             );
+        }
+        let resumed = self.procs[p].resumed_at;
+        if let Some(at) = ordered.filter(|&at| resumed.is_none_or(|r| r < at)) {
+            let late = now.saturating_sub(at + within);
+            if late > SLACK {
+                self.check.violation(
+                    now,
+                    format!(
+                        "p{p}'s lease-elect killed everything below it {:.6}s after its supervisor's half margin to report the SIGKILL ran out",
+                        late.as_secs_f64()
+                    ),
+                );
+            }
+        }
+    }
+
+    /// The supervisor of process `p`'s COMMAND (`piece`) is stopped.
+    pub(super) fn supervisor_stopped(&mut self, p: usize, piece: usize) {
+        let pr = &self.procs[p];
+        if pr.killed || pr.exited {
+            return;
+        }
+        let Some(c) = self.cmd_mut(p).filter(|c| c.piece == piece && !c.exited) else {
+            return;
+        };
+        c.supervisor_stopped = true;
+        self.log(|| format!("p{p}'s supervisor is stopped"));
+        // Nothing holds COMMAND now while lease-elect is paused.
+        if self.procs[p].paused {
+            self.freeze_work(p);
         }
     }
 
@@ -189,7 +235,10 @@ impl World {
             }
         }
         self.session_step(p, Input::Signal(Signal::Term));
-        if signalled && self.cmd(p).is_some_and(|c| !c.exited) {
+        // (Through a stopped supervisor only the kill of everything below
+        // reaches it, judged when ordered.)
+        let stopped = self.command_supervisor_stopped(p);
+        if signalled && !stopped && self.cmd(p).is_some_and(|c| !c.exited) {
             self.check.violation(
                 now,
                 format!("p{p}'s lease-elect took a second SIGTERM and COMMAND still runs"),

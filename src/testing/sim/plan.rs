@@ -151,6 +151,11 @@ pub(super) struct Command {
     /// The supervisor is killed (the OOM killer) this long after COMMAND
     /// starts: `lease-elect` learns it from end-of-file, as no status.
     pub(super) supervisor_killed: Option<Duration>,
+    /// The supervisor is stopped (SIGSTOP) this long after COMMAND
+    /// starts: it passes no signal on, reports nothing and its switch
+    /// stands; only `lease-elect` killing everything below it ends
+    /// COMMAND.
+    pub(super) supervisor_stopped: Option<Duration>,
 }
 
 /// What the candidates' lock is.
@@ -298,6 +303,7 @@ impl Plan {
                 cmd.backstop = true;
                 cmd.again = None;
                 cmd.supervisor_killed = None;
+                cmd.supervisor_stopped = None;
             }
         }
     }
@@ -434,6 +440,7 @@ fn draw_mode(r: &mut Rng, t: &Timing) -> Mode {
             backstop: true,
             again: None,
             supervisor_killed: None,
+            supervisor_stopped: None,
         }),
     }
 }
@@ -447,10 +454,19 @@ fn draw_command_extras(seed: u64, candidates: &mut [Candidate]) {
     for c in candidates {
         if let Mode::Command(cmd) = &mut c.mode {
             cmd.backstop = !r.chance(0.3);
-            cmd.again = r
-                .chance(0.3)
-                .then(|| r.between(Duration::ZERO, cmd.grace.max(Duration::from_millis(1))));
+            // Within the grace, or just after it (when a SIGKILL may be
+            // ordered and not yet answered).
+            cmd.again = r.chance(0.3).then(|| {
+                if r.chance(0.5) {
+                    r.between(Duration::ZERO, cmd.grace.max(Duration::from_millis(1)))
+                } else {
+                    r.between(cmd.grace, cmd.grace + Duration::from_secs(1))
+                }
+            });
             cmd.supervisor_killed = r
+                .chance(0.1)
+                .then(|| r.between(Duration::ZERO, cmd.grace + Duration::from_secs(30)));
+            cmd.supervisor_stopped = r
                 .chance(0.1)
                 .then(|| r.between(Duration::ZERO, cmd.grace + Duration::from_secs(30)));
         }

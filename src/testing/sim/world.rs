@@ -133,6 +133,8 @@ pub(super) struct Cmd {
     /// Its supervisor was killed (lease-elect, a subreaper, then kills
     /// everything below it: COMMAND with it).
     pub(super) supervisor_killed: bool,
+    /// Its supervisor is stopped: nothing passes through it.
+    pub(super) supervisor_stopped: bool,
 }
 
 /// What the world remembers of a fault that lasts.
@@ -335,6 +337,7 @@ impl World {
             Due::Drain(p) => self.late_drain(p),
             Due::Again(p) => self.signal_again(p),
             Due::SupervisorKilled(p, piece) => self.supervisor_killed(p, piece),
+            Due::SupervisorStopped(p, piece) => self.supervisor_stopped(p, piece),
         }
     }
 
