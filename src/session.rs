@@ -702,6 +702,24 @@ impl DeadMan {
 mod tests {
     use super::*;
 
+    /// The supervisor is ordered by name over its pipe: every signal
+    /// goes there and back, and nothing else is taken for one.
+    #[test]
+    fn a_signal_travels_to_the_supervisor_by_its_name_and_back() {
+        for (sig, name) in [
+            (Signal::Term, "TERM"),
+            (Signal::Int, "INT"),
+            (Signal::Kill, "KILL"),
+        ] {
+            assert_eq!(sig.name(), name);
+            assert_eq!(Signal::from_name(name), Some(sig));
+            assert_eq!(sig.to_string(), format!("SIG{name}"));
+        }
+        for other in ["", "HUP", "SIGTERM", "term", "xyzzy"] {
+            assert_eq!(Signal::from_name(other), None, "{other:?}");
+        }
+    }
+
     #[test]
     fn the_dead_man_switch_terms_after_the_slack_and_kills_after_kill_after() {
         let s = Duration::from_secs;
