@@ -126,10 +126,74 @@ pub struct Seen {
     pub holder: String,
 }
 
+impl Seen {
+    /// A watch event of a Lease (as the API server or `kubectl get
+    /// --watch -o json --output-watch-events` gives it), timed `at`.
+    pub fn of_event(at: Instant, event: &serde_json::Value) -> Seen {
+        let object = &event["object"];
+        let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+        Seen {
+            at,
+            lease: text(&object["metadata"]["name"]),
+            kind: text(&event["type"]),
+            holder: text(&object["spec"]["holderIdentity"]),
+        }
+    }
+}
+
+/// The Lease writes an observer saw, shared with its reading thread.
+#[derive(Clone, Default)]
+pub struct Writes(Arc<Mutex<Vec<Seen>>>);
+
+impl Writes {
+    pub fn push(&self, seen: Seen) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(seen);
+    }
+
+    pub fn all(&self) -> Vec<Seen> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Those of `lease`, in the order seen.
+    pub fn of(&self, lease: &str) -> Vec<Seen> {
+        self.all()
+            .into_iter()
+            .filter(|s| s.lease == lease)
+            .collect()
+    }
+
+    /// The first write of `lease` at or after `from` that `pred` accepts,
+    /// waiting up to `within` for it.
+    pub fn first(
+        &self,
+        lease: &str,
+        from: Instant,
+        within: Duration,
+        pred: impl Fn(&Seen) -> bool,
+    ) -> Option<Seen> {
+        let until = Instant::now() + within;
+        loop {
+            if let Some(s) = self.of(lease).into_iter().find(|s| s.at >= from && pred(s)) {
+                return Some(s);
+            }
+            if Instant::now() > until {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
 /// A watch on every Lease of the namespace over a plain TCP socket, each
 /// event timed as it arrives.
 struct Observer {
-    seen: Arc<Mutex<Vec<Seen>>>,
+    seen: Writes,
     socket: TcpStream,
     thread: Option<thread::JoinHandle<()>>,
 }
@@ -143,7 +207,7 @@ impl Observer {
             socket,
             "GET /apis/coordination.k8s.io/v1/namespaces/{NS}/leases?watch=true HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json\r\n\r\n"
         )?;
-        let seen = Arc::new(Mutex::new(Vec::new()));
+        let seen = Writes::default();
         let reader = socket.try_clone()?;
         let sink = seen.clone();
         let thread = thread::Builder::new()
@@ -159,17 +223,9 @@ impl Observer {
     }
 
     fn seen(&self, lease: &str) -> Vec<Seen> {
-        self.seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .filter(|s| s.lease == lease)
-            .cloned()
-            .collect()
+        self.seen.of(lease)
     }
 
-    /// The first write of `lease` at or after `from` that `pred` accepts,
-    /// waiting up to `within` for it.
     fn first(
         &self,
         lease: &str,
@@ -177,20 +233,7 @@ impl Observer {
         within: Duration,
         pred: impl Fn(&Seen) -> bool,
     ) -> Option<Seen> {
-        let until = Instant::now() + within;
-        loop {
-            if let Some(s) = self
-                .seen(lease)
-                .into_iter()
-                .find(|s| s.at >= from && pred(s))
-            {
-                return Some(s);
-            }
-            if Instant::now() > until {
-                return None;
-            }
-            thread::sleep(Duration::from_millis(2));
-        }
+        self.seen.first(lease, from, within, pred)
     }
 }
 
@@ -204,7 +247,7 @@ impl Drop for Observer {
 }
 
 /// A chunked watch response: one event per chunk.
-fn read_events(mut r: BufReader<TcpStream>, sink: &Mutex<Vec<Seen>>) -> Res<()> {
+fn read_events(mut r: BufReader<TcpStream>, sink: &Writes) -> Res<()> {
     let mut line = String::new();
     loop {
         line.clear();
@@ -228,16 +271,7 @@ fn read_events(mut r: BufReader<TcpStream>, sink: &Mutex<Vec<Seen>>) -> Res<()> 
         r.read_exact(&mut chunk)?;
         let at = now();
         let event: serde_json::Value = serde_json::from_slice(&chunk[..size])?;
-        let object = &event["object"];
-        let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
-        sink.lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(Seen {
-                at,
-                lease: text(&object["metadata"]["name"]),
-                kind: text(&event["type"]),
-                holder: text(&object["spec"]["holderIdentity"]),
-            });
+        sink.push(Seen::of_event(at, &event));
     }
 }
 
@@ -700,12 +734,7 @@ fn run_stage(stage: &Stage) -> Res<Figures> {
         graceful: Vec::new(),
         crash: Vec::new(),
         takeover: Vec::new(),
-        writes: stage
-            .observer
-            .seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone(),
+        writes: stage.observer.seen.all(),
         warnings: (0, 0, 0, 0),
     };
     for (lane, r) in rounds {

@@ -18,7 +18,6 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -29,7 +28,7 @@ use lease_elector::{
 };
 use serde_json::Value;
 
-use super::handover::{Timing, TIMINGS};
+use super::handover::{Seen, Timing, Writes, TIMINGS};
 use super::{median, Res};
 
 const ROUNDS: usize = 6;
@@ -106,18 +105,10 @@ impl Backend {
     }
 }
 
-/// A write of a Lease as the bench's kubectl watch printed it.
-#[derive(Debug, Clone)]
-struct Seen {
-    at: Instant,
-    lease: String,
-    holder: String,
-}
-
 /// `kubectl get leases -n NS --watch`, each event timed as it is parsed.
 struct Observer {
     child: Child,
-    seen: Arc<Mutex<Vec<Seen>>>,
+    seen: Writes,
 }
 
 impl Observer {
@@ -138,39 +129,25 @@ impl Observer {
             .stderr(Stdio::null())
             .spawn()?;
         let out = child.stdout.take().ok_or("no stdout")?;
-        let seen = Arc::new(Mutex::new(Vec::new()));
+        let seen = Writes::default();
         let sink = seen.clone();
         thread::spawn(move || {
             let events =
                 serde_json::Deserializer::from_reader(BufReader::new(out)).into_iter::<Value>();
             for e in events.map_while(Result::ok) {
-                let at = Instant::now();
-                let o = &e["object"];
-                let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
-                sink.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(Seen {
-                        at,
-                        lease: text(&o["metadata"]["name"]),
-                        holder: if e["type"] == "DELETED" {
-                            String::new()
-                        } else {
-                            text(&o["spec"]["holderIdentity"])
-                        },
-                    });
+                let mut seen = Seen::of_event(Instant::now(), &e);
+                // A deletion leaves no holder.
+                if seen.kind == "DELETED" {
+                    seen.holder.clear();
+                }
+                sink.push(seen);
             }
         });
         Ok(Observer { child, seen })
     }
 
     fn seen(&self, lease: &str) -> Vec<Seen> {
-        self.seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .filter(|s| s.lease == lease)
-            .cloned()
-            .collect()
+        self.seen.of(lease)
     }
 
     /// The first write of `lease` after `from` that `pred` accepts.
@@ -181,20 +158,9 @@ impl Observer {
         within: Duration,
         pred: impl Fn(&Seen) -> bool,
     ) -> Res<Seen> {
-        let until = Instant::now() + within;
-        loop {
-            if let Some(s) = self
-                .seen(lease)
-                .into_iter()
-                .find(|s| s.at >= from && pred(s))
-            {
-                return Ok(s);
-            }
-            if Instant::now() > until {
-                return Err(format!("{lease}: the write was not seen").into());
-            }
-            thread::sleep(Duration::from_millis(2));
-        }
+        self.seen
+            .first(lease, from, within, pred)
+            .ok_or_else(|| format!("{lease}: the write was not seen").into())
     }
 }
 
