@@ -213,11 +213,6 @@ impl Session {
         }
     }
 
-    /// From a term's end to SIGKILL, as the supervisor enforces it.
-    pub fn kill_after(&self) -> Duration {
-        self.kill_after
-    }
-
     /// How the session ended, once it has.
     pub fn end(&self) -> Option<&End> {
         match &self.state {

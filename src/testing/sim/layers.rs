@@ -487,10 +487,16 @@ impl World {
         for action in actions {
             self.act(p, action);
         }
+        self.session_stepped(p, now_p);
         if told_exit {
             self.owed_exit_noticed(p);
         }
+    }
 
+    /// After a step of process `p`'s session (at `now_p`, its clock): an
+    /// ended session stops the elector (`handle.stop()`), a running one
+    /// is looked at again when it asked.
+    fn session_stepped(&mut self, p: usize, now_p: std::time::Instant) {
         let Layer::Command {
             session,
             wake,

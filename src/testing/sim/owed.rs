@@ -12,6 +12,7 @@
 use std::time::Duration;
 
 use super::judge::SLACK;
+use super::plan::Mode;
 use super::world::{Cmd, Layer, World};
 use crate::session::{stop_margin, End, Input, Signal, END_SLACK};
 
@@ -87,7 +88,7 @@ impl World {
             .saturating_sub(margin);
         let lease_bound = clock.true_time_of(term_end(self, piece) + slack);
         let grace = match self.mode(p) {
-            super::plan::Mode::Command(c) => c.grace,
+            Mode::Command(c) => c.grace,
             _ => Duration::ZERO,
         };
         let Some(first) = signalled_at else {
@@ -123,6 +124,24 @@ impl World {
             self.check.violation(
                 now,
                 format!("p{p}'s lease-elect was told COMMAND ended and still takes it as running"),
+            );
+        }
+        // Its end is the session's, and the elector is stopped (the
+        // release follows at once), unless COMMAND exited by itself with
+        // --restart while its term runs.
+        let signalled = self
+            .cmd(p)
+            .is_some_and(|c| c.signalled_at.is_some() || c.kill_ordered_at.is_some());
+        let restarts = matches!(self.mode(p), Mode::Command(c) if c.restart);
+        let current = self.cmd(p).is_some_and(|c| {
+            let rec = &self.check.terms[self.check.pieces[c.piece].term];
+            rec.term.is_current()
+        });
+        let stopped = self.procs[p].stop_called.is_some();
+        if !running && (signalled || !restarts || !current) && !stopped {
+            self.check.violation(
+                now,
+                format!("p{p}'s lease-elect was told COMMAND ended and did not stop its elector"),
             );
         }
         let killed = self.cmd(p).is_some_and(|c| c.supervisor_killed);
