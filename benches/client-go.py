@@ -35,8 +35,8 @@ log), kube-apiserver and etcd CPU s/min (less the idle plane's), Lease
 watches open (apiserver_longrunning_requests), RSS per candidate, and the
 graceful handover under that load (median of 3: the leader's process
 SIGTERMed, with K > 1 its K candidates all stop and the next leader is in
-another process); then each side's cost per candidate (from the largest N) times
-10,000. With --leases N, N Leases with one candidate each.
+another process); then each side's cost per candidate (from the largest
+N) times 10,000. With --leases N, N Leases with one candidate each.
 
 --scale and --leases judge every run from the server's record: the holder
 timeline of each Lease from the audit log (its Lease rule is at Request
