@@ -2,8 +2,9 @@
 """Side by side with client-go on the real control plane (issue 46).
 
     python3 benches/client-go.py [--window S]
-    python3 benches/client-go.py --scale 1,10,100 [--one-process] [--window S]
+    python3 benches/client-go.py --scale 1,10,100 [--client-go-per-process K] [--window S]
     python3 benches/client-go.py --leases 1000 [--window S]
+    python3 benches/client-go.py --self-test
 
 Starts its own control plane (.ci/control-plane up in a temporary folder,
 down at the end), builds lease-elect (release, --features cli) and the
@@ -27,15 +28,27 @@ and client-go's (tools/leaderelection, LeaseLock, ReleaseOnCancel) at
   its binary's size.
 
 With --scale, N candidates (each its own process, both sides alike; with
---one-process, client-go's N run in one process, `client-go-elect
---candidates N`, its RSS divided by N, no handover measured) on one
+--client-go-per-process K, client-go's N run as N/K processes of K,
+`client-go-elect --candidates K`, its RSS divided by N) on one
 Lease at 15/10/2 s for each N instead: requests/s at the API server (audit
 log), kube-apiserver and etcd CPU s/min (less the idle plane's), Lease
 watches open (apiserver_longrunning_requests), RSS per candidate, and the
-graceful handover under that load; then each side's cost per candidate
-(from the largest N) times 10,000.
+graceful handover under that load (median of 3: the leader's process
+SIGTERMed, with K > 1 its K candidates all stop and the next leader is in
+another process); then each side's cost per candidate (from the largest
+N) times 10,000. With --leases N, N Leases with one candidate each.
+
+--scale and --leases judge every run from the server's record: the holder
+timeline of each Lease from the audit log (its Lease rule is at Request
+level: each stored write's holderIdentity) against the pieces of work from
+the work log. Ours must have no two pieces on one Lease that ran together
+and no piece begun while the Lease's last stored write named someone else
+(the bench exits 1 if so); client-go's are counted as client-go's.
+--self-test runs the judge on made-up timelines that it must flag.
 """
 
+import bisect
+import glob
 import json
 import os
 import queue
@@ -45,16 +58,20 @@ import sys
 import tempfile
 import threading
 import time
+import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLANE = os.path.join(ROOT, ".ci", "control-plane")
 TIMINGS = [(4, 3, 1), (15, 10, 2)]
 IMPLS = ["ours", "client-go"]
 
+# The work: a line when it starts and one when it ends, with the identity
+# and Lease its elector gave it (several candidates of one client-go-elect
+# process share one COMMAND line; the environment tells them apart).
 MARKER = """#!/bin/bash
-log=$1; who=$2
-trap 'echo "exit $who $EPOCHREALTIME" >> "$log"; kill $! 2>/dev/null; exit 0' TERM INT
-echo "start $who $EPOCHREALTIME" >> "$log"
+log=$1; who=${LEASE_ELECT_IDENTITY:-$2}; lease=${LEASE_ELECT_LEASE#*/}
+trap 'echo "exit $who $EPOCHREALTIME $lease" >> "$log"; kill $! 2>/dev/null; exit 0' TERM INT
+echo "start $who $EPOCHREALTIME $lease" >> "$log"
 while :; do sleep 3600 & wait $!; done
 """
 
@@ -105,20 +122,28 @@ class Plane:
     def audit(self, ns, t0, t1):
         """Requests on ns's Leases received in [t0, t1], by user."""
         seen, by = set(), {}
-        with open(os.path.join(self.dir, "audit.log")) as f:
-            for line in f:
-                e = json.loads(line)
-                ref = e.get("objectRef", {})
-                if ref.get("namespace") != ns or ref.get("resource") != "leases":
-                    continue
-                if e["auditID"] in seen:
-                    continue
-                t = parse_time(e["requestReceivedTimestamp"])
-                if t0 <= t <= t1:
-                    seen.add(e["auditID"])
-                    u = e["user"]["username"]
-                    by[u] = by.get(u, 0) + 1
+        for line in audit_lines(self.dir):
+            e = json.loads(line)
+            ref = e.get("objectRef", {})
+            if ref.get("namespace") != ns or ref.get("resource") != "leases":
+                continue
+            if e["auditID"] in seen:
+                continue
+            t = parse_time(e["requestReceivedTimestamp"])
+            if t0 <= t <= t1:
+                seen.add(e["auditID"])
+                u = e["user"]["username"]
+                by[u] = by.get(u, 0) + 1
         return by
+
+
+def audit_lines(plane_dir):
+    """The audit log's lines in order, rotated files (audit-<time>.log)
+    first, should kube-apiserver have rotated it."""
+    rotated = sorted(glob.glob(os.path.join(plane_dir, "audit-*.log")))
+    for path in rotated + [os.path.join(plane_dir, "audit.log")]:
+        with open(path) as f:
+            yield from f
 
 
 def parse_time(s):
@@ -131,6 +156,109 @@ def parse_time(s):
     else:
         s += ".000000"
     return datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=timezone.utc).timestamp()
+
+
+def stored_writes(plane_dir, ns):
+    """Who held each of ns's Leases when, by the server's own record: every
+    stored write (create, update, patch answered 2xx; delete) from the
+    audit log, whose Lease rule is at Request level, as (time, Lease,
+    holderIdentity) in stageTimestamp order; holder None after a delete,
+    "" after a release, "?" for a patch that did not name one."""
+    out = []
+    for line in audit_lines(plane_dir):
+        e = json.loads(line)
+        ref = e.get("objectRef", {})
+        if ref.get("namespace") != ns or ref.get("resource") != "leases" \
+                or e.get("stage") != "ResponseComplete" \
+                or e.get("verb") not in ("create", "update", "patch", "delete"):
+            continue
+        if not 200 <= e.get("responseStatus", {}).get("code", 0) < 300:
+            continue
+        body = e.get("requestObject")
+        if e["verb"] == "delete":
+            holder = None
+        elif body is None:
+            raise RuntimeError("a Lease write without its requestObject: the audit "
+                               "policy's Lease rule must be at Request level")
+        else:
+            spec = body.get("spec") or {}
+            holder = spec.get("holderIdentity") or ""
+            if e["verb"] == "patch" and "holderIdentity" not in spec:
+                holder = "?"
+        # A create names its object in the body, not in the path.
+        name = ref.get("name") or (body or {}).get("metadata", {}).get("name")
+        out.append((parse_time(e["stageTimestamp"]), name, holder))
+    out.sort(key=lambda w: w[0])
+    return out
+
+
+def pieces_of_work(work_log):
+    """The marker's pieces of work: (identity, Lease, start, end), end None
+    where no exit line followed (the piece ran to the end of the run)."""
+    open_, out = {}, []
+    with open(work_log) as f:
+        for line in f:
+            w = line.split()
+            if len(w) < 3:
+                continue
+            lease = w[3] if len(w) > 3 else "bench"
+            if w[0] == "start":
+                open_[w[1]] = len(out)
+                out.append([w[1], lease, float(w[2]), None])
+            elif w[0] == "exit" and w[1] in open_:
+                out[open_.pop(w[1])][3] = float(w[2])
+    return [tuple(p) for p in out]
+
+
+def judge(writes, pieces):
+    """Judge the pieces of work against the holder timeline.
+
+    - overlaps: two pieces on one Lease that ran together (a piece with no
+      exit line runs on to the end);
+    - unheld: pieces that began while the Lease's last stored write before
+      them named someone else (or no write named anyone yet).
+    Each finding is a line of text; margin is the least time from the
+    stored write a piece's start relied on to that start."""
+    overlaps, unheld, margin = [], [], None
+    by_lease = {}
+    for p in pieces:
+        by_lease.setdefault(p[1], []).append(p)
+    for lease, ps in by_lease.items():
+        ps.sort(key=lambda p: p[2])
+        for i, (a, _, a0, a1) in enumerate(ps):
+            for b, _, b0, b1 in ps[i + 1:]:
+                if a1 is None or b0 < a1:
+                    ends = [x for x in (a1, b1) if x is not None]
+                    span = f"{(min(ends) - b0) * 1000:.0f} ms" if ends else "until the end"
+                    ran = "the end" if a1 is None else f"{a1:.6f}"
+                    overlaps.append(f"{lease}: {a} ran {a0:.6f}..{ran}, {b} began at "
+                                    f"{b0:.6f}: together {span}")
+    timeline = {}
+    for t, lease, holder in writes:
+        timeline.setdefault(lease, ([], []))
+        timeline[lease][0].append(t)
+        timeline[lease][1].append(holder)
+    for who, lease, start, _ in pieces:
+        times, holders = timeline.get(lease, ([], []))
+        i = bisect.bisect_right(times, start) - 1
+        if i < 0 or holders[i] != who:
+            last = f"{holders[i]!r} at {times[i]:.6f}" if i >= 0 else "nothing"
+            unheld.append(f"{lease}: {who} began at {start:.6f}; the last stored write named {last}")
+        else:
+            m = start - times[i]
+            margin = m if margin is None else min(margin, m)
+    return {"overlaps": overlaps, "unheld": unheld, "pieces": len(pieces),
+            "writes": len(writes), "margin": margin}
+
+
+def overlap_summary(impl, verdict):
+    """One line per run: the overlaps (and pieces begun without holding),
+    ours as failures, client-go's as client-go's."""
+    n = len(verdict["overlaps"])
+    text = f"overlaps: {n} ({impl}, {verdict['pieces']} pieces, {verdict['writes']} writes audited)"
+    if verdict["unheld"]:
+        text += f"; begun without holding: {len(verdict['unheld'])}"
+    return text
 
 
 class Candidate:
@@ -230,6 +358,23 @@ class Bench:
             time.sleep(0.02)
         raise RuntimeError(f"no {event} line from {who}")
 
+    def next_start(self, after, limit=60):
+        """The first start line, after `after`'s last one, of anyone else's
+        work: (time, identity), None if none within limit."""
+        deadline = time.time() + limit
+        while time.time() < deadline:
+            seen = None
+            for line in open(self.work):
+                w = line.split()
+                if w[:2] == ["start", after]:
+                    seen = None
+                elif w[:1] == ["start"] and seen is None:
+                    seen = (float(w[2]), w[1])
+            if seen is not None:
+                return seen
+            time.sleep(0.02)
+        return None
+
     def pair(self, impl, timing, leader_user="elector"):
         a = Candidate(self, impl, leader_user, f"{impl}-a{self.n}", timing)
         a.expect("LEADING")
@@ -306,20 +451,52 @@ class Bench:
         }
 
 
-def scale(bench, plane, counts, window, idle, one_process=False):
+def verdict_of(bench, plane, impl):
+    """The judge on one run: its namespace's stored writes, its work log.
+    Ours' findings are failures (returned, and printed); client-go's are
+    client-go's, counted and printed as such."""
+    v = judge(stored_writes(plane.dir, bench.ns),
+              pieces_of_work(bench.work))
+    margin = "" if v["margin"] is None else \
+        f"; least time from a stored write to the work it let begin: {v['margin'] * 1000:.1f} ms"
+    print(f"  {overlap_summary(impl, v)}{margin}", file=sys.stderr)
+    for line in v["overlaps"] + v["unheld"]:
+        print(f"  {'FAILED' if impl == 'ours' else 'client-go'}: {line}", file=sys.stderr)
+    return v
+
+
+def overlap_cell(impl, v):
+    text = f"{len(v['overlaps'])} ({v['pieces']} pieces, {v['writes']} writes)"
+    if v["unheld"]:
+        text += f", {len(v['unheld'])} begun without holding"
+    return text + (" client-go's" if impl == "client-go" and v["overlaps"] + v["unheld"] else "")
+
+
+def scale(bench, plane, counts, window, idle, per_process=1):
+    """N candidates on one Lease. Ours: N lease-elect processes. client-go:
+    N client-go-elect processes, or N / per_process processes of
+    per_process candidates each (--candidates)."""
     timing = (15, 10, 2)
     rows = []
     for impl in IMPLS:
         for n in counts:
-            print(f"{impl}: {n} candidates", file=sys.stderr)
+            k = min(per_process, n) if impl == "client-go" else 1
+            if n % k:
+                raise SystemExit(f"--client-go-per-process {k} does not divide {n}")
+            print(f"{impl}: {n} candidates, {n // k} processes", file=sys.stderr)
             bench.fresh(impl, timing)
-            together = one_process and impl == "client-go" and n > 1
-            if together:
-                cands = [Candidate(bench, impl, "elector", f"{impl}-s{bench.n}", timing,
-                                   extra=["--candidates", str(n)])]
+            if k > 1:
+                cands = [Candidate(bench, impl, "elector", f"{impl}-s{bench.n}-{p}", timing,
+                                   extra=["--candidates", str(k)]) for p in range(n // k)]
+
+                def process_of(ident):  # <process identity>-<i>
+                    return ident.rsplit("-", 1)[0]
             else:
                 cands = [Candidate(bench, impl, "elector", f"{impl}-s{bench.n}-{i}", timing)
                          for i in range(n)]
+
+                def process_of(ident):
+                    return ident
             leader = None
             deadline = time.time() + 120
             while leader is None and time.time() < deadline:
@@ -339,37 +516,46 @@ def scale(bench, plane, counts, window, idle, one_process=False):
             print(f"  window done; {plane.lease_watches():.0f} Lease watches", file=sys.stderr)
             requests = sum(plane.audit(bench.ns, t0, t1).values()) / (t1 - t0)
             per_min = 60 / (t1 - t0)
-            handover = None
-            if n > 1 and not together:
-                lead = next(c for c in cands if c.ident == leader)
+            handover, samples = None, []
+            # Three handovers (fewer if too few processes would be left):
+            # SIGTERM the leader's process (with k > 1, its k candidates
+            # all stop; the next leader is in another process).
+            for _ in range(min(3, len(cands) - 1)):
+                lead = next(c for c in cands if c.ident == process_of(leader))
                 lead.signal(15)
                 stopped = bench.work_line("exit", leader)
-                started = None
-                end = time.time() + 5 * timing[0]
-                while started is None and time.time() < end:
-                    for line in open(bench.work):
-                        w = line.split()
-                        if w[0] == "start" and w[1] != leader:
-                            started = float(w[2])
-                    time.sleep(0.02)
-                handover = (started - stopped) if started else None
+                started = bench.next_start(leader, limit=5 * timing[0])
+                if started is None:
+                    break
+                samples.append(started[0] - stopped)
+                leader = started[1]
+                # Every follower has seen the new leader.
+                time.sleep(2 * timing[2])
+            if samples:
+                handover = statistics.median(samples)
+                print(f"  handovers (ms): {[round(x * 1000) for x in samples]}", file=sys.stderr)
             for c in cands:
                 if c.p.poll() is None:
                     c.p.terminate()
             for c in cands:
                 c.end()
-            rows.append({"impl": impl, "n": n, "rps": requests,
+            verdict = verdict_of(bench, plane, impl)
+            rows.append({"impl": impl, "n": n, "k": k, "rps": requests,
                          "api": (a1 - a0) * per_min - idle[0],
                          "etcd": (e1 - e0) * per_min - idle[1],
-                         "watches": watches, "rss": rss, "handover": handover})
-            print(f"  {rows[-1]}", file=sys.stderr)
+                         "watches": watches, "rss": rss, "handover": handover,
+                         "verdict": verdict})
+            print("  " + str({k: v for k, v in rows[-1].items() if k != "verdict"}), file=sys.stderr)
     print("| side | candidates | requests/s at the API server | kube-apiserver CPU s/min | "
-          "etcd CPU s/min | Lease watches open | RSS per candidate (MB) | graceful handover (ms) |")
-    print("|---|---|---|---|---|---|---|---|")
+          "etcd CPU s/min | Lease watches open | RSS per candidate (MB) | graceful handover, median of 3 (ms) "
+          "| overlaps (pieces of work, Lease writes audited) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         h = "-" if r["handover"] is None else f"{r['handover'] * 1000:.0f}"
-        print(f"| {r['impl']} | {r['n']} | {r['rps']:.2f} | {r['api']:.2f} | {r['etcd']:.2f} | "
-              f"{r['watches']:.0f} | {r['rss'] / 1024:.1f} | {h} |")
+        n = f"{r['n']}" if r["k"] == 1 else f"{r['n']} ({r['n'] // r['k']} processes)"
+        print(f"| {r['impl']} | {n} | {r['rps']:.2f} | {r['api']:.2f} | {r['etcd']:.2f} | "
+              f"{r['watches']:.0f} | {r['rss'] / 1024:.1f} | {h} | "
+              f"{overlap_cell(r['impl'], r['verdict'])} |")
     print()
     print("| side | per candidate: requests/s | kube-apiserver CPU s/min | etcd CPU s/min | RSS (MB) "
           "| predicted at 10,000: requests/s | kube-apiserver cores | etcd cores |")
@@ -380,11 +566,13 @@ def scale(bench, plane, counts, window, idle, one_process=False):
         rps, api, etcd = r["rps"] / n, r["api"] / n, r["etcd"] / n
         print(f"| {impl} (from {n}) | {rps:.3f} | {api:.4f} | {etcd:.4f} | {r['rss'] / 1024:.1f} | "
               f"{rps * 10000:.0f} | {api * 10000 / 60:.1f} | {etcd * 10000 / 60:.1f} |")
+    return rows
 
 
 def leases(bench, plane, n, window, idle):
     """n Leases with one candidate each (a sharded controller's shape): ours
-    n lease-elect processes, client-go's n in one process (--lease-each)."""
+    n lease-elect processes, client-go's n in one process (--lease-each);
+    each leader runs the marker, so that the judge has its pieces of work."""
     timing = (15, 10, 2)
     rows = []
     for impl in IMPLS:
@@ -393,10 +581,10 @@ def leases(bench, plane, n, window, idle):
         t_start = time.time()
         if impl == "client-go":
             cands = [Candidate(bench, impl, "elector", f"{impl}-l{bench.n}", timing,
-                               extra=["--candidates", str(n), "--lease-each"], command=False)]
+                               extra=["--candidates", str(n), "--lease-each"])]
         else:
             cands = [Candidate(bench, impl, "elector", f"{impl}-l{bench.n}-{i}", timing,
-                               name=f"bench-{i}", command=False) for i in range(n)]
+                               name=f"bench-{i}") for i in range(n)]
         held = 0
         while held < n and time.time() < t_start + 300:
             time.sleep(2)
@@ -416,19 +604,107 @@ def leases(bench, plane, n, window, idle):
                 c.p.terminate()
         for c in cands:
             c.end()
+        verdict = verdict_of(bench, plane, impl)
         rows.append({"impl": impl, "n": n, "held": held, "all_led": all_led, "rps": requests,
                      "api": (a1 - a0) * per_min - idle[0], "etcd": (e1 - e0) * per_min - idle[1],
-                     "watches": watches, "rss": rss})
-        print(f"  {rows[-1]}", file=sys.stderr)
+                     "watches": watches, "rss": rss, "verdict": verdict})
+        print("  " + str({k: v for k, v in rows[-1].items() if k != "verdict"}), file=sys.stderr)
     print("| side | Leases (1 candidate each) | all led after (s) | requests/s at the API server | "
-          "kube-apiserver CPU s/min | etcd CPU s/min | Lease watches open | RSS per candidate (MB) |")
-    print("|---|---|---|---|---|---|---|---|")
+          "kube-apiserver CPU s/min | etcd CPU s/min | Lease watches open | RSS per candidate (MB) "
+          "| overlaps (pieces of work, Lease writes audited) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['impl']} | {r['held']} of {r['n']} | {r['all_led']:.0f} | {r['rps']:.1f} | "
-              f"{r['api']:.2f} | {r['etcd']:.2f} | {r['watches']:.0f} | {r['rss'] / 1024:.1f} |")
+              f"{r['api']:.2f} | {r['etcd']:.2f} | {r['watches']:.0f} | {r['rss'] / 1024:.1f} | "
+              f"{overlap_cell(r['impl'], r['verdict'])} |")
+    return rows
+
+
+class JudgeSelfTest(unittest.TestCase):
+    """The judge on made-up timelines: it must find what is there."""
+
+    # a acquires, renews, releases; b acquires after the release.
+    WRITES = [(0.0, "bench", "a"), (1.0, "bench", "a"), (2.0, "bench", ""), (2.01, "bench", "b")]
+
+    def test_a_clean_handover_is_no_overlap(self):
+        v = judge(self.WRITES, [("a", "bench", 0.1, 1.99), ("b", "bench", 2.05, 3.0)])
+        self.assertEqual((v["overlaps"], v["unheld"]), ([], []))
+        self.assertAlmostEqual(v["margin"], 0.04)
+
+    def test_work_that_outlives_the_release_overlaps_the_next(self):
+        v = judge(self.WRITES, [("a", "bench", 0.1, 2.5), ("b", "bench", 2.05, 3.0)])
+        self.assertEqual(len(v["overlaps"]), 1, v)
+        self.assertIn("together 450 ms", v["overlaps"][0])
+
+    def test_work_with_no_exit_line_runs_to_the_end(self):
+        v = judge(self.WRITES, [("a", "bench", 0.1, None), ("b", "bench", 2.05, 3.0)])
+        self.assertEqual(len(v["overlaps"]), 1, v)
+
+    def test_work_begun_before_its_write_is_unheld(self):
+        v = judge(self.WRITES, [("a", "bench", 0.1, 1.2), ("b", "bench", 1.5, 3.0)])
+        self.assertEqual(v["overlaps"], [])
+        self.assertEqual(len(v["unheld"]), 1, v)
+        self.assertIn("'a' at 1.000000", v["unheld"][0])
+
+    def test_work_before_any_write_is_unheld(self):
+        v = judge([], [("a", "bench", 0.1, 1.2)])
+        self.assertEqual(len(v["unheld"]), 1, v)
+
+    def test_pieces_on_two_leases_do_not_overlap(self):
+        writes = [(0.0, "bench-0", "a"), (0.0, "bench-1", "b")]
+        v = judge(writes, [("a", "bench-0", 0.1, 9.0), ("b", "bench-1", 0.1, 9.0)])
+        self.assertEqual((v["overlaps"], v["unheld"]), ([], []))
+
+    def test_from_the_logs_an_overlap_is_reported(self):
+        """Through the files, shaped as kube-apiserver and the marker write them."""
+
+        def event(verb, code, at, holder=None, name="bench"):
+            e = {"stage": "ResponseComplete", "verb": verb, "auditID": at,
+                 "objectRef": {"resource": "leases", "namespace": "ns",
+                               "name": "" if verb == "create" else name},
+                 "responseStatus": {"code": code},
+                 "stageTimestamp": f"2026-12-06T20:00:{at}Z"}
+            if holder is not None:
+                e["requestObject"] = {"metadata": {"name": name},
+                                      "spec": {"holderIdentity": holder}}
+            return json.dumps(e)
+
+        with tempfile.TemporaryDirectory() as d:
+            audit, work = os.path.join(d, "audit.log"), os.path.join(d, "work")
+            # kube-apiserver rotates its log (at 100 MB unless told): the
+            # first writes are in the rotated file.
+            with open(os.path.join(d, "audit-2026-12-06T20-00-01.000.log"), "w") as f:
+                print(event("get", 404, "00.000000"), file=f)
+                print(event("create", 201, "00.100000", "a"), file=f)
+            with open(audit, "w") as f:
+                print(event("update", 409, "00.200000", "b"), file=f)  # lost: not a holder
+                print(event("update", 200, "02.000000", ""), file=f)
+                print(event("update", 200, "02.010000", "b"), file=f)
+                print(event("create", 201, "00.100000", "x", name="other"), file=f)
+            t = parse_time("2026-12-06T20:00:00Z")
+            with open(work, "w") as f:
+                f.write(f"start a {t + 0.2:.6f} bench\n")
+                f.write(f"start b {t + 2.05:.6f} bench\n")
+                f.write(f"exit a {t + 2.3:.6f} bench\n")
+                f.write(f"exit b {t + 3:.6f} bench\n")
+            writes = stored_writes(d, "ns")
+            self.assertEqual([w[2] for w in writes], ["a", "x", "", "b"])
+            v = judge(writes, pieces_of_work(work))
+            self.assertEqual(len(v["overlaps"]), 1, v)
+            self.assertEqual(v["unheld"], [])
+            self.assertEqual(overlap_summary("ours", v),
+                             "overlaps: 1 (ours, 2 pieces, 4 writes audited)")
+            # A Lease write logged at Metadata level cannot be judged: say so.
+            with open(audit, "a") as f:
+                print(event("update", 200, "03.000000"), file=f)
+            with self.assertRaises(RuntimeError):
+                stored_writes(d, "ns")
 
 
 def main():
+    if "--self-test" in sys.argv:
+        sys.argv.remove("--self-test")
+        unittest.main(defaultTest="JudgeSelfTest", argv=sys.argv[:1], verbosity=2)
     window = 60.0
     if "--window" in sys.argv:
         window = float(sys.argv[sys.argv.index("--window") + 1])
@@ -455,12 +731,23 @@ def main():
         idle = ((a1 - a0) * 60 / (t1 - t0), (e1 - e0) * 60 / (t1 - t0))
         print(f"idle control plane: kube-apiserver {idle[0]:.3f} CPU s/min, etcd {idle[1]:.3f}",
               file=sys.stderr)
+        judged = None
         if "--leases" in sys.argv:
-            leases(bench, plane, int(sys.argv[sys.argv.index("--leases") + 1]), window, idle)
-            return
-        if "--scale" in sys.argv:
+            judged = leases(bench, plane, int(sys.argv[sys.argv.index("--leases") + 1]), window,
+                            idle)
+        elif "--scale" in sys.argv:
             counts = [int(c) for c in sys.argv[sys.argv.index("--scale") + 1].split(",")]
-            scale(bench, plane, counts, window, idle, one_process="--one-process" in sys.argv)
+            per_process = 1
+            if "--client-go-per-process" in sys.argv:
+                per_process = int(sys.argv[sys.argv.index("--client-go-per-process") + 1])
+            judged = scale(bench, plane, counts, window, idle, per_process)
+        if judged is not None:
+            failed = [r for r in judged if r["impl"] == "ours"
+                      and r["verdict"]["overlaps"] + r["verdict"]["unheld"]]
+            if failed:
+                print(f"FAILED: ours overlapped or began without holding at "
+                      f"{[r['n'] for r in failed]} (lines above)", file=sys.stderr)
+                sys.exit(1)
             return
         for timing in TIMINGS:
             for impl in IMPLS:
