@@ -697,6 +697,22 @@ impl DeadMan {
 mod tests {
     use super::*;
 
+    /// An ordered SIGTERM is passed on, but not after the switch sent its
+    /// own at the term's end (a second one means "now" to many
+    /// programs); SIGINT and SIGKILL always are.
+    #[test]
+    fn an_ordered_sigterm_is_passed_on_unless_the_switch_already_sent_one() {
+        let (until, kill_after) = (Duration::from_secs(10), Duration::from_secs(5));
+        let mut d = DeadMan::new(until, kill_after);
+        assert_eq!(d.ordered(Signal::Term), Some(Signal::Term));
+        let mut d = DeadMan::new(until, kill_after);
+        assert_eq!(d.enforce(until + END_SLACK).0, Some(Signal::Term));
+        assert_eq!(d.ordered(Signal::Term), None);
+        assert_eq!(d.ordered(Signal::Int), Some(Signal::Int));
+        assert_eq!(d.ordered(Signal::Kill), Some(Signal::Kill));
+        assert!(d.killed);
+    }
+
     /// The supervisor is ordered by name over its pipe: every signal
     /// goes there and back, and nothing else is taken for one.
     #[test]

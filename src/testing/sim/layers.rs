@@ -130,7 +130,14 @@ impl World {
                 }
                 self.at(first, Due::Work(piece));
             }
-            Mode::Command(_) => self.session_step(p, Input::Started(term)),
+            Mode::Command(_) => {
+                // (Judged by the term as the session was given it: a
+                // session that ends at once stops the elector, which ends
+                // the term.)
+                let current = term.is_current() && !term.taken_over();
+                self.session_step(p, Input::Started(term));
+                self.owed_start(p, current);
+            }
         }
     }
 
@@ -484,13 +491,17 @@ impl World {
         }
         let told_exit = matches!(input, Input::Exited(_));
         let actions = session.step(now_p, input);
+        // (The term as the session saw it: a session that ends stops the
+        // elector, which ends the term.)
+        let current = self.command_term_current(p);
         for action in actions {
             self.act(p, action);
         }
         self.session_stepped(p, now_p);
         if told_exit {
-            self.owed_exit_noticed(p);
+            self.owed_exit_noticed(p, current);
         }
+        self.owed_no_idle_pause(p);
     }
 
     /// After a step of process `p`'s session (at `now_p`, its clock): an

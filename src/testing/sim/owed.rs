@@ -114,7 +114,7 @@ impl World {
     /// Process `p`'s session was told COMMAND ended: it is not running
     /// any more (the session ends, or pauses before a restart); told its
     /// supervisor was killed, the session ends so.
-    pub(super) fn owed_exit_noticed(&mut self, p: usize) {
+    pub(super) fn owed_exit_noticed(&mut self, p: usize, current: bool) {
         let now = self.now();
         let (running, end) = match &self.procs[p].layer {
             Layer::Command { session, .. } => (session.command_running(), session.end().cloned()),
@@ -133,10 +133,6 @@ impl World {
             .cmd(p)
             .is_some_and(|c| c.signalled_at.is_some() || c.kill_ordered_at.is_some());
         let restarts = matches!(self.mode(p), Mode::Command(c) if c.restart);
-        let current = self.cmd(p).is_some_and(|c| {
-            let rec = &self.check.terms[self.check.pieces[c.piece].term];
-            rec.term.is_current()
-        });
         let stopped = self.procs[p].stop_called.is_some();
         if !running && (signalled || !restarts || !current) && !stopped {
             self.check.violation(
@@ -144,7 +140,16 @@ impl World {
                 format!("p{p}'s lease-elect was told COMMAND ended and did not stop its elector"),
             );
         }
+        // With --restart, COMMAND ending by itself in a current term is
+        // started again after a pause: the session waits, it does not end.
         let killed = self.cmd(p).is_some_and(|c| c.supervisor_killed);
+        let stopping = self.procs[p].stop_at.is_some();
+        if restarts && current && !signalled && !killed && !stopping && end.is_some() {
+            self.check.violation(
+                now,
+                format!("p{p}'s lease-elect ended when COMMAND exited by itself in a current term, with --restart"),
+            );
+        }
         if killed && end.is_some_and(|e| e != End::SupervisorKilled) {
             self.check.violation(
                 now,
@@ -176,6 +181,14 @@ impl World {
     pub(super) fn answer_within(&self, p: usize) -> Duration {
         let timing = self.plan.timing;
         (stop_margin(timing.lease, timing.renew) / 2).div_f64(self.rate(p))
+    }
+
+    /// Whether the term of process `p`'s COMMAND (its last) is current.
+    pub(super) fn command_term_current(&self, p: usize) -> bool {
+        self.cmd(p).is_some_and(|c| {
+            let rec = &self.check.terms[self.check.pieces[c.piece].term];
+            rec.term.is_current() && !rec.term.taken_over()
+        })
     }
 
     /// Whether process `p`'s COMMAND's supervisor is stopped.
@@ -240,11 +253,57 @@ impl World {
         self.signal_lease_elect(p);
     }
 
+    /// Process `p`'s session was told its term started: COMMAND runs
+    /// (when the term is still current and nothing stops the process).
+    pub(super) fn owed_start(&mut self, p: usize, current: bool) {
+        let now = self.now();
+        let pr = &self.procs[p];
+        if pr.paused || pr.killed || pr.exited || pr.stop_at.is_some() {
+            return;
+        }
+        let running = match &pr.layer {
+            Layer::Command { session, .. } => session.command_running(),
+            _ => true,
+        };
+        let started = self.cmd(p).is_some_and(|c| !c.exited);
+        if current && !(running && started) {
+            self.check.violation(
+                now,
+                format!("p{p}'s lease-elect was told its term started and did not start COMMAND"),
+            );
+        }
+    }
+
+    /// A session that waits to start COMMAND again (`--restart`) ends
+    /// once its term has: nothing runs, and the Lease is released at
+    /// once rather than at the pause's end.
+    pub(super) fn owed_no_idle_pause(&mut self, p: usize) {
+        let now = self.now();
+        let (running, ended) = match &self.procs[p].layer {
+            Layer::Command { session, .. } => (session.command_running(), session.end().is_some()),
+            _ => return,
+        };
+        let Some(c) = self.cmd(p).filter(|c| c.exited) else {
+            return;
+        };
+        let rec = &self.check.terms[self.check.pieces[c.piece].term];
+        if !running && !ended && !rec.term.is_current() {
+            self.check.violation(
+                now,
+                format!("p{p}'s lease-elect waits to start COMMAND again in a term that has ended"),
+            );
+        }
+    }
+
     /// The world sends process `p`'s `lease-elect` SIGTERM: a COMMAND
-    /// already signalled (by a stop before, or at its term's end) is owed
-    /// SIGKILL at once, as a second signal means "now".
+    /// running unsignalled is sent it at once; one already signalled (by
+    /// a stop before, or at its term's end) is owed SIGKILL at once, as a
+    /// second signal means "now".
     pub(super) fn signal_lease_elect(&mut self, p: usize) {
         let now = self.now();
+        let unsignalled = self
+            .cmd(p)
+            .is_some_and(|c| !c.exited && c.signalled_at.is_none() && c.kill_ordered_at.is_none());
         let signalled = self
             .cmd(p)
             .is_some_and(|c| !c.exited && c.signalled_at.is_some());
@@ -254,6 +313,15 @@ impl World {
             }
         }
         self.session_step(p, Input::Signal(Signal::Term));
+        let passed_on = self
+            .cmd(p)
+            .is_some_and(|c| c.exited || c.signalled_at.is_some() || c.kill_ordered_at.is_some());
+        if unsignalled && !passed_on {
+            self.check.violation(
+                now,
+                format!("p{p}'s lease-elect took SIGTERM and did not pass it on to COMMAND"),
+            );
+        }
         // (Through a stopped supervisor only the kill of everything below
         // reaches it, judged when ordered.)
         let stopped = self.command_supervisor_stopped(p);
