@@ -501,6 +501,7 @@ impl World {
         if told_exit {
             self.owed_exit_noticed(p, current);
         }
+        self.owed_not_lost_while_current(p, current);
         self.owed_no_idle_pause(p);
     }
 

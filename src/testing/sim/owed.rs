@@ -274,6 +274,21 @@ impl World {
         }
     }
 
+    /// A session never ends as lost while its term was current (as it
+    /// took its input) and the Lease is still its own.
+    pub(super) fn owed_not_lost_while_current(&mut self, p: usize, current: bool) {
+        let now = self.now();
+        let lost = match &self.procs[p].layer {
+            Layer::Command { session, .. } => session.end() == Some(&End::Lost),
+            _ => false,
+        };
+        if lost && current && self.procs[p].stop_at.is_none() {
+            self.check.once(now, (p, usize::MAX - 1), || {
+                format!("p{p}'s lease-elect ended as lost while its term was current")
+            });
+        }
+    }
+
     /// A session that waits to start COMMAND again (`--restart`) ends
     /// once its term has: nothing runs, and the Lease is released at
     /// once rather than at the pause's end.
