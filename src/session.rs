@@ -16,8 +16,11 @@
 //!   `lease-elect` is doing (running COMMAND, in its grace, pausing
 //!   before a restart).
 //! - **Run out** (no renew within the renew deadline): SIGTERM, then
-//!   SIGKILL after `--grace`, but never later than a margin
-//!   ([`stop_margin`]) before the lease could expire for anyone else.
+//!   SIGKILL after `--grace`, but never later than one and a half margins
+//!   ([`stop_margin`]) before the lease could expire for anyone else: the
+//!   supervisor has half a margin to report COMMAND's end, and if it does
+//!   not, `lease-elect` kills it and everything below itself, so that
+//!   COMMAND has ended a margin before the lease could expire.
 //! - **Stopped** (SIGTERM or SIGINT to `lease-elect`, the Lease still
 //!   ours): the signal is passed on, then SIGKILL after `--grace` or at
 //!   that same bound; a second signal means SIGKILL. The elector keeps
@@ -186,7 +189,8 @@ pub struct Session {
     state: State,
     margin: Duration,
     /// From a term's end to SIGKILL, as the supervisor enforces it: the
-    /// grace, but never closer than `margin` to the lease's expiry.
+    /// grace, but never closer than `margin` and the supervisor's time to
+    /// answer ([`Session::answer_within`]) to the lease's expiry.
     kill_after: Duration,
     /// The term's end the supervisor was last told.
     told: Option<Instant>,
@@ -199,9 +203,11 @@ impl Session {
     pub fn new(config: SessionConfig, probe: Probe) -> Session {
         let (ld, rd) = (config.lease_duration, config.renew_deadline);
         let margin = stop_margin(ld, rd);
-        let kill_after = config
-            .grace
-            .min(ld.saturating_sub(rd).saturating_sub(margin));
+        let kill_after = config.grace.min(
+            ld.saturating_sub(rd)
+                .saturating_sub(margin)
+                .saturating_sub(margin / 2),
+        );
         Session {
             config,
             probe,
@@ -547,12 +553,14 @@ impl Session {
             || (!term.is_current() && self.probe.leader().as_deref() != Some(self.probe.identity()))
     }
 
-    /// SIGKILL COMMAND by then at the latest: `margin` before the lease
-    /// could expire for anyone else.
+    /// SIGKILL COMMAND by then at the latest: `margin` and the
+    /// supervisor's time to answer before the lease could expire for
+    /// anyone else, so that COMMAND has ended `margin` before it even
+    /// when everything below `lease-elect` must be killed.
     fn lease_deadline(&self, now: Instant) -> Instant {
         match self.probe.last_renew() {
             Some(at) => add_saturating(at, self.config.lease_duration)
-                .checked_sub(self.margin)
+                .checked_sub(self.margin + self.answer_within())
                 .unwrap_or(at),
             None => now,
         }

@@ -20,9 +20,13 @@
 //!   to COMMAND's group (`session::END_SLACK` later, so that a renew that landed
 //!   just before the end can be passed on first), then SIGKILL to the group
 //!   and everything below it `KILL_AFTER` after the end: the `--grace`, cut
-//!   to end a margin (1 s, or half of `leaseDuration - renewDeadline`)
-//!   before anyone else could take the lease. Whatever state `lease-elect`
-//!   is in, COMMAND has ended before another replica can start.
+//!   to end one and a half margins (a margin is 1 s, or half of
+//!   `leaseDuration - renewDeadline`) before anyone else could take the
+//!   lease, the SIGKILL `lease-elect` orders itself. When the supervisor
+//!   does not report COMMAND's end within half a margin of that SIGKILL
+//!   (stopped, hung), `lease-elect` kills it and everything below itself:
+//!   either way, and whatever state `lease-elect` is in, COMMAND has ended
+//!   a margin before another replica can start.
 //! - If `lease-elect` dies, the kernel closes its end of the pipe: the
 //!   supervisor reads end-of-file and kills everything below it at once.
 //!

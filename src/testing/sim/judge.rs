@@ -458,14 +458,8 @@ impl World {
             let until = pr
                 .clock
                 .true_time_of(rec.last_renew_sent + (timing.lease - margin));
-            // A COMMAND whose supervisor is stopped ends only when
-            // lease-elect kills everything below it, half the margin
-            // after ordering a SIGKILL nobody passed on.
-            let until = if piece.command && self.command_supervisor_stopped(piece.p) {
-                until + self.answer_within(piece.p)
-            } else {
-                until
-            };
+            // A COMMAND whose supervisor is stopped too: lease-elect kills
+            // everything below it by then.
             if now > until + SLACK {
                 let (p, token) = (piece.p, rec.token);
                 let what = piece.what.clone();

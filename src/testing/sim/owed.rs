@@ -80,12 +80,15 @@ impl World {
         // The bound as the term knows it: its end is a renew deadline
         // after the start of its last successful attempt (client-go's
         // count, earlier than the write's send), so the lease may expire
-        // the lease duration less the margin after that start.
+        // the lease duration after that start. COMMAND must have ended a
+        // margin before, and the supervisor may take half a margin to
+        // report a SIGKILL: it comes a margin and a half before.
         let clock = self.procs[p].clock.clone();
         let slack = timing
             .lease
             .saturating_sub(timing.renew)
-            .saturating_sub(margin);
+            .saturating_sub(margin)
+            .saturating_sub(margin / 2);
         let lease_bound = clock.true_time_of(term_end(self, piece) + slack);
         let grace = match self.mode(p) {
             Mode::Command(c) => c.grace,
