@@ -704,6 +704,89 @@ impl DeadMan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::{Clock, ManualClock};
+    use crate::elector::{leading, ElectorConfig};
+
+    /// A session of a candidate leading now, at OpenShift's 137 s / 107 s
+    /// (a term that outlasts the restarts below).
+    fn session(clock: &ManualClock, restart: bool, acquire_timeout: bool) -> (Session, Term) {
+        let config = ElectorConfig {
+            lease_duration: Duration::from_secs(137),
+            renew_deadline: Duration::from_secs(107),
+            retry_period: Duration::from_secs(26),
+            ..ElectorConfig::default()
+        };
+        let (probe, term) = leading(clock, config.clone());
+        let session = Session::new(
+            SessionConfig {
+                grace: Duration::from_secs(10),
+                restart,
+                acquire_timeout,
+                lease_duration: config.lease_duration,
+                renew_deadline: config.renew_deadline,
+            },
+            probe,
+        );
+        (session, term)
+    }
+
+    fn started(act: &[Action]) -> bool {
+        act.iter().any(|a| matches!(a, Action::Start { .. }))
+    }
+
+    /// The pause `--restart` announces in `act`'s log line.
+    fn pause_told(act: &[Action]) -> Option<String> {
+        act.iter().find_map(|a| match a {
+            Action::Log(_, line) => line
+                .split_once("starting it again in ")
+                .map(|(_, pause)| pause.to_string()),
+            _ => None,
+        })
+    }
+
+    /// An elector that ends before leading gave up only when
+    /// `--acquire-timeout` was given (exit 75); otherwise it ended
+    /// unexpectedly.
+    #[test]
+    fn an_elector_that_ends_before_leading_gave_up_only_with_acquire_timeout() {
+        let clock = ManualClock::new();
+        for (acquire_timeout, end) in [(true, End::GaveUp), (false, End::ElectorEnded)] {
+            let (mut s, _term) = session(&clock, false, acquire_timeout);
+            assert!(s.step(clock.now(), Input::ElectorEnded).is_empty());
+            assert_eq!(s.end(), Some(&end), "acquire_timeout {acquire_timeout}");
+        }
+    }
+
+    /// `--restart`: 1 s after the first exit, doubling while COMMAND keeps
+    /// exiting within 10 s of its start, from 1 s again after a run that
+    /// lasted 10 s; COMMAND starts again only once the pause is over.
+    #[test]
+    fn restart_pauses_double_while_command_keeps_exiting_and_reset_after_a_long_run() {
+        let clock = ManualClock::new();
+        let (mut s, term) = session(&clock, true, false);
+        assert!(started(&s.step(clock.now(), Input::Started(term))));
+        let mut told = Vec::new();
+        for ran in [1, 1, 1, 10, 1] {
+            clock.advance(Duration::from_secs(ran));
+            let act = s.step(clock.now(), Input::Exited(Some(1)));
+            let pause = pause_told(&act).expect("a restart is announced");
+            let secs = humantime::parse_duration(&pause)
+                .expect("a duration")
+                .as_secs();
+            clock.advance(Duration::from_secs(secs).saturating_sub(Duration::from_millis(1)));
+            assert!(
+                !started(&s.step(clock.now(), Input::Tick)),
+                "not before the pause"
+            );
+            clock.advance(Duration::from_millis(1));
+            assert!(
+                started(&s.step(clock.now(), Input::Tick)),
+                "at the pause's end"
+            );
+            told.push(secs);
+        }
+        assert_eq!(told, [1, 2, 4, 1, 2]);
+    }
 
     /// An ordered SIGTERM is passed on, but not after the switch sent its
     /// own at the term's end (a second one means "now" to many

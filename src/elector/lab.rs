@@ -407,6 +407,25 @@ impl Lab {
     }
 }
 
+/// A candidate that began leading a term now on `clock`, with `config`'s
+/// timings: what reads the elector (`lease-elect`'s session) gets.
+pub(crate) fn leading(clock: &ManualClock, config: ElectorConfig) -> (Probe, Term) {
+    let (tx, _rx) = mpsc::channel();
+    let clock: Arc<dyn Clock> = Arc::new(clock.clone());
+    let now = clock.now();
+    let term = Term::new(1, "me", "lab/lease", now, &config, clock.clone());
+    let shared = Arc::new(Shared::new(
+        Wakeup::new(),
+        clock,
+        config,
+        "lab/lease".into(),
+        "me".into(),
+        tx,
+    ));
+    shared.start_term(&term, now);
+    (Probe::new(shared), term)
+}
+
 /// Why each term of a run ended, in order.
 fn stopped(events: &[LeaderEvent]) -> Vec<crate::elector::StopReason> {
     events

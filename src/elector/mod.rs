@@ -129,6 +129,8 @@ mod handle;
 pub(crate) mod io;
 #[cfg(test)]
 mod lab;
+#[cfg(test)]
+pub(crate) use lab::leading;
 mod lost;
 mod probe;
 mod receiver;
