@@ -31,6 +31,16 @@ impl World {
         }
     }
 
+    /// Process `p`'s COMMAND of `piece`, while the process and that
+    /// COMMAND live.
+    fn live_cmd(&mut self, p: usize, piece: usize) -> Option<&mut Cmd> {
+        let pr = &self.procs[p];
+        if pr.killed || pr.exited {
+            return None;
+        }
+        self.cmd_mut(p).filter(|c| c.piece == piece && !c.exited)
+    }
+
     /// `sig` reaches process `p`'s COMMAND, sent `by` its session or its
     /// supervisor's switch.
     pub(super) fn owed_signal(&mut self, p: usize, sig: Signal, by: &str) {
@@ -165,11 +175,7 @@ impl World {
     /// `lease-elect` (a subreaper) kills what it left, COMMAND with it,
     /// and learns it as an exit without status.
     pub(super) fn supervisor_killed(&mut self, p: usize, piece: usize) {
-        let pr = &self.procs[p];
-        if pr.killed || pr.exited {
-            return;
-        }
-        let Some(c) = self.cmd_mut(p).filter(|c| c.piece == piece && !c.exited) else {
+        let Some(c) = self.live_cmd(p, piece) else {
             return;
         };
         c.supervisor_killed = true;
@@ -231,11 +237,7 @@ impl World {
 
     /// The supervisor of process `p`'s COMMAND (`piece`) is stopped.
     pub(super) fn supervisor_stopped(&mut self, p: usize, piece: usize) {
-        let pr = &self.procs[p];
-        if pr.killed || pr.exited {
-            return;
-        }
-        let Some(c) = self.cmd_mut(p).filter(|c| c.piece == piece && !c.exited) else {
+        let Some(c) = self.live_cmd(p, piece) else {
             return;
         };
         c.supervisor_stopped = true;
