@@ -146,3 +146,114 @@ impl ElectorConfig {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One timing changed, with what the case is (and what the refusal
+    /// says).
+    type Change = (&'static str, fn(&mut ElectorConfig));
+    type Refused = (&'static str, fn(&mut ElectorConfig), &'static str);
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// client-go's 15 s / 10 s / 2 s with one timing changed.
+    fn with(change: impl Fn(&mut ElectorConfig)) -> Result<()> {
+        let mut c = ElectorConfig::default();
+        change(&mut c);
+        c.validate("me")
+    }
+
+    /// Each rule holds up to its edge, both sides of it: the edge itself
+    /// is refused where client-go's rule is strict.
+    #[test]
+    fn each_rule_is_checked_at_its_edge() {
+        assert!(with(|_| {}).is_ok());
+        let ok: [Change; 4] = [
+            ("lease 1s", |c| {
+                c.lease_duration = ms(1000);
+                c.renew_deadline = ms(900);
+                c.retry_period = ms(100);
+            }),
+            ("lease at i32::MAX seconds", |c| {
+                c.lease_duration = Duration::from_secs(i32::MAX as u64)
+            }),
+            ("lease just over the deadline", |c| {
+                c.lease_duration = Duration::from_secs(11)
+            }),
+            ("deadline just over 1.2 × retry", |c| {
+                c.renew_deadline = ms(2401)
+            }),
+        ];
+        for (what, change) in ok {
+            assert!(with(change).is_ok(), "{what}: {:?}", with(change));
+        }
+        let refused: [Refused; 8] = [
+            (
+                "lease under 1s",
+                |c| c.lease_duration = ms(999),
+                "whole number",
+            ),
+            (
+                "lease not whole",
+                |c| c.lease_duration = ms(15_500),
+                "whole number",
+            ),
+            (
+                "lease over i32::MAX seconds",
+                |c| c.lease_duration = Duration::from_secs(i32::MAX as u64 + 1),
+                "too long",
+            ),
+            (
+                "retry zero",
+                |c| c.retry_period = Duration::ZERO,
+                "retryPeriod",
+            ),
+            (
+                "lease equal to the deadline",
+                |c| c.lease_duration = Duration::from_secs(10),
+                "greater than renewDeadline",
+            ),
+            (
+                "deadline equal to 1.2 × retry",
+                |c| c.renew_deadline = ms(2400),
+                "JitterFactor",
+            ),
+            (
+                "request timeout zero",
+                |c| c.request_timeout = Some(Duration::ZERO),
+                "requestTimeout",
+            ),
+            (
+                "release timeout zero",
+                |c| c.release_timeout = Duration::ZERO,
+                "releaseTimeout",
+            ),
+        ];
+        for (what, change, says) in refused {
+            match with(change) {
+                Err(Error::InvalidConfig(msg)) => assert!(msg.contains(says), "{what}: {msg}"),
+                other => panic!("{what}: {other:?}"),
+            }
+        }
+    }
+
+    /// Half the renew deadline, at least 1 s, unless a timeout is given.
+    #[test]
+    fn the_request_cap_is_half_the_renew_deadline_at_least_a_second() {
+        let cap = |rd: u64, timeout: Option<u64>| {
+            ElectorConfig {
+                renew_deadline: ms(rd),
+                request_timeout: timeout.map(ms),
+                ..ElectorConfig::default()
+            }
+            .request_cap()
+        };
+        assert_eq!(cap(10_000, None), ms(5000));
+        assert_eq!(cap(1500, None), ms(1000));
+        assert_eq!(cap(10_000, Some(300)), ms(300));
+    }
+}
