@@ -183,3 +183,88 @@ impl Drop for ElectorHandle {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::clock::{Clock, ManualClock, Wakeup};
+    use crate::elector::term::{LetGo, Term};
+    use crate::elector::{ElectorConfig, LeaderEvent};
+
+    fn shared() -> (Arc<Shared>, mpsc::Receiver<LeaderEvent>) {
+        let (tx, rx) = mpsc::channel();
+        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new());
+        let shared = Shared::new(
+            Wakeup::new(),
+            clock,
+            ElectorConfig::default(),
+            "lab/lease".into(),
+            "me".into(),
+            tx,
+        );
+        (Arc::new(shared), rx)
+    }
+
+    #[test]
+    fn a_stopper_tells_whether_a_stop_was_asked_for() {
+        let (shared, _rx) = shared();
+        let stopper = Stopper::new(shared);
+        assert!(!stopper.is_stopped());
+        stopper.clone().stop();
+        assert!(stopper.is_stopped());
+    }
+
+    /// A caller that reads every event holds a term from the moment
+    /// `StartedLeading` is sent (a release waits for it); one that may not
+    /// read holds it only once it takes the event.
+    #[test]
+    fn a_caller_that_reads_every_event_holds_a_term_from_its_send() {
+        for reads_every_event in [true, false] {
+            let (shared, rx) = shared();
+            if reads_every_event {
+                Stopper::new(shared.clone()).read_every_event();
+            }
+            let now = shared.now();
+            let term = Term::new(
+                1,
+                "me",
+                "lab/lease",
+                now,
+                &shared.config,
+                shared.clock.clone(),
+            );
+            shared.start_term(&term, now);
+            let held = term.wait_let_go(Duration::ZERO, &Wakeup::new()) == LetGo::Held;
+            assert_eq!(held, reads_every_event);
+            drop(rx);
+        }
+    }
+
+    #[test]
+    fn a_handle_is_finished_once_its_thread_has_ended() {
+        let (shared, _rx) = shared();
+        let (go, wait) = mpsc::channel::<()>();
+        let thread = thread::spawn(move || {
+            let _ = wait.recv();
+            Ok(())
+        });
+        let handle = ElectorHandle::new(shared.clone(), thread, None);
+        // Asked while the thread waits; asserted once it may end (a
+        // failed assertion must not leave the handle's drop joining a
+        // thread that never ends).
+        let while_running = handle.is_finished();
+        drop(go);
+        handle.stop().expect("the thread ended well");
+        assert!(!while_running, "its thread still ran");
+        let joined = ElectorHandle {
+            probe: Probe::new(shared.clone()),
+            shared,
+            thread: None,
+            watcher: None,
+        };
+        assert!(joined.is_finished(), "its thread was joined");
+    }
+}
