@@ -190,22 +190,13 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::clock::{Clock, ManualClock, Wakeup};
+    use crate::clock::{ManualClock, Wakeup};
+    use crate::elector::lab::elector_state;
     use crate::elector::term::{LetGo, Term};
     use crate::elector::{ElectorConfig, LeaderEvent};
 
     fn shared() -> (Arc<Shared>, mpsc::Receiver<LeaderEvent>) {
-        let (tx, rx) = mpsc::channel();
-        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new());
-        let shared = Shared::new(
-            Wakeup::new(),
-            clock,
-            ElectorConfig::default(),
-            "lab/lease".into(),
-            "me".into(),
-            tx,
-        );
-        (Arc::new(shared), rx)
+        elector_state(&ManualClock::new(), ElectorConfig::default())
     }
 
     #[test]

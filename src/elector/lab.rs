@@ -410,20 +410,43 @@ impl Lab {
 /// A candidate that began leading a term now on `clock`, with `config`'s
 /// timings: what reads the elector (`lease-elect`'s session) gets.
 pub(crate) fn leading(clock: &ManualClock, config: ElectorConfig) -> (Probe, Term) {
-    let (tx, _rx) = mpsc::channel();
-    let clock: Arc<dyn Clock> = Arc::new(clock.clone());
-    let now = clock.now();
-    let term = Term::new(1, "me", "lab/lease", now, &config, clock.clone());
-    let shared = Arc::new(Shared::new(
+    let (shared, term) = term_begun(clock, config);
+    (Probe::new(shared), term)
+}
+
+/// The state of a candidate that began a term now on `clock` (see
+/// [`elector_state`]), and the term.
+pub(super) fn term_begun(clock: &ManualClock, config: ElectorConfig) -> (Arc<Shared>, Term) {
+    let (shared, _events) = elector_state(clock, config);
+    let now = shared.now();
+    let term = Term::new(
+        1,
+        "me",
+        "lab/lease",
+        now,
+        &shared.config,
+        shared.clock.clone(),
+    );
+    shared.start_term(&term, now);
+    (shared, term)
+}
+
+/// The state of a candidate "me" of `lab/lease` on `clock` that has not
+/// run yet (what its views read), and its events.
+pub(super) fn elector_state(
+    clock: &ManualClock,
+    config: ElectorConfig,
+) -> (Arc<Shared>, Receiver<LeaderEvent>) {
+    let (tx, rx) = mpsc::channel();
+    let shared = Shared::new(
         Wakeup::new(),
-        clock,
+        Arc::new(clock.clone()),
         config,
         "lab/lease".into(),
         "me".into(),
         tx,
-    ));
-    shared.start_term(&term, now);
-    (Probe::new(shared), term)
+    );
+    (Arc::new(shared), rx)
 }
 
 /// Why each term of a run ended, in order.

@@ -241,3 +241,91 @@ impl Probe {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::elector::lab::term_begun;
+    use crate::elector::shared::TermEnd;
+    use crate::elector::ElectorConfig;
+    use crate::status::LastError;
+
+    const NS: Duration = Duration::from_nanos(1);
+
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    /// A candidate "me" of `lab/lease` (15 s / 10 s / 2 s), its probe, and
+    /// the term it began now.
+    fn leading(clock: &ManualClock) -> (Arc<Shared>, Probe, Term) {
+        let (shared, term) = term_begun(clock, ElectorConfig::default());
+        (shared.clone(), Probe::new(shared), term)
+    }
+
+    #[test]
+    fn a_probe_names_its_lock_and_candidate_and_shows_the_term() {
+        let clock = ManualClock::new();
+        let (_shared, probe, term) = leading(&clock);
+        assert_eq!((probe.describe(), probe.identity()), ("lab/lease", "me"));
+        assert!(probe.is_leader());
+        assert_eq!(probe.term().map(|t| t.token()), Some(term.token()));
+        clock.advance(secs(10));
+        assert!(!probe.is_leader(), "the term ran out at the renew deadline");
+    }
+
+    /// Liveness: a leader unhealthy past the lease duration and the
+    /// tolerance since its last renew, not at it; a lost one past the
+    /// tolerance since the loss, not at it.
+    #[test]
+    fn liveness_fails_just_past_each_tolerance() {
+        let clock = ManualClock::new();
+        let (shared, probe, term) = leading(&clock);
+        clock.advance(secs(15 + 3));
+        assert!(probe.check(secs(3)).is_ok(), "at the tolerance");
+        clock.advance(NS);
+        assert!(matches!(probe.check(secs(3)), Err(Error::Unhealthy { .. })));
+
+        shared.end_term(&term, &TermEnd::Expired("lab".into()));
+        clock.advance(secs(3));
+        assert!(probe.check(secs(3)).is_ok(), "at the tolerance");
+        clock.advance(NS);
+        match probe.check(secs(3)) {
+            Err(Error::LostLeadership { lock, .. }) => assert_eq!(lock, "lab/lease"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Readiness: failing past the allowance without a success, not at
+    /// it; refused with 403, at once.
+    #[test]
+    fn readiness_fails_just_past_the_allowance_and_at_once_when_forbidden() {
+        let clock = ManualClock::new();
+        let (shared, probe, _term) = leading(&clock);
+        clock.advance(secs(5));
+        assert!(probe.check_ready(secs(5)).is_ok(), "at the allowance");
+        clock.advance(NS);
+        assert!(matches!(
+            probe.check_ready(secs(5)),
+            Err(Error::NotReady { .. })
+        ));
+
+        let mut st = shared.lock();
+        st.last_success = shared.now();
+        st.counters.consecutive_failures = 1;
+        st.last_error = Some(LastError {
+            kind: FailureKind::Forbidden,
+            message: "leases is forbidden".into(),
+            hint: "RBAC".into(),
+            at: shared.now(),
+        });
+        drop(st);
+        match probe.check_ready(secs(5)) {
+            Err(Error::NotReady { detail, .. }) => {
+                assert!(detail.contains("forbidden"), "{detail}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
