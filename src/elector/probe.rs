@@ -298,7 +298,7 @@ mod tests {
     }
 
     /// Readiness: failing past the allowance without a success, not at
-    /// it; refused with 403, at once.
+    /// it; refused with 403, at once, until a request succeeds.
     #[test]
     fn readiness_fails_just_past_the_allowance_and_at_once_when_forbidden() {
         let clock = ManualClock::new();
@@ -327,5 +327,7 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        shared.lock().counters.consecutive_failures = 0;
+        assert!(probe.check_ready(secs(5)).is_ok(), "a 403 since answered");
     }
 }
