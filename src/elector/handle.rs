@@ -196,7 +196,7 @@ mod tests {
     use crate::elector::{ElectorConfig, LeaderEvent};
 
     fn shared() -> (Arc<Shared>, mpsc::Receiver<LeaderEvent>) {
-        elector_state(&ManualClock::new(), ElectorConfig::default())
+        elector_state(Arc::new(ManualClock::new()), ElectorConfig::default())
     }
 
     #[test]

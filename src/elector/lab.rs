@@ -410,14 +410,17 @@ impl Lab {
 /// A candidate that began leading a term now on `clock`, with `config`'s
 /// timings: what reads the elector (`lease-elect`'s session) gets.
 pub(crate) fn leading(clock: &ManualClock, config: ElectorConfig) -> (Probe, Term) {
-    let (shared, term) = term_begun(clock, config);
+    let (shared, term, _events) = term_begun(Arc::new(clock.clone()), config);
     (Probe::new(shared), term)
 }
 
 /// The state of a candidate that began a term now on `clock` (see
-/// [`elector_state`]), and the term.
-pub(super) fn term_begun(clock: &ManualClock, config: ElectorConfig) -> (Arc<Shared>, Term) {
-    let (shared, _events) = elector_state(clock, config);
+/// [`elector_state`]), the term, and its events.
+pub(super) fn term_begun(
+    clock: Arc<dyn Clock>,
+    config: ElectorConfig,
+) -> (Arc<Shared>, Term, Receiver<LeaderEvent>) {
+    let (shared, events) = elector_state(clock, config);
     let now = shared.now();
     let term = Term::new(
         1,
@@ -428,19 +431,19 @@ pub(super) fn term_begun(clock: &ManualClock, config: ElectorConfig) -> (Arc<Sha
         shared.clock.clone(),
     );
     shared.start_term(&term, now);
-    (shared, term)
+    (shared, term, events)
 }
 
 /// The state of a candidate "me" of `lab/lease` on `clock` that has not
 /// run yet (what its views read), and its events.
 pub(super) fn elector_state(
-    clock: &ManualClock,
+    clock: Arc<dyn Clock>,
     config: ElectorConfig,
 ) -> (Arc<Shared>, Receiver<LeaderEvent>) {
     let (tx, rx) = mpsc::channel();
     let shared = Shared::new(
         Wakeup::new(),
-        Arc::new(clock.clone()),
+        clock,
         config,
         "lab/lease".into(),
         "me".into(),

@@ -260,7 +260,7 @@ mod tests {
     /// A candidate "me" of `lab/lease` (15 s / 10 s / 2 s), its probe, and
     /// the term it began now.
     fn leading(clock: &ManualClock) -> (Arc<Shared>, Probe, Term) {
-        let (shared, term) = term_begun(clock, ElectorConfig::default());
+        let (shared, term, _events) = term_begun(Arc::new(clock.clone()), ElectorConfig::default());
         (shared.clone(), Probe::new(shared), term)
     }
 
@@ -329,5 +329,24 @@ mod tests {
         }
         shared.lock().counters.consecutive_failures = 0;
         assert!(probe.check_ready(secs(5)).is_ok(), "a 403 since answered");
+
+        // Failing since: the last error is told.
+        let mut st = shared.lock();
+        st.counters.consecutive_failures = 2;
+        if let Some(e) = st.last_error.as_mut() {
+            e.kind = FailureKind::Transport;
+            e.message = "connection refused".into();
+        }
+        drop(st);
+        clock.advance(secs(5) + NS);
+        match probe.check_ready(secs(5)) {
+            Err(Error::NotReady { detail, .. }) => {
+                assert!(
+                    detail.ends_with("; last error: connection refused"),
+                    "{detail}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -168,3 +168,99 @@ impl LeaderEvents {
         LeaderEvents::new(rx, Arc::new(shared))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+
+    use super::*;
+    use crate::clock::{ManualClock, SystemClock};
+    use crate::elector::lab::term_begun;
+    use crate::elector::{ElectorConfig, StopReason};
+
+    /// A candidate that began a term now, its deadline `renew_deadline`
+    /// on `clock`, and its events as the caller gets them.
+    fn leading(clock: Arc<dyn crate::clock::Clock>, renew_deadline: Duration) -> LeaderEvents {
+        let config = ElectorConfig {
+            lease_duration: renew_deadline * 2,
+            renew_deadline,
+            ..ElectorConfig::default()
+        };
+        let (shared, _term, rx) = term_begun(clock, config);
+        LeaderEvents::new(rx, shared)
+    }
+
+    fn lost(event: Option<LeaderEvent>) -> bool {
+        matches!(
+            event,
+            Some(LeaderEvent::StoppedLeading {
+                reason: StopReason::Lost,
+                ..
+            })
+        )
+    }
+
+    /// What `f` returns, asked on a thread of its own; `None` when it has
+    /// not answered within 10 s (a receive that never gives up).
+    fn answered<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(Duration::from_secs(10)).ok()
+    }
+
+    /// Looked at without blocking, a term past its deadline is ended by
+    /// the receiving thread, its `StoppedLeading` read after its start.
+    #[test]
+    fn a_term_past_its_deadline_is_ended_where_the_events_are_read() {
+        let clock = ManualClock::new();
+        let events = leading(Arc::new(clock.clone()), Duration::from_secs(10));
+        let first: Vec<_> = events.try_iter().collect();
+        assert!(
+            matches!(first[..], [LeaderEvent::StartedLeading { .. }]),
+            "{first:?}"
+        );
+        clock.advance(Duration::from_secs(10) - Duration::from_nanos(1));
+        assert_eq!(events.try_iter().count(), 0, "still current");
+        clock.advance(Duration::from_nanos(1));
+        assert!(lost(events.try_iter().next()), "ended at its deadline");
+
+        let events = leading(Arc::new(clock.clone()), Duration::from_secs(10));
+        assert!(matches!(
+            events.iter().next(),
+            Some(LeaderEvent::StartedLeading { .. })
+        ));
+    }
+
+    /// A receiving thread that waits ends the term at its deadline and
+    /// returns its `StoppedLeading`, before its own time-out.
+    #[test]
+    fn a_waiting_receiver_ends_the_term_at_its_deadline() {
+        let events = leading(Arc::new(SystemClock), Duration::from_millis(50));
+        assert!(matches!(
+            events.recv(),
+            Ok(LeaderEvent::StartedLeading { .. })
+        ));
+        let got = answered(move || events.recv_timeout(Duration::from_secs(5)).ok());
+        let shown = format!("{got:?}");
+        assert!(lost(got.flatten()), "{shown}");
+    }
+
+    /// A time-out is kept when the deadline is nearer than the wait's
+    /// millisecond past it, and when there is no term at all.
+    #[test]
+    fn a_receive_times_out_with_a_deadline_under_a_millisecond_away_or_none() {
+        let clock = ManualClock::new();
+        let events = leading(Arc::new(clock.clone()), Duration::from_secs(10));
+        let _ = events.try_recv();
+        clock.advance(Duration::from_secs(10) - Duration::from_micros(1));
+        let got = answered(move || events.recv_timeout(Duration::from_millis(20)).err());
+        assert_eq!(got, Some(Some(RecvTimeoutError::Timeout)));
+
+        let (_tx, rx) = mpsc::channel();
+        let events = LeaderEvents::from_channel(rx);
+        let got = answered(move || events.recv_timeout(Duration::from_millis(1)).err());
+        assert_eq!(got, Some(Some(RecvTimeoutError::Timeout)));
+    }
+}
