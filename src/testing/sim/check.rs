@@ -55,7 +55,11 @@
 //! - **What COMMAND is owed** (`owed.rs`). Never signalled while its term
 //!   is current and nothing stops its process; on an orderly end, SIGTERM
 //!   first and SIGKILL no earlier than `--grace` after it or the lease
-//!   bound, unless the term was taken or the operator signalled again (a
+//!   bound (a margin and a half before the lease could expire: half a
+//!   margin for the supervisor to report it, so that COMMAND has ended
+//!   within the work's budget even when `lease-elect` must kill
+//!   everything below it), unless the term was taken or the operator
+//!   signalled again (a
 //!   second SIGTERM kills at once); its end noticed at once (the release
 //!   follows it, not the grace's end); everything below `lease-elect`
 //!   killed only after the supervisor had half the margin to report a
