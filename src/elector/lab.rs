@@ -358,6 +358,26 @@ impl Lab {
     /// Run the elector from now until its clock has moved `for_`, then
     /// stop it (releasing as configured).
     pub(super) fn run_for(&self, for_: Duration) -> Ran {
+        let (run, shared, rx) = self.elector(for_);
+        let probe = Probe::new(shared);
+        let result = block_on(run.run());
+        let events = collect(&rx);
+        let disconnected = matches!(rx.try_recv(), Err(mpsc::TryRecvError::Disconnected));
+        Ran {
+            result,
+            probe,
+            events,
+            disconnected,
+        }
+    }
+
+    /// The elector `run_for` runs, not started (stopped by the bench once
+    /// its clock has moved `for_`): its state machine, its state and its
+    /// events.
+    pub(super) fn elector(
+        &self,
+        for_: Duration,
+    ) -> (Run<LabIo>, Arc<Shared>, Receiver<LeaderEvent>) {
         let (tx, rx) = mpsc::channel();
         let shared = Arc::new(Shared::new(
             Wakeup::new(),
@@ -380,17 +400,7 @@ impl Lab {
         shared
             .skip_release
             .store(self.skip_release, std::sync::atomic::Ordering::Relaxed);
-        let probe = Probe::new(shared.clone());
-        let run = Run::new(io, shared.clone(), 7);
-        let result = block_on(run.run());
-        let events = collect(&rx);
-        let disconnected = matches!(rx.try_recv(), Err(mpsc::TryRecvError::Disconnected));
-        Ran {
-            result,
-            probe,
-            events,
-            disconnected,
-        }
+        (Run::new(io, shared.clone(), 7), shared, rx)
     }
 
     /// When each term of `ran` began, on the bench's clock.

@@ -59,13 +59,9 @@ impl<I: Io> Run<I> {
                 let line = || {
                     format!("lease {desc}: requests succeed again after {failed} failed attempt(s)")
                 };
-                return if warned {
-                    Some((log::Level::Warn, line()))
-                } else if failed > 0 {
-                    Some((log::Level::Info, line()))
-                } else {
-                    None
-                };
+                // Every failure counted is warned of (its kind's first at
+                // least), so a recovery is told exactly when one was.
+                return warned.then(|| (log::Level::Warn, line()));
             }
             // A stop cut the request short: not a failure of the set-up.
             Err(_) if self.shared.wake.is_stopped() => return None,
@@ -99,5 +95,63 @@ impl<I: Io> Run<I> {
                 format!("error {doing} lease {desc}: {e}"),
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::elector::lab::{api, transport, Lab};
+
+    fn level(line: &Option<(log::Level, String)>) -> Option<log::Level> {
+        line.as_ref().map(|(level, _)| *level)
+    }
+
+    /// A failing set-up at warn, once a minute for a repeat of its kind,
+    /// at once for another kind, and its recovery at warn; the counters
+    /// and the last error as the status shows them; a request a stop cut
+    /// short is not a failure.
+    #[test]
+    fn failures_are_told_at_warn_once_a_minute_per_kind_and_their_recovery_too() {
+        let lab = Lab::new();
+        let (mut run, shared, _events) = lab.elector(Duration::from_secs(600));
+        let failures = || shared.lock().counters.consecutive_failures;
+
+        assert_eq!(run.count_attempt(&Ok(true), "renewing"), None, "all well");
+        let first = run.count_attempt(&Err(api(500, "boom")), "renewing");
+        assert_eq!(level(&first), Some(log::Level::Warn));
+        let line = first.map(|(_, line)| line).unwrap_or_default();
+        assert!(
+            line.starts_with("error renewing lease lab/lease: "),
+            "{line}"
+        );
+        assert!(line.ends_with("; 1 failed attempt(s) in a row)"), "{line}");
+        assert_eq!(failures(), 1);
+        assert!(shared.lock().last_error.is_some());
+
+        lab.clock
+            .advance(FAILURE_LOG_EVERY - Duration::from_nanos(1));
+        let repeat = run.count_attempt(&Err(api(500, "boom")), "renewing");
+        assert_eq!(level(&repeat), Some(log::Level::Debug), "within the minute");
+        lab.clock.advance(Duration::from_nanos(1));
+        let repeat = run.count_attempt(&Err(api(500, "boom")), "renewing");
+        assert_eq!(level(&repeat), Some(log::Level::Warn), "a minute on");
+        let other = run.count_attempt(&Err(transport()), "renewing");
+        assert_eq!(level(&other), Some(log::Level::Warn), "another kind");
+        assert_eq!(failures(), 4);
+
+        let back = run.count_attempt(&Ok(true), "renewing");
+        assert_eq!(
+            back,
+            Some((
+                log::Level::Warn,
+                "lease lab/lease: requests succeed again after 4 failed attempt(s)".into()
+            ))
+        );
+        assert_eq!((failures(), shared.lock().counters.renews), (0, 2));
+
+        shared.wake.stop();
+        let cut = run.count_attempt(&Err(transport()), "renewing");
+        assert_eq!((cut, failures()), (None, 0), "a stop cut it short");
     }
 }
