@@ -1278,6 +1278,32 @@ mod more_tests {
         assert!(first_term(&ran.events).expect("a term began").taken_over());
     }
 
+    /// After a term ran out, its work still running, the elector reads
+    /// the Lease once a retry period; with those reads failing, a watch's
+    /// poke with nothing delivered (a change that would cost a request)
+    /// brings no read early: a failing server sees one a retry period.
+    #[test]
+    fn a_poke_while_reads_fail_after_a_term_ran_out_brings_no_read_early() {
+        let mut lab = Lab::new();
+        lab.let_go = LetGo::Held;
+        // The first read and the create succeed; every request after
+        // them fails.
+        lab.server.borrow_mut().script = [None, None]
+            .into_iter()
+            .chain((0..100).map(|_| Some(api(500, "InternalError"))))
+            .collect();
+        lab.later(MS(13_300), Later::Poke);
+        let ran = lab.run_for(S(16));
+        assert_eq!(stopped(&ran.events), [StopReason::Lost]);
+        let server = lab.server.borrow();
+        let gets = at_of(&server, |c| matches!(c, Call::Get));
+        assert!(
+            gets.iter().any(|at| *at > S(10)),
+            "read after the term: {gets:?}"
+        );
+        assert!(!gets.contains(&MS(13_300)), "read at the poke: {gets:?}");
+    }
+
     #[test]
     fn a_poke_between_renews_is_looked_at_with_a_read_not_a_renew_sent_early() {
         let lab = Lab::new();
