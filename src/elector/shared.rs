@@ -276,3 +276,45 @@ impl Shared {
         self.now().saturating_duration_since(st.last_success)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::elector::lab::elector_state;
+
+    /// A term that ran out and is then found taken gives the takeover as
+    /// the last loss's reason, unless a term has begun since (whose
+    /// status it would misreport).
+    #[test]
+    fn a_run_out_term_found_taken_tells_the_takeover_unless_another_began() {
+        let clock = ManualClock::new();
+        for begun_since in [false, true] {
+            let (shared, _events) =
+                elector_state(Arc::new(clock.clone()), ElectorConfig::default());
+            let term = |token| {
+                let now = shared.now();
+                let t = Term::new(
+                    token,
+                    "me",
+                    "lab/lease",
+                    now,
+                    &shared.config,
+                    shared.clock.clone(),
+                );
+                shared.start_term(&t, now);
+                t
+            };
+            let first = term(1);
+            assert!(shared.end_term(&first, &TermEnd::Expired("ran out".into())));
+            if begun_since {
+                term(2);
+            }
+            assert!(!shared.end_term(&first, &TermEnd::Taken("deleted".into())));
+            assert!(first.taken_over());
+            let told = shared.lock().last_loss.clone();
+            let want = if begun_since { "ran out" } else { "deleted" };
+            assert_eq!(told.as_deref(), Some(want), "begun since: {begun_since}");
+        }
+    }
+}
