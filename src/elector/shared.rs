@@ -283,6 +283,28 @@ mod tests {
     use crate::clock::ManualClock;
     use crate::elector::lab::elector_state;
 
+    /// A term's end at its deadline says so, with the last error only
+    /// while requests were failing.
+    #[test]
+    fn a_deadline_passed_tells_the_last_error_while_requests_fail() {
+        let (shared, _events) =
+            elector_state(Arc::new(ManualClock::new()), ElectorConfig::default());
+        let plain = "no renew succeeded within the renew deadline of 10s";
+        assert_eq!(shared.deadline_passed(), plain);
+        shared.lock().last_error = Some(LastError {
+            kind: FailureKind::Server,
+            message: "server answered 500".into(),
+            hint: "retrying".into(),
+            at: shared.now(),
+        });
+        assert_eq!(shared.deadline_passed(), plain, "no failure since");
+        shared.lock().counters.consecutive_failures = 1;
+        assert_eq!(
+            shared.deadline_passed(),
+            format!("{plain} (last error: server answered 500)")
+        );
+    }
+
     /// A term that ran out and is then found taken gives the takeover as
     /// the last loss's reason, unless a term has begun since (whose
     /// status it would misreport).
