@@ -452,6 +452,46 @@ mod tests {
     }
 
     #[test]
+    fn a_term_names_its_candidate_and_lease() {
+        let t = term(&ManualClock::new());
+        assert_eq!((t.identity(), t.lease(), t.token()), ("me", "ns/lease", 7));
+    }
+
+    /// `wait_ended` answers false while the term is current, true once it
+    /// was ended or its deadline passed (which ends it, elector or not).
+    #[test]
+    fn wait_ended_tells_a_current_term_from_an_ended_one() {
+        let clock = ManualClock::new();
+        let t = term(&clock);
+        assert!(!t.wait_ended(Duration::ZERO), "current");
+        clock.advance(Duration::from_secs(10));
+        assert!(t.wait_ended(Duration::ZERO), "at its deadline");
+        assert!(!t.is_current());
+
+        let t = term(&clock);
+        t.end(false);
+        assert!(t.wait_ended(Duration::ZERO), "ended");
+    }
+
+    /// The elector asks to be poked when the caller lets go of the last
+    /// `Term` it holds (a release waits for that), not before.
+    #[test]
+    fn letting_go_of_the_last_hold_pokes_the_elector() {
+        let t = term(&ManualClock::new());
+        let wake = Wakeup::new();
+        t.poke_when_let_go(&wake);
+        let (a, b) = (t.held(), t.held());
+        drop(a);
+        assert_eq!(wake.take(), None, "one hold left");
+        drop(b);
+        assert_eq!(wake.take(), Some(crate::clock::Wake::Poked));
+        assert_eq!(
+            t.wait_let_go(Duration::ZERO, &Wakeup::new()),
+            LetGo::Released
+        );
+    }
+
+    #[test]
     fn a_renew_answered_after_the_deadline_does_not_extend_the_term_even_unlooked_at() {
         let clock = ManualClock::new();
         let t = term(&clock);
