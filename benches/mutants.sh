@@ -12,7 +12,9 @@
 # every missed mutant not listed, with the reason it cannot change
 # behaviour, in benches/mutants-equivalent.txt (one per line: the
 # mutant's name as cargo-mutants prints it, ` # ` and the reason); it
-# fails if one is left or anything timed out. Schedules per mutant:
+# fails if one is left or anything timed out. A file the public API's
+# answers live in is judged by the integration tests that ask for them
+# too (benches/mutants-judges.txt). Schedules per mutant:
 # LEASE_ELECTOR_SIM_SCHEDULES (2,000 by default; CI's 10,000 takes
 # longer). Built with the `sim` profile (opt-level 1, no LTO). Figures on this machine (2 cores): docs/architecture.md.
 set -euo pipefail
@@ -23,21 +25,37 @@ command -v cargo-mutants >/dev/null || {
 }
 files=("$@")
 [ ${#files[@]} -gt 0 ] || files=(src/elector/attempt.rs src/elector/run.rs)
-args=()
-for f in "${files[@]}"; do args+=(-f "$f"); done
 out=${MUTANTS_OUT:-target/mutants}
+rm -rf "$out"
 mkdir -p "$out"
 export LEASE_ELECTOR_SIM_SCHEDULES=${LEASE_ELECTOR_SIM_SCHEDULES:-2000}
 # A failing schedule is enough to catch a mutant: stop at the first.
 export LEASE_ELECTOR_SIM_MAX_FAILURES=1
-cargo mutants "${args[@]}" --features testing --profile sim --no-shuffle \
-  --output "$out" --timeout-multiplier 3 --minimum-test-timeout 120 \
-  -- --lib --test simulation || true
 
-outcomes="$out/mutants.out/outcomes.json"
-python3 - "$outcomes" benches/mutants-equivalent.txt <<'PY'
+# The judges: the unit tests and the simulation for every file, and for a
+# file that the public API's answers live in, the integration tests that
+# ask for them over loopback HTTP (benches/mutants-judges.txt: a file,
+# ": ", its test targets). Files with the same judges run together.
+judges_of() {
+  awk -v f="$1" 'index($0, f ": ") == 1 { sub(/^[^:]*: */, ""); print }' benches/mutants-judges.txt
+}
+declare -A group
+for f in "${files[@]}"; do
+  j=$(judges_of "$f")
+  group[" $j"]+=" -f $f"
+done
+n=0
+for j in "${!group[@]}"; do
+  n=$((n + 1))
+  # shellcheck disable=SC2086 # the file flags and test targets are words
+  cargo mutants ${group[$j]} --features testing --profile sim --no-shuffle \
+    --output "$out/$n" --timeout-multiplier 3 --minimum-test-timeout 120 \
+    -- --lib --test simulation $j || true
+done
+
+python3 - benches/mutants-equivalent.txt "$out"/*/mutants.out/outcomes.json <<'PY'
 import json, sys
-outcomes, listed = sys.argv[1], sys.argv[2]
+listed, outcomes = sys.argv[1], sys.argv[2:]
 import re
 # An entry names a mutant as cargo-mutants prints it, with or without its
 # line and column (without, it survives edits elsewhere in the file).
@@ -49,10 +67,9 @@ for line in open(listed):
     if line and not line.startswith("#"):
         name, _, why = line.partition(" # ")
         equivalent[unplaced(name.strip())] = why.strip()
-data = json.load(open(outcomes))
 count = {"caught": 0, "missed": 0, "unviable": 0, "timeout": 0}
 missed = []
-for o in data["outcomes"]:
+for o in [o for path in outcomes for o in json.load(open(path))["outcomes"]]:
     s = o.get("scenario")
     if not isinstance(s, dict) or "Mutant" not in s:
         continue
