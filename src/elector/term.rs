@@ -455,6 +455,11 @@ mod tests {
     fn a_term_names_its_candidate_and_lease() {
         let t = term(&ManualClock::new());
         assert_eq!((t.identity(), t.lease(), t.token()), ("me", "ns/lease", 7));
+        let shown = format!("{t:?}");
+        assert!(
+            shown.starts_with("Term { token: 7, lease: \"ns/lease\""),
+            "{shown}"
+        );
     }
 
     /// `wait_ended` answers false while the term is current, true once it
