@@ -191,8 +191,8 @@ mod tests {
 
     use super::*;
     use crate::clock::{ManualClock, Wakeup};
-    use crate::elector::lab::elector_state;
-    use crate::elector::term::{LetGo, Term};
+    use crate::elector::lab::{begin_term, elector_state};
+    use crate::elector::term::LetGo;
     use crate::elector::{ElectorConfig, LeaderEvent};
 
     fn shared() -> (Arc<Shared>, mpsc::Receiver<LeaderEvent>) {
@@ -218,16 +218,7 @@ mod tests {
             if reads_every_event {
                 Stopper::new(shared.clone()).read_every_event();
             }
-            let now = shared.now();
-            let term = Term::new(
-                1,
-                "me",
-                "lab/lease",
-                now,
-                &shared.config,
-                shared.clock.clone(),
-            );
-            shared.start_term(&term, now);
+            let term = begin_term(&shared, 1);
             let held = term.wait_let_go(Duration::ZERO, &Wakeup::new()) == LetGo::Held;
             assert_eq!(held, reads_every_event);
             drop(rx);

@@ -431,9 +431,16 @@ pub(super) fn term_begun(
     config: ElectorConfig,
 ) -> (Arc<Shared>, Term, Receiver<LeaderEvent>) {
     let (shared, events) = elector_state(clock, config);
+    let term = begin_term(&shared, 1);
+    (shared, term, events)
+}
+
+/// A term with `token` of the candidate `shared` is the state of, begun
+/// now.
+pub(super) fn begin_term(shared: &Shared, token: u64) -> Term {
     let now = shared.now();
     let term = Term::new(
-        1,
+        token,
         "me",
         "lab/lease",
         now,
@@ -441,7 +448,7 @@ pub(super) fn term_begun(
         shared.clock.clone(),
     );
     shared.start_term(&term, now);
-    (shared, term, events)
+    term
 }
 
 /// The state of a candidate "me" of `lab/lease` on `clock` that has not

@@ -281,7 +281,7 @@ impl Shared {
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
-    use crate::elector::lab::elector_state;
+    use crate::elector::lab::{begin_term, elector_state};
 
     /// A term's end at its deadline says so, with the last error only
     /// while requests were failing.
@@ -314,19 +314,7 @@ mod tests {
         for begun_since in [false, true] {
             let (shared, _events) =
                 elector_state(Arc::new(clock.clone()), ElectorConfig::default());
-            let term = |token| {
-                let now = shared.now();
-                let t = Term::new(
-                    token,
-                    "me",
-                    "lab/lease",
-                    now,
-                    &shared.config,
-                    shared.clock.clone(),
-                );
-                shared.start_term(&t, now);
-                t
-            };
+            let term = |token| begin_term(&shared, token);
             let first = term(1);
             assert!(shared.end_term(&first, &TermEnd::Expired("ran out".into())));
             if begun_since {
