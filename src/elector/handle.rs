@@ -225,6 +225,41 @@ mod tests {
         }
     }
 
+    /// Dropping a handle stops its elector and waits for the thread.
+    #[test]
+    fn a_dropped_handle_stops_its_elector_and_joins_its_thread() {
+        let (shared, _rx) = shared();
+        let (stopped_tx, stopped) = mpsc::channel::<()>();
+        let _hook = shared.wake.on_stop(move || {
+            let _ = stopped_tx.send(());
+        });
+        let (ended_tx, ended) = mpsc::channel::<()>();
+        let thread = thread::spawn(move || {
+            let _ = stopped.recv();
+            let _ = ended_tx.send(());
+            Ok(())
+        });
+        drop(ElectorHandle::new(shared.clone(), thread, None));
+        assert!(shared.wake.is_stopped(), "stopped");
+        assert_eq!(ended.try_recv(), Ok(()), "joined");
+    }
+
+    /// A stop returns how the elector thread ended: its error, or that it
+    /// panicked, naming the lease.
+    #[test]
+    fn a_stop_returns_the_threads_error_or_its_panic() {
+        let (shared, _rx) = shared();
+        let failed = thread::spawn(|| Err(Error::InvalidConfig("lab".into())));
+        let handle = ElectorHandle::new(shared.clone(), failed, None);
+        assert!(matches!(handle.stop(), Err(Error::InvalidConfig(m)) if m == "lab"));
+        let panicked = thread::spawn(|| panic!("the elector thread panicked (on purpose)"));
+        let handle = ElectorHandle::new(shared, panicked, None);
+        match handle.stop() {
+            Err(Error::ThreadPanicked { lock }) => assert_eq!(lock, "lab/lease"),
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn a_handle_is_finished_once_its_thread_has_ended() {
         let (shared, _rx) = shared();
