@@ -154,3 +154,25 @@ pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
         std::thread::yield_now();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::SystemClock;
+    use crate::{Client, ClientConfig, LeaseLock};
+
+    /// The thread's Io answers from the caller's lock: its identity, and
+    /// no delivery waiting while nothing was watched (a poke during a
+    /// failure's pause must then wait for the pause: see the lab's
+    /// `a_poke_while_reads_fail_after_a_term_ran_out_brings_no_read_early`).
+    #[test]
+    fn the_threads_io_answers_from_the_lock() {
+        let client = Client::new(ClientConfig::new("http://127.0.0.1:9")).expect("a client");
+        let mut io = ThreadIo {
+            lock: Box::new(LeaseLock::new(client, "ns", "l", "me")),
+            clock: std::sync::Arc::new(SystemClock),
+        };
+        assert_eq!(io.identity(), "me");
+        assert!(!io.delivered());
+    }
+}
