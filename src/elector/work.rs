@@ -185,3 +185,31 @@ impl Drop for AbandonOnPanic {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::elector::lab::term_begun;
+    use crate::elector::ElectorConfig;
+
+    /// Work that panics stops its elector without a release; work that
+    /// returns leaves that to the call.
+    #[test]
+    fn only_work_that_panics_abandons_the_lease() {
+        for panics in [false, true] {
+            let (shared, term, _events) =
+                term_begun(Arc::new(ManualClock::new()), ElectorConfig::default());
+            let stopper = Stopper::new(shared.clone());
+            let work = thread::spawn(move || {
+                let _guard = AbandonOnPanic(stopper, term);
+                assert!(!panics, "the work panicked (on purpose)");
+            });
+            assert_eq!(work.join().is_err(), panics);
+            let skip = shared.skip_release.load(Ordering::Relaxed);
+            assert_eq!((shared.wake.is_stopped(), skip), (panics, panics));
+        }
+    }
+}
