@@ -206,7 +206,7 @@ impl Session {
         let kill_after = config.grace.min(
             ld.saturating_sub(rd)
                 .saturating_sub(margin)
-                .saturating_sub(margin / 2),
+                .saturating_sub(answer_within(margin)),
         );
         Session {
             config,
@@ -566,11 +566,9 @@ impl Session {
         }
     }
 
-    /// How long the supervisor has to report COMMAND's end once SIGKILL
-    /// was ordered: half the margin, which leaves the other half for
-    /// killing it and everything below it ourselves.
+    /// See [`answer_within`].
     fn answer_within(&self) -> Duration {
-        self.margin / 2
+        answer_within(self.margin)
     }
 
     /// Why the lease was lost, for the log: the elector's own reason, else
@@ -594,6 +592,14 @@ impl Session {
             (None, None) => "no renew within the renew deadline".to_string(),
         }
     }
+}
+
+/// How long the supervisor has to report COMMAND's end once SIGKILL was
+/// ordered: half the `margin`. The SIGKILL comes that much before the
+/// margin, so that COMMAND has ended a margin before the lease could
+/// expire even when `lease-elect` must kill everything below itself.
+fn answer_within(margin: Duration) -> Duration {
+    margin / 2
 }
 
 /// COMMAND's exit status said in words: 128 + S is how a shell (and the
