@@ -378,15 +378,11 @@ impl Lab {
         &self,
         for_: Duration,
     ) -> (Run<LabIo>, Arc<Shared>, Receiver<LeaderEvent>) {
-        let (tx, rx) = mpsc::channel();
-        let shared = Arc::new(Shared::new(
-            Wakeup::new(),
+        let (shared, rx) = state_of(
             Arc::new(self.clock.clone()),
             self.config.clone(),
-            "lab/lease".into(),
-            self.identity.clone(),
-            tx,
-        ));
+            &self.identity,
+        );
         let io = LabIo {
             server: self.server.clone(),
             clock: self.clock.clone(),
@@ -457,13 +453,22 @@ pub(super) fn elector_state(
     clock: Arc<dyn Clock>,
     config: ElectorConfig,
 ) -> (Arc<Shared>, Receiver<LeaderEvent>) {
+    state_of(clock, config, "me")
+}
+
+/// The state of candidate `identity` of `lab/lease`, and its events.
+fn state_of(
+    clock: Arc<dyn Clock>,
+    config: ElectorConfig,
+    identity: &str,
+) -> (Arc<Shared>, Receiver<LeaderEvent>) {
     let (tx, rx) = mpsc::channel();
     let shared = Shared::new(
         Wakeup::new(),
         clock,
         config,
         "lab/lease".into(),
-        "me".into(),
+        identity.into(),
         tx,
     );
     (Arc::new(shared), rx)

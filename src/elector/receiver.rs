@@ -156,16 +156,11 @@ impl<'a> IntoIterator for &'a LeaderEvents {
 impl LeaderEvents {
     /// The events sent on `rx`, for a test, with no term in progress.
     pub(super) fn from_channel(rx: Receiver<LeaderEvent>) -> LeaderEvents {
-        let (tx, _) = std::sync::mpsc::channel();
-        let shared = Shared::new(
-            crate::clock::Wakeup::new(),
+        let (shared, _) = super::lab::elector_state(
             Arc::new(crate::clock::ManualClock::new()),
             super::ElectorConfig::default(),
-            "test/lease".into(),
-            "me".into(),
-            tx,
         );
-        LeaderEvents::new(rx, Arc::new(shared))
+        LeaderEvents::new(rx, shared)
     }
 }
 

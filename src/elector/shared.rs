@@ -314,11 +314,10 @@ mod tests {
         for begun_since in [false, true] {
             let (shared, _events) =
                 elector_state(Arc::new(clock.clone()), ElectorConfig::default());
-            let term = |token| begin_term(&shared, token);
-            let first = term(1);
+            let first = begin_term(&shared, 1);
             assert!(shared.end_term(&first, &TermEnd::Expired("ran out".into())));
             if begun_since {
-                term(2);
+                begin_term(&shared, 2);
             }
             assert!(!shared.end_term(&first, &TermEnd::Taken("deleted".into())));
             assert!(first.taken_over());

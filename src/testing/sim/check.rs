@@ -59,11 +59,10 @@
 //!   margin for the supervisor to report it, so that COMMAND has ended
 //!   within the work's budget even when `lease-elect` must kill
 //!   everything below it), unless the term was taken or the operator
-//!   signalled again (a
-//!   second SIGTERM kills at once); its end noticed at once (the release
-//!   follows it, not the grace's end); everything below `lease-elect`
-//!   killed only after the supervisor had half the margin to report a
-//!   SIGKILL; a supervisor killed ends the session as such. Some
+//!   signalled again (a second SIGTERM kills at once); its end noticed at
+//!   once (the release follows it, not the grace's end); everything below
+//!   `lease-elect` killed only after the supervisor had half the margin
+//!   to report a SIGKILL; a supervisor killed ends the session as such. Some
 //!   schedules turn the supervisor's own switch off, so the budget rule
 //!   judges the session's deadlines alone, kill or stop the supervisor
 //!   (stopped, it passes nothing on, and `lease-elect` must kill
