@@ -750,6 +750,48 @@ mod tests {
         })
     }
 
+    /// After a term's end COMMAND gets `--grace` up to `leaseDuration −
+    /// renewDeadline − 1.5 × margin`, as docs/lease-elect.md says: 3.5 s
+    /// at 15 s / 10 s, 28.5 s at 137 s / 107 s; a shorter grace as given.
+    #[test]
+    fn the_grace_after_a_terms_end_is_capped_a_margin_and_a_half_before_expiry() {
+        let clock = ManualClock::new();
+        for (ld, rd, grace, want) in [
+            (15, 10, 60_000, 3_500),
+            (137, 107, 60_000, 28_500),
+            (137, 107, 10_000, 10_000),
+        ] {
+            let config = ElectorConfig {
+                lease_duration: Duration::from_secs(ld),
+                renew_deadline: Duration::from_secs(rd),
+                ..ElectorConfig::default()
+            };
+            let (probe, term) = leading(&clock, config);
+            let mut s = Session::new(
+                SessionConfig {
+                    grace: Duration::from_millis(grace),
+                    restart: false,
+                    acquire_timeout: false,
+                    lease_duration: Duration::from_secs(ld),
+                    renew_deadline: Duration::from_secs(rd),
+                },
+                probe,
+            );
+            let kill_after = s
+                .step(clock.now(), Input::Started(term))
+                .into_iter()
+                .find_map(|a| match a {
+                    Action::Start { kill_after, .. } => Some(kill_after),
+                    _ => None,
+                });
+            assert_eq!(
+                kill_after,
+                Some(Duration::from_millis(want)),
+                "{ld}s/{rd}s, grace {grace}ms"
+            );
+        }
+    }
+
     /// An elector that ends before leading gave up only when
     /// `--acquire-timeout` was given (exit 75); otherwise it ended
     /// unexpectedly.
