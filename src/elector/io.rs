@@ -175,4 +175,38 @@ mod tests {
         assert_eq!(io.identity(), "me");
         assert!(!io.delivered());
     }
+
+    /// A lock with a watch delivery waiting: the thread's Io says so, so a
+    /// poke during a failure's pause is looked at at once (the read it
+    /// brings costs no request).
+    #[test]
+    fn the_threads_io_tells_of_a_delivery_the_lock_holds() {
+        #[derive(Debug)]
+        struct Delivered;
+        impl crate::Lock for Delivered {
+            fn get(&mut self, _: &Deadline) -> Result<LeaderElectionRecord> {
+                Err(crate::Error::InvalidConfig("never read".into()))
+            }
+            fn create(&mut self, _: &LeaderElectionRecord, _: &Deadline) -> Result<()> {
+                Ok(())
+            }
+            fn update(&mut self, _: &LeaderElectionRecord, _: &Deadline) -> Result<()> {
+                Ok(())
+            }
+            fn identity(&self) -> &str {
+                "me"
+            }
+            fn describe(&self) -> String {
+                "a lock with a delivery".into()
+            }
+            fn has_delivery(&self) -> bool {
+                true
+            }
+        }
+        let mut io = ThreadIo {
+            lock: Box::new(Delivered),
+            clock: std::sync::Arc::new(SystemClock),
+        };
+        assert!(io.delivered());
+    }
 }
