@@ -836,6 +836,45 @@ mod tests {
         assert_eq!(told, [1, 2, 4, 1, 2]);
     }
 
+    /// The signals `act` sends COMMAND, and whether it kills everything
+    /// below `lease-elect`.
+    fn sent(act: &[Action]) -> (Vec<Signal>, bool) {
+        let signals = act
+            .iter()
+            .filter_map(|a| match a {
+                Action::Signal(sig) => Some(*sig),
+                _ => None,
+            })
+            .collect();
+        (signals, act.iter().any(|a| matches!(a, Action::KillBelow)))
+    }
+
+    /// A stop's SIGTERM, a second signal's SIGKILL, and then neither a
+    /// third signal nor anything else sends more or moves the time the
+    /// supervisor has to report COMMAND's end: half a margin after the
+    /// first SIGKILL, everything below `lease-elect` is killed.
+    #[test]
+    fn a_signal_after_sigkill_sends_nothing_more_and_keeps_the_supervisors_time() {
+        let clock = ManualClock::new();
+        let (mut s, term) = session(&clock, false, false);
+        assert!(started(&s.step(clock.now(), Input::Started(term))));
+        let stop = s.step(clock.now(), Input::Signal(Signal::Term));
+        assert_eq!(sent(&stop), (vec![Signal::Term], false));
+        clock.advance(Duration::from_secs(1));
+        let again = s.step(clock.now(), Input::Signal(Signal::Term));
+        assert_eq!(sent(&again), (vec![Signal::Kill], false));
+        let answer = s.answer_within();
+        clock.advance(answer / 2);
+        let third = s.step(clock.now(), Input::Signal(Signal::Int));
+        assert_eq!(sent(&third), (vec![], false), "SIGKILL was sent already");
+        clock.advance(answer - answer / 2 - Duration::from_millis(1));
+        assert_eq!(sent(&s.step(clock.now(), Input::Tick)), (vec![], false));
+        assert_eq!(s.end(), None, "the supervisor still has time to answer");
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(sent(&s.step(clock.now(), Input::Tick)), (vec![], true));
+        assert!(matches!(s.end(), Some(End::Stopped(_))), "{:?}", s.end());
+    }
+
     /// An ordered SIGTERM is passed on, but not after the switch sent its
     /// own at the term's end (a second one means "now" to many
     /// programs); SIGINT and SIGKILL always are.
