@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::mpsc::{self, Receiver};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::io::{block_on, Io, Read, Written};
 use super::run::Run;
@@ -307,6 +307,28 @@ pub(super) struct Lab {
     pub(super) let_go: LetGo,
     /// The stop asks for no release (as `stop_without_release()` does).
     pub(super) skip_release: bool,
+    /// The elector's wall clock stands still here (a frozen or stepped-back
+    /// system clock) while its monotonic clock moves; `None`: it moves too.
+    pub(super) wall: Option<SystemTime>,
+}
+
+/// The bench's clock with a wall clock that stands still at `wall`.
+#[derive(Debug)]
+struct StillWall {
+    clock: ManualClock,
+    wall: SystemTime,
+}
+
+impl Clock for StillWall {
+    fn now(&self) -> Instant {
+        self.clock.now()
+    }
+    fn system_time(&self) -> SystemTime {
+        self.wall
+    }
+    fn sleep(&self, d: Duration, wake: &Wakeup) -> Wake {
+        self.clock.sleep(d, wake)
+    }
 }
 
 /// What a run on the bench left.
@@ -334,6 +356,7 @@ impl Lab {
             identity: "me".into(),
             let_go: LetGo::Released,
             skip_release: false,
+            wall: None,
         }
     }
 
@@ -378,11 +401,14 @@ impl Lab {
         &self,
         for_: Duration,
     ) -> (Run<LabIo>, Arc<Shared>, Receiver<LeaderEvent>) {
-        let (shared, rx) = state_of(
-            Arc::new(self.clock.clone()),
-            self.config.clone(),
-            &self.identity,
-        );
+        let clock: Arc<dyn Clock> = match self.wall {
+            Some(wall) => Arc::new(StillWall {
+                clock: self.clock.clone(),
+                wall,
+            }),
+            None => Arc::new(self.clock.clone()),
+        };
+        let (shared, rx) = state_of(clock, self.config.clone(), &self.identity);
         let io = LabIo {
             server: self.server.clone(),
             clock: self.clock.clone(),
@@ -591,6 +617,51 @@ mod tests {
         );
         assert_eq!(at, S(5));
         assert_eq!(server.lease.as_ref().unwrap().record, release);
+    }
+
+    /// The lease's times are the wall clock's as it is at each write (as
+    /// client-go's `metav1.NowMicro()`): the acquire's and each renew's.
+    #[test]
+    fn each_write_carries_the_wall_clocks_time() {
+        let lab = Lab::new();
+        let wall = lab.clock.system_time();
+        lab.run_for(S(9));
+        let server = lab.server.borrow();
+        let ours: Vec<_> = updates(&server)
+            .into_iter()
+            .filter(|(_, w)| w.holder_identity == "me")
+            .collect();
+        assert!(ours.len() >= 4, "an acquire and renews: {ours:?}");
+        for (at, w) in ours {
+            let now = MicroTime::from_system_time(wall + at);
+            assert_eq!(w.renew_time, Some(now), "written at {at:?}");
+        }
+    }
+
+    /// A wall clock that stands still: each renew still writes a
+    /// `renewTime` after the last one written, a microsecond on (an update
+    /// that changes nothing, kube-apiserver writes nowhere and answers
+    /// with the same version: nobody would see the lease renewed), and the
+    /// term goes on.
+    #[test]
+    fn a_wall_clock_standing_still_moves_each_renew_a_microsecond_on() {
+        let mut lab = Lab::new();
+        let wall = lab.clock.system_time();
+        lab.wall = Some(wall);
+        let ran = lab.run_for(S(9));
+        let server = lab.server.borrow();
+        let times: Vec<_> = updates(&server)
+            .into_iter()
+            .filter(|(_, w)| w.holder_identity == "me")
+            .map(|(_, w)| w.renew_time)
+            .collect();
+        assert!(times.len() >= 4, "an acquire and renews: {times:?}");
+        let mut want = MicroTime::from_system_time(wall);
+        for (i, t) in times.iter().enumerate() {
+            assert_eq!(*t, Some(want), "write {i} of {times:?}");
+            want = want.next();
+        }
+        assert_eq!(lab.started_at(&ran).len(), 1, "one term throughout");
     }
 
     #[test]
