@@ -664,6 +664,35 @@ mod tests {
         assert_eq!(lab.started_at(&ran).len(), 1, "one term throughout");
     }
 
+    /// A wall clock standing still past the last writable instant (the
+    /// year 9999): no microsecond after it can be written, so each renew
+    /// writes the one before the stored `renewTime` instead, never the
+    /// stored one again (an update that changes nothing renews nothing on
+    /// kube-apiserver).
+    #[test]
+    fn past_the_last_writable_instant_each_renew_still_changes_the_record() {
+        let mut lab = Lab::new();
+        let far = std::time::UNIX_EPOCH + Duration::from_secs(400_000_000_000);
+        lab.wall = Some(far);
+        lab.run_for(S(9));
+        let server = lab.server.borrow();
+        let last = MicroTime::from_system_time(far);
+        let times: Vec<_> = updates(&server)
+            .into_iter()
+            .filter(|(_, w)| w.holder_identity == "me")
+            .map(|(_, w)| w.renew_time)
+            .collect();
+        assert!(times.len() >= 4, "an acquire and renews: {times:?}");
+        for (i, pair) in times.windows(2).enumerate() {
+            assert_ne!(pair[0], pair[1], "write {} of {times:?}", i + 1);
+            assert!(
+                pair.iter()
+                    .all(|t| *t == Some(last) || *t == Some(last.prev())),
+                "{times:?}"
+            );
+        }
+    }
+
     #[test]
     fn no_release_without_release_on_cancel_nor_of_a_record_not_ours() {
         let mut lab = Lab::new();
