@@ -1414,6 +1414,45 @@ mod more_tests {
             "read after the term: {gets:?}"
         );
         assert!(!gets.contains(&MS(13_300)), "read at the poke: {gets:?}");
+        let term = first_term(&ran.events).expect("a term");
+        assert!(!term.taken_over(), "a failed read is no takeover");
+    }
+
+    /// After a term ran out (its renews failed), the work still holding
+    /// it: once a read has not failed, a watch event is looked at at once;
+    /// the Lease found deleted is a takeover (the work has no time left);
+    /// and with `rejoin` the elector goes on to seek the Lease again.
+    #[test]
+    fn after_a_term_ran_out_a_deletion_the_watch_tells_of_is_read_at_once_and_taken_over() {
+        let mut lab = Lab::new();
+        // The work holds its term through the watch (five looks at it),
+        // and lets go once told the term was taken over.
+        lab.server.borrow_mut().let_go = std::iter::repeat_n(LetGo::Held, 5).collect();
+        lab.config.rejoin = true;
+        // The first read and the create succeed; the renews' 8 requests
+        // (an update and a read at 2, 4, 6 and 8 s) fail, so the term runs
+        // out at 10 s; the read after it (near 11 s) succeeds.
+        lab.server.borrow_mut().script = [None, None]
+            .into_iter()
+            .chain((0..8).map(|_| Some(api(500, "InternalError"))))
+            .collect();
+        lab.later(MS(11_500), Later::Delete);
+        lab.later(MS(11_500), Later::Poke);
+        let ran = lab.run_for(S(16));
+        let term = first_term(&ran.events).expect("a term");
+        assert!(term.taken_over(), "the deleted Lease ends the work's time");
+        let server = lab.server.borrow();
+        let gets = at_of(&server, |c| matches!(c, Call::Get));
+        assert!(
+            gets.iter().any(|at| *at > S(10) && *at < MS(11_500)),
+            "a read after the term ran out, before the deletion: {gets:?}"
+        );
+        assert!(gets.contains(&MS(11_500)), "read at the poke: {gets:?}");
+        assert_eq!(
+            lab.clock.now().saturating_duration_since(lab.origin),
+            S(16),
+            "with rejoin the elector runs on until stopped"
+        );
     }
 
     #[test]
