@@ -234,7 +234,7 @@ mod tests {
     fn a_waiting_receiver_ends_the_term_at_its_deadline() {
         let events = leading(Arc::new(SystemClock), Duration::from_millis(50));
         assert!(matches!(
-            events.recv(),
+            events.recv_timeout(Duration::from_secs(5)),
             Ok(LeaderEvent::StartedLeading { .. })
         ));
         let got = answered(move || events.recv_timeout(Duration::from_secs(5)).ok());
