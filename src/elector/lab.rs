@@ -668,7 +668,7 @@ mod tests {
     /// year 9999): no microsecond after it can be written, so each renew
     /// writes the one before the stored `renewTime` instead, never the
     /// stored one again (an update that changes nothing renews nothing on
-    /// kube-apiserver).
+    /// kube-apiserver), and an `acquireTime` equal to it steps back too.
     #[test]
     fn past_the_last_writable_instant_each_renew_still_changes_the_record() {
         let mut lab = Lab::new();
@@ -690,6 +690,11 @@ mod tests {
                     .all(|t| *t == Some(last) || *t == Some(last.prev())),
                 "{times:?}"
             );
+        }
+        // The acquireTime steps back with the renewTime it equalled: never
+        // after it.
+        for (at, w) in updates(&server) {
+            assert!(w.acquire_time <= w.renew_time, "at {at:?}: {w:?}");
         }
     }
 
