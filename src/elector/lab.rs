@@ -531,6 +531,18 @@ mod tests {
     const S: fn(u64) -> Duration = Duration::from_secs;
     const MS: fn(u64) -> Duration = Duration::from_millis;
 
+    /// The `renewTime` of each write of ours (the acquire and the
+    /// renews), at least four of them.
+    fn our_renew_times(server: &Server) -> Vec<Option<MicroTime>> {
+        let times: Vec<_> = updates(server)
+            .into_iter()
+            .filter(|(_, w)| w.holder_identity == "me")
+            .map(|(_, w)| w.renew_time)
+            .collect();
+        assert!(times.len() >= 4, "an acquire and renews: {times:?}");
+        times
+    }
+
     fn updates(server: &Server) -> Vec<(Duration, LeaderElectionRecord)> {
         server
             .log
@@ -650,12 +662,7 @@ mod tests {
         lab.wall = Some(wall);
         let ran = lab.run_for(S(9));
         let server = lab.server.borrow();
-        let times: Vec<_> = updates(&server)
-            .into_iter()
-            .filter(|(_, w)| w.holder_identity == "me")
-            .map(|(_, w)| w.renew_time)
-            .collect();
-        assert!(times.len() >= 4, "an acquire and renews: {times:?}");
+        let times = our_renew_times(&server);
         let mut want = MicroTime::from_system_time(wall);
         for (i, t) in times.iter().enumerate() {
             assert_eq!(*t, Some(want), "write {i} of {times:?}");
@@ -677,12 +684,7 @@ mod tests {
         lab.run_for(S(9));
         let server = lab.server.borrow();
         let last = MicroTime::from_system_time(far);
-        let times: Vec<_> = updates(&server)
-            .into_iter()
-            .filter(|(_, w)| w.holder_identity == "me")
-            .map(|(_, w)| w.renew_time)
-            .collect();
-        assert!(times.len() >= 4, "an acquire and renews: {times:?}");
+        let times = our_renew_times(&server);
         for (i, pair) in times.windows(2).enumerate() {
             assert_ne!(pair[0], pair[1], "write {} of {times:?}", i + 1);
             assert!(
