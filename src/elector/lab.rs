@@ -531,16 +531,23 @@ mod tests {
     const S: fn(u64) -> Duration = Duration::from_secs;
     const MS: fn(u64) -> Duration = Duration::from_millis;
 
-    /// The `renewTime` of each write of ours (the acquire and the
-    /// renews), at least four of them.
-    fn our_renew_times(server: &Server) -> Vec<Option<MicroTime>> {
-        let times: Vec<_> = updates(server)
+    /// Each write of ours (the acquire and the renews, at least four of
+    /// them), with its time since the bench began.
+    fn our_writes(server: &Server) -> Vec<(Duration, LeaderElectionRecord)> {
+        let ours: Vec<_> = updates(server)
             .into_iter()
             .filter(|(_, w)| w.holder_identity == "me")
-            .map(|(_, w)| w.renew_time)
             .collect();
-        assert!(times.len() >= 4, "an acquire and renews: {times:?}");
-        times
+        assert!(ours.len() >= 4, "an acquire and renews: {ours:?}");
+        ours
+    }
+
+    /// The `renewTime` of each write of ours.
+    fn our_renew_times(server: &Server) -> Vec<Option<MicroTime>> {
+        our_writes(server)
+            .into_iter()
+            .map(|(_, w)| w.renew_time)
+            .collect()
     }
 
     fn updates(server: &Server) -> Vec<(Duration, LeaderElectionRecord)> {
@@ -639,12 +646,7 @@ mod tests {
         let wall = lab.clock.system_time();
         lab.run_for(S(9));
         let server = lab.server.borrow();
-        let ours: Vec<_> = updates(&server)
-            .into_iter()
-            .filter(|(_, w)| w.holder_identity == "me")
-            .collect();
-        assert!(ours.len() >= 4, "an acquire and renews: {ours:?}");
-        for (at, w) in ours {
+        for (at, w) in our_writes(&server) {
             let now = MicroTime::from_system_time(wall + at);
             assert_eq!(w.renew_time, Some(now), "written at {at:?}");
         }
