@@ -223,9 +223,8 @@ impl Phase {
             Phase::Malformed { span: ms(2000) },
             // Longer than the renew deadline plus one request's cap: a
             // renew that fails 720 ms into its cap, late in the round,
-            // may end the term that much after the deadline, and at 2 s
-            // the storm could clear first and a renew in flight land
-            // (CI failed so: "the leader survived 500 after 720ms").
+            // may end the term that much after the deadline, and the
+            // storm must not clear first.
             Phase::SlowErrors { span: ms(3000) },
             // The fallback GET starts with 400 ms of the round left (the
             // PUT goes out a retry period into the round): a GET given a
@@ -678,11 +677,27 @@ impl Chaos {
         })
     }
 
-    /// Take in events until a leader exists; panics past the recovery bound
-    /// counted from `since`.
+    /// The leader, if one of its acquire or renew requests that started at
+    /// or after `since` succeeded: a leader met at `since` may be one whose
+    /// renews are still failing and whose deadline falls a moment later
+    /// (after a storm a leader's last renew may be a renew deadline minus
+    /// a retry period old: its next attempt lands past the deadline and
+    /// its term is lost after the faults cleared).
+    fn leader_renewed_since(&self, since: Instant) -> Option<usize> {
+        (0..ELECTORS).find(|&i| {
+            self.leading[i].is_some()
+                && self.slots[i].handle.as_ref().is_some_and(|h| {
+                    let probe = h.probe();
+                    probe.is_leader() && probe.last_renew().is_some_and(|renew| renew >= since)
+                })
+        })
+    }
+
+    /// Take in events until a leader renews (or acquires) after `since`;
+    /// panics past the recovery bound counted from `since`.
     fn wait_for_leader(&mut self, since: Instant, after: &str) -> (usize, Duration) {
         loop {
-            if let Some(l) = self.leader() {
+            if let Some(l) = self.leader_renewed_since(since) {
                 return (l, since.elapsed());
             }
             let waited = since.elapsed();
@@ -761,6 +776,12 @@ impl Chaos {
     /// Inject the phase's faults for its span, clear them, wait for a
     /// leader and let lingering requests finish.
     fn fault(&mut self, phase: Phase) -> Duration {
+        // A phase that must depose the leader needs one to depose: the
+        // last phase's may have lost its term after all (CI failed so:
+        // "the leader survived 500 after 720ms" with nobody leading).
+        if phase.must_depose() {
+            self.wait_for_leader(Instant::now(), "the last phase");
+        }
         let server = &self.server;
         let span = match phase {
             Phase::Latency { delay, span } => {
