@@ -36,7 +36,7 @@ use lease_elector::lock::Watcher;
 use lease_elector::testing::{Fault, TestApiServer};
 use lease_elector::{
     Client, ClientConfig, Deadline, ElectorConfig, ElectorHandle, LeaderElectionRecord,
-    LeaderElector, LeaderEvent, LeaseLock, Lock, StopReason, Wakeup,
+    LeaderElector, LeaderEvent, LeaseLock, Lock, Probe, StopReason, Wakeup,
 };
 
 const LEASE_DURATION: Duration = Duration::from_secs(2);
@@ -668,13 +668,7 @@ impl Chaos {
     /// The slot whose events say it leads and whose handle agrees (its last
     /// renew is younger than the renew deadline).
     fn leader(&self) -> Option<usize> {
-        (0..ELECTORS).find(|&i| {
-            self.leading[i].is_some()
-                && self.slots[i]
-                    .handle
-                    .as_ref()
-                    .is_some_and(|h| h.probe().is_leader())
-        })
+        self.leader_whose(|_| true)
     }
 
     /// The leader, if one of its acquire or renew requests that started at
@@ -684,11 +678,16 @@ impl Chaos {
     /// a retry period old: its next attempt lands past the deadline and
     /// its term is lost after the faults cleared).
     fn leader_renewed_since(&self, since: Instant) -> Option<usize> {
+        self.leader_whose(|probe| probe.last_renew().is_some_and(|renew| renew >= since))
+    }
+
+    /// The leader (as [`Chaos::leader`]) whose probe also meets `also`.
+    fn leader_whose(&self, also: impl Fn(&Probe) -> bool) -> Option<usize> {
         (0..ELECTORS).find(|&i| {
             self.leading[i].is_some()
                 && self.slots[i].handle.as_ref().is_some_and(|h| {
                     let probe = h.probe();
-                    probe.is_leader() && probe.last_renew().is_some_and(|renew| renew >= since)
+                    probe.is_leader() && also(&probe)
                 })
         })
     }
