@@ -237,7 +237,7 @@ mod tests {
         // The thread ends once stopped (or after 5 s: a drop that never
         // stops it then fails below instead of hanging the test).
         let thread = thread::spawn(move || {
-            let _ = stopped.recv_timeout(std::time::Duration::from_secs(5));
+            let _ = stopped.recv_timeout(Duration::from_secs(5));
             let _ = ended_tx.send(());
             Ok(())
         });
