@@ -9,6 +9,8 @@ use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::calendar::{self, Digits};
 use serde_json::{Map, Value};
 
 /// `apiVersion` of the Lease objects this crate reads and writes.
@@ -56,11 +58,16 @@ impl MicroTime {
 
     /// The `metav1.Time` wire form (Events): RFC 3339, whole seconds, UTC.
     pub(crate) fn rfc3339_seconds(self) -> String {
-        let s = self.to_string();
-        match s.split_once('.') {
-            Some((secs, _)) => format!("{secs}Z"),
-            None => s,
-        }
+        self.rfc3339(Digits::Seconds)
+    }
+
+    /// Through the crate's one formatter of times (`calendar`), which has
+    /// an answer for every value.
+    fn rfc3339(self, digits: Digits) -> String {
+        let micros = self.micros.clamp(MIN_MICROS, MAX_MICROS);
+        // rem_euclid of 1_000_000 is below 1_000_000: the product fits.
+        let nanos = micros.rem_euclid(1_000_000) as u32 * 1_000;
+        calendar::from_unix(micros.div_euclid(1_000_000), nanos, digits)
     }
 
     /// The microsecond after this one (itself at the last writable one).
@@ -122,28 +129,7 @@ impl std::error::Error for MicroTimeError {}
 
 impl fmt::Display for MicroTime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // humantime writes the calendar from 1970 on; an earlier time is
-        // shifted by whole 400-year cycles (the Gregorian calendar repeats)
-        // and the year put back.
-        let micros = self.micros.clamp(MIN_MICROS, MAX_MICROS);
-        let mut secs = micros.div_euclid(1_000_000);
-        let nanos = micros.rem_euclid(1_000_000) as u32 * 1_000;
-        let mut cycles = 0;
-        while secs < 0 {
-            secs += CYCLE_SECS;
-            cycles += 1;
-        }
-        let t = UNIX_EPOCH + Duration::new(secs.unsigned_abs(), nanos);
-        let mut s = String::with_capacity(27);
-        fmt::Write::write_fmt(
-            &mut s,
-            format_args!("{}", humantime::format_rfc3339_micros(t)),
-        )?;
-        if cycles == 0 {
-            return f.write_str(&s);
-        }
-        let year: i64 = s[..4].parse().map_err(|_| fmt::Error)?;
-        write!(f, "{:04}{}", year - 400 * cycles, &s[4..])
+        f.write_str(&self.rfc3339(Digits::Micros))
     }
 }
 

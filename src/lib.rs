@@ -364,6 +364,8 @@
 // only for the crate's own tools, examples and tests, which reach a few
 // internals through them.
 #[doc(hidden)]
+pub mod calendar;
+#[doc(hidden)]
 pub mod client;
 #[doc(hidden)]
 pub mod clock;

@@ -505,7 +505,10 @@ fn get_events_and_describe_show_posted_events() {
     let k = kubectl_or_skip!(&server, None);
     server.put_value("default", lease("web", "pod-a"));
     let uid = server.lease_value("default", "web").unwrap()["metadata"]["uid"].clone();
-    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let now = lease_elector::calendar::rfc3339(
+        std::time::SystemTime::now(),
+        lease_elector::calendar::Digits::Seconds,
+    );
     let event = json!({
         "apiVersion": "v1",
         "kind": "Event",

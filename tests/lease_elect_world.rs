@@ -20,7 +20,8 @@ use std::time::Instant;
 
 mod common;
 use common::overlap::{
-    frozen_wall_clock, libfaketime, token, Options, Timings, World, LEASE, NS, SHORT, WAIT,
+    faked_wall_clock, frozen_wall_clock, libfaketime, token, Options, Timings, World, LEASE, NS,
+    SHORT, WAIT,
 };
 use common::procs::alive;
 
@@ -123,6 +124,66 @@ fn a_leader_whose_wall_clock_stands_still_keeps_its_lease() {
         "B led while A renewed"
     );
     world.timeline().assert_no_overlap();
+}
+
+/// Issue 54 #1: wall clocks before 1970 and after 9999. `lease-elect`,
+/// its supervisor and COMMAND's first step each format the time of every
+/// log line; a formatter that panicked there aborted the supervisor
+/// between the SIGTERM it sends at the term's end and the SIGKILL it owed,
+/// so that A's COMMAND, which ignores SIGTERM, ran on beside B's while A
+/// was stopped. Under each clock: A leads and renews, is stopped and its
+/// supervisor kills COMMAND before B leads; B hands over to C at once on
+/// SIGTERM; no two COMMANDs at once, and tokens grow.
+#[test]
+fn a_candidate_whose_wall_clock_is_before_1970_or_after_9999_leads_renews_hands_over_and_kills_on_time(
+) {
+    let Some(lib) = libfaketime() else {
+        common::oracle::skipped(
+            "faketime",
+            "libfaketime is not installed (apt-get install faketime)",
+        );
+        return;
+    };
+    common::oracle::ran("faketime");
+    // A clock set to 1960, and one 3,000,000 days ahead (the year 10240).
+    for clock in ["@1960-01-01 00:00:00", "+3000000d"] {
+        let world = world();
+        let mut far = faked_wall_clock(&lib, clock);
+        // Each line of A's supervisor is at warn; B and C log every
+        // transition too.
+        let a = Options {
+            on_term: "ignore".into(),
+            ..far.clone()
+        };
+        far.flags = vec!["-v".into(), "--release-on-cancel".into()];
+        let (a, b) = world.a_leads_b_follows(&a, &far);
+        // A renews: the Lease's version moves on while A holds it.
+        let first = world.lease()["metadata"]["resourceVersion"].clone();
+        let deadline = Instant::now() + WAIT;
+        while world.lease()["metadata"]["resourceVersion"] == first {
+            assert_eq!(world.spec()["holderIdentity"], "a", "{clock}");
+            assert!(
+                Instant::now() < deadline,
+                "{clock}: A never renewed: {}",
+                a.log()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // A stops; its supervisor ends COMMAND by itself before B leads.
+        a.signal("-STOP");
+        b.expect("LEADING b");
+        world.wait_ticks("b", 1);
+        let c = world.start("c", &far);
+        c.expect("NEW_LEADER b");
+        b.signal("-TERM");
+        c.expect("LEADING c");
+        world.wait_ticks("c", 1);
+        let timeline = world.timeline();
+        assert_eq!(timeline.terms().len(), 3, "{clock}: {timeline:?}");
+        timeline.assert_no_overlap();
+        assert_tokens_grow(&world);
+        a.signal("-CONT");
+    }
 }
 
 #[test]

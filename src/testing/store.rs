@@ -137,7 +137,7 @@ pub(crate) fn random_suffix() -> String {
 }
 
 pub(crate) fn now_rfc3339() -> String {
-    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+    crate::calendar::rfc3339(SystemTime::now(), crate::calendar::Digits::Seconds)
 }
 
 /// Metadata lists and maps kube-apiserver does not keep when empty (Go's

@@ -79,10 +79,18 @@ pub fn libfaketime() -> Option<PathBuf> {
 /// (`YYYY-MM-DD HH:MM:SS`, UTC) through `lib` (libfaketime); its monotonic
 /// clock runs as ever.
 pub fn frozen_wall_clock(lib: &Path, frozen: &str) -> Options {
+    faked_wall_clock(lib, frozen)
+}
+
+/// Options for a candidate whose wall clock libfaketime (`lib`) fakes as
+/// `faketime` says (`FAKETIME`: `@YYYY-MM-DD HH:MM:SS` starts there and
+/// runs, `+Nd` runs N days ahead, no `@` stands still); its monotonic
+/// clock runs as ever.
+pub fn faked_wall_clock(lib: &Path, faketime: &str) -> Options {
     Options {
         env: vec![
             ("LD_PRELOAD".into(), lib.display().to_string()),
-            ("FAKETIME".into(), frozen.into()),
+            ("FAKETIME".into(), faketime.into()),
             ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
             ("TZ".into(), "UTC".into()),
         ],

@@ -18,6 +18,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use lease_elector::calendar::{rfc3339, Digits};
 use lease_elector::text::escape;
 use log::{Level, LevelFilter, Log, Metadata, Record};
 
@@ -69,7 +70,7 @@ fn enabled(metadata: &Metadata) -> bool {
 
 /// One log line: a time, the level and who says it.
 fn line(name: &str, level: Level, target: &str, message: &str) -> String {
-    let now = humantime::format_rfc3339_millis(SystemTime::now());
+    let now = rfc3339(SystemTime::now(), Digits::Millis);
     let message = escape(message);
     // Debug and trace name the module; info and above read as sentences.
     if level >= Level::Debug {
