@@ -410,3 +410,52 @@ fn a_stopped_supervisor_is_killed_with_everything_below_it_before_the_release() 
     assert_eq!(holder(&server, "procs", "lock"), "", "released");
     assert_logged_the_unanswering_supervisor(&a.log());
 }
+
+/// Issue 54: COMMAND ends with its supervisor also when `lease-elect`
+/// cannot act for it (stopped here): the kernel's parent-death signal,
+/// which the supervisor asks for before COMMAND starts. It had run on
+/// beside the next leader's until `lease-elect` was continued. What
+/// COMMAND started is left to `lease-elect`, a subreaper, which ends it
+/// once it runs again (docs/lease-elect.md).
+#[test]
+fn the_command_ends_with_its_supervisor_while_lease_elect_is_stopped() {
+    let server = TestApiServer::start().unwrap();
+    server.add_namespace("procs");
+    let work = Work::new();
+    let cmd = work.command("wait");
+    let timings = [
+        "--lease-duration",
+        "4",
+        "--renew-deadline",
+        "3",
+        "--retry-period",
+        "1",
+    ];
+    let mut a = start(&server, "a", &args(&cmd, &timings));
+    a.expect("NEW_LEADER a");
+    a.expect("LEADING a");
+    let (command, pids) = work.ready();
+    let supervisor = stat_field(command, 1).unwrap();
+    assert_eq!(stat_field(supervisor, 1), Some(a.child.id()));
+    let b = start(&server, "b", &timings);
+    b.expect("NEW_LEADER a");
+    a.signal("-STOP");
+    eventually("lease-elect is stopped", || {
+        state(a.child.id()) == Some('T')
+    });
+    kill(&["-KILL", &supervisor.to_string()]);
+    // The rule: COMMAND has ended before another candidate leads.
+    b.expect("LEADING b");
+    assert!(
+        !alive(command),
+        "COMMAND {command} ran on after its supervisor died, while b leads"
+    );
+    a.signal("-CONT");
+    assert_eq!(a.exit_code(), Some(1), "{}", a.log());
+    let living = living_at(&pids, Instant::now());
+    assert!(
+        living.is_empty(),
+        "{living:?}, which COMMAND started, outlived lease-elect: {}",
+        a.log()
+    );
+}

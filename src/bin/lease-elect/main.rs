@@ -25,6 +25,9 @@ fn main() -> ExitCode {
     if argv.peek().is_some_and(|a| a == supervise::FLAG) {
         return supervise::main(argv.skip(1));
     }
+    if argv.peek().is_some_and(|a| a == supervise::EXEC_FLAG) {
+        return supervise::exec_dying_with_parent(argv.skip(1));
+    }
     let args = match args::parse(argv) {
         Ok(args::Parsed::Run(args)) => args,
         Ok(args::Parsed::Help) => {

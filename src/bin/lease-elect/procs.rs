@@ -69,6 +69,19 @@ pub fn become_subreaper() -> io::Result<()> {
     Ok(())
 }
 
+/// Ask the kernel for SIGKILL when the parent (the thread that forked
+/// this process) dies; kept across an exec of a program that gains no
+/// privileges.
+pub fn die_with_parent() -> io::Result<()> {
+    rustix::process::set_parent_process_death_signal(Some(Sig::KILL))?;
+    Ok(())
+}
+
+/// This process's parent, as the kernel sees it now.
+pub fn parent_pid() -> Option<u32> {
+    rustix::process::getppid().and_then(|p| u32::try_from(p.as_raw_nonzero().get()).ok())
+}
+
 /// `kill(pid, signal)`.
 pub fn signal(pid: u32, signal: Signal) -> io::Result<()> {
     let pid = raw_pid(pid).ok_or_else(|| io::Error::other("not a pid"))?;

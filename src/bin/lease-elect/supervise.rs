@@ -47,25 +47,29 @@
 //! exit, and `lease-elect` releases the lease only after it has reaped the
 //! supervisor. So nothing COMMAND started runs when the lease is released.
 //!
-//! `PR_SET_PDEATHSIG` is not used: end-of-file on the pipe says the same
-//! (and is not tied, as PDEATHSIG is, to the *thread* that forked), and a
-//! death signal could only end the supervisor, not what it must kill. It
-//! cannot reach COMMAND either without code between fork and exec, which
-//! would need `unsafe`. `lease-elect` is a subreaper too: if the supervisor
-//! itself is killed, COMMAND's processes come to `lease-elect`, which kills
-//! them all before it releases (`run.rs`). And `lease-elect` does not rely
-//! on the supervisor alone to kill COMMAND: if it has not reported
-//! COMMAND's end shortly after `KILL` was ordered (COMMAND stopped it with
-//! `kill -STOP $PPID`, or it hangs), `lease-elect` SIGKILLs the supervisor
-//! and every process below it itself, and reaps them.
+//! The supervisor itself does not use `PR_SET_PDEATHSIG`: end-of-file on
+//! the pipe says the same (and is not tied, as PDEATHSIG is, to the
+//! *thread* that forked), and a death signal could only end the
+//! supervisor, not what it must kill. COMMAND does: it starts as this
+//! executable (`--exec-dying-with`), which asks for SIGKILL on the
+//! supervisor's death and then execs COMMAND (the request survives the
+//! exec), so COMMAND ends with its supervisor even when `lease-elect`
+//! cannot act; no code runs between fork and exec, which would need
+//! `unsafe`. `lease-elect` is a subreaper too: if the supervisor itself is
+//! killed, COMMAND's processes come to `lease-elect`, which kills them all
+//! before it releases (`run.rs`). And `lease-elect` does not rely on the
+//! supervisor alone to kill COMMAND: if it has not reported COMMAND's end
+//! shortly after `KILL` was ordered (COMMAND stopped it with `kill -STOP
+//! $PPID`, or it hangs), `lease-elect` SIGKILLs the supervisor and every
+//! process below it itself, and reaps them.
 //!
 //! Covered thus: `lease-elect` killed, stopped, frozen or stuck while the
 //! supervisor runs; the supervisor killed, stopped or stuck while
-//! `lease-elect` runs. Not covered: both stopped or killed at once while
-//! COMMAND runs on (e.g. SIGKILL to every process of the container but
-//! COMMAND, which the kernel does not do: a container's processes die or
-//! freeze together, COMMAND with them), where only a store that checks
-//! `LEASE_ELECT_TERM` keeps COMMAND's late writes out.
+//! `lease-elect` runs; both gone at once (the supervisor killed while
+//! `lease-elect` is stopped), COMMAND itself. Not covered: what COMMAND
+//! started, in that case, until `lease-elect` runs again (it is their
+//! subreaper), where only a store that checks `LEASE_ELECT_TERM` keeps
+//! their late writes out.
 //!
 //! # The protocol
 //!
@@ -318,6 +322,57 @@ fn show_duration(d: Duration) -> humantime::FormattedDuration {
     ))
 }
 
+/// The first argument that makes `lease-elect` COMMAND's first step:
+/// `lease-elect --exec-dying-with PID -- COMMAND [ARGS...]`.
+pub const EXEC_FLAG: &str = "--exec-dying-with";
+
+/// 127 when the program was not found, 126 when it could not be run, as a
+/// shell says.
+fn exec_failure_code(e: &io::Error) -> u8 {
+    if e.kind() == io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    }
+}
+
+/// COMMAND's first step, in the process the supervisor started (`args`
+/// follow [`EXEC_FLAG`]): ask for SIGKILL when the supervisor `PID` dies
+/// (`PR_SET_PDEATHSIG`, kept across the exec), then become COMMAND. No
+/// `unsafe` code runs between fork and exec this way: the request is made
+/// by this program, before an exec that keeps it. It returns only when
+/// COMMAND cannot be run, or the supervisor died before the request held.
+pub fn exec_dying_with_parent(args: impl Iterator<Item = OsString>) -> ExitCode {
+    let args: Vec<OsString> = args.collect();
+    let (parent, command) = match args.as_slice() {
+        [pid, dashes, command @ ..] if dashes == "--" && !command.is_empty() => {
+            match pid.to_str().and_then(|p| p.parse::<u32>().ok()) {
+                Some(pid) => (pid, command),
+                None => return usage(),
+            }
+        }
+        _ => return usage(),
+    };
+    let logger = || logger::init(logger::SUPERVISOR, LevelFilter::Warn, FLUSH_WITHIN);
+    if let Err(e) = procs::die_with_parent() {
+        logger();
+        log::warn!(
+            "cannot ask to end with the supervisor ({e}): {} may outlive it when lease-elect is stopped too",
+            show(command)
+        );
+    }
+    // The supervisor may have died before the request: then our parent is
+    // another process, and nothing would end us.
+    if procs::parent_pid() != Some(parent) {
+        return ExitCode::from(137);
+    }
+    let e = Command::new(&command[0]).args(&command[1..]).exec();
+    logger();
+    log::error!("cannot run {}: {e}", show(command));
+    log::logger().flush();
+    ExitCode::from(exec_failure_code(&e))
+}
+
 /// The supervisor process: `args` are what follows [`FLAG`].
 pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
     let args: Vec<OsString> = args.collect();
@@ -350,7 +405,7 @@ pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
 
 fn usage() -> ExitCode {
     eprintln!(
-        "lease-elect: {FLAG} is internal: {FLAG} LEVEL UNTIL KILL_AFTER -- COMMAND [ARGS...]"
+        "lease-elect: {FLAG} and {EXEC_FLAG} are internal: {FLAG} LEVEL UNTIL KILL_AFTER -- COMMAND [ARGS...], {EXEC_FLAG} PID -- COMMAND [ARGS...]"
     );
     ExitCode::from(2)
 }
@@ -365,21 +420,26 @@ fn supervise(command: &[OsString], mut term: DeadMan) -> ExitCode {
     let (tx, rx) = mpsc::channel();
     // Listening before COMMAND starts, so that its SIGCHLD cannot be missed.
     let signals = Signals::new([SIGCHLD, SIGTERM, SIGINT]);
-    let mut child = match Command::new(&command[0])
-        .args(&command[1..])
-        .stdin(Stdio::null())
-        .process_group(0)
-        .spawn()
-    {
+    // COMMAND starts as this executable (`exec_dying_with_parent`), which
+    // asks the kernel for SIGKILL when we die, then becomes COMMAND: so it
+    // ends with us even when lease-elect cannot act (stopped, killed).
+    // From the main thread, which lives as long as we do: the parent-death
+    // signal follows the thread that forked.
+    let mut child = match own_executable().and_then(|exe| {
+        Command::new(exe)
+            .arg0("lease-elect")
+            .arg(EXEC_FLAG)
+            .arg(procs::own_pid().to_string())
+            .arg("--")
+            .args(command)
+            .stdin(Stdio::null())
+            .process_group(0)
+            .spawn()
+    }) {
         Ok(child) => child,
         Err(e) => {
-            let code = if e.kind() == io::ErrorKind::NotFound {
-                127
-            } else {
-                126
-            };
             log::error!("cannot run {}: {e}", show(command));
-            return ExitCode::from(code);
+            return ExitCode::from(exec_failure_code(&e));
         }
     };
     let pid = child.id();
