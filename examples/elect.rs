@@ -83,7 +83,7 @@ stdout: LEADING <identity>, STOPPED <identity>, NEW_LEADER <identity>.
   --identity ID           this candidate's identity (default <hostname>_<uuid>)
   --lease-duration S      default 15s; seconds or Go durations (15, 1.5, 1m30s)
   --renew-deadline S      default 10s
-  --retry-period S        default 2s
+  --retry-period S        default 2s, at least 100ms: every request is paced by it
   --release-on-cancel     release the lease on exit so another candidate takes over at once
   --no-watch              poll the Lease every retry period instead of watching it (the watch,
                           on by default, brings every change within a round trip and needs

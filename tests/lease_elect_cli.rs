@@ -403,6 +403,10 @@ fn help_documents_the_exit_statuses_and_mistakes_exit_two() {
         &[NAMED, "--lease-duration", "0"],
         &[NAMED, "--lease-duration", "1.5"],
         &[NAMED, "--retry-period", "0"],
+        // Under the 100 ms floor, though client-go's rules pass it beside
+        // the default 10 s renew deadline (issue 54 #2: 457 GETs/s).
+        &[NAMED, "--retry-period", "1ns"],
+        &[NAMED, "--retry-period", "2ms"],
         &[NAMED, "--lease-duration", "5"],
         &[NAMED, "--identity", ""],
         &["--server=127.0.0.1:6443", "--namespace=n", "--name=x"],
@@ -423,6 +427,29 @@ fn help_documents_the_exit_statuses_and_mistakes_exit_two() {
             .unwrap();
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
         assert!(String::from_utf8_lossy(&out.stderr).contains("usage: lease-elect"));
+    }
+}
+
+/// Issue 54 #2: a retry period under 100 ms is refused before any
+/// request, naming the floor and what was given.
+#[test]
+fn a_retry_period_under_100ms_is_refused_naming_the_floor() {
+    for (typo, got) in [("2ms", "2ms"), ("1ns", "1ns"), ("0.099", "99ms")] {
+        let out = Command::new(BIN)
+            .args(["--server=http://127.0.0.1:1", "--namespace=n", "--name=x"])
+            .args(["--retry-period", typo])
+            // Closed at once: a lease-elect that took the flag stops at
+            // end-of-file rather than competing for ever.
+            .stdin(Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{typo}: {stderr}");
+        let says = format!("retryPeriod must be at least 100ms (got {got})");
+        assert!(
+            stderr.contains("--retry-period") && stderr.contains(&says),
+            "{typo}: {stderr}"
+        );
     }
 }
 

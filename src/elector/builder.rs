@@ -43,7 +43,25 @@ impl ElectorBuilder {
     }
 
     /// The wait between attempts (default 2 s): a leader renews this
-    /// often, a candidate retries every `retry_period × [1, 2.2)`.
+    /// often, a candidate retries every `retry_period × [1, 2.2)`. Every
+    /// request a candidate makes is paced by it, so [`build`](Self::build)
+    /// refuses one under 100 ms (a typo such as `2ms` beside a 10 s renew
+    /// deadline passes client-go's rules):
+    ///
+    /// ```
+    /// use lease_elector::testing::TestApiServer;
+    /// use lease_elector::{Client, LeaderElector, LeaseLock};
+    /// use std::time::Duration;
+    ///
+    /// let server = TestApiServer::start()?;
+    /// let lock = LeaseLock::new(Client::new(server.client_config("a"))?, "default", "x", "a");
+    /// let err = LeaderElector::builder(lock)
+    ///     .retry_period(Duration::from_millis(2))
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert!(err.to_string().contains("retryPeriod must be at least 100ms (got 2ms)"), "{err}");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn retry_period(mut self, d: Duration) -> Self {
         self.config.retry_period = d;
         self

@@ -7,6 +7,14 @@ use crate::error::{Error, Result};
 /// client-go's `JitterFactor`: acquire retries wait `retry_period * [1, 2.2)`.
 pub const JITTER_FACTOR: f64 = 1.2;
 
+/// The shortest retry period an elector accepts: 100 ms. Every request a
+/// candidate makes is paced by the retry period (a renew each, a poll
+/// each, a retry after each failure), so a typo such as `2ms` or `1ns`,
+/// which client-go's rules let through beside a 10 s renew deadline, would
+/// send hundreds of requests a second; 100 ms still lets a test run
+/// elections of a second or two.
+pub const MIN_RETRY_PERIOD: Duration = Duration::from_millis(100);
+
 /// Timing and behaviour of an elector; see [`LeaderElector::builder`](super::LeaderElector::builder).
 #[derive(Debug, Clone)]
 pub struct ElectorConfig {
@@ -101,7 +109,8 @@ impl ElectorConfig {
 
     /// Check client-go's rules: `lease_duration > renew_deadline >
     /// 1.2 × retry_period`, whole seconds for the lease duration (the wire
-    /// carries seconds), non-zero retry period.
+    /// carries seconds), and a retry period of at least
+    /// [`MIN_RETRY_PERIOD`] (100 ms).
     pub fn validate(&self, identity: &str) -> Result<()> {
         let bad = |msg: String| Err(Error::InvalidConfig(msg));
         let secs = |d: Duration| format!("{:?}", d);
@@ -117,8 +126,12 @@ impl ElectorConfig {
                 secs(self.lease_duration)
             ));
         }
-        if self.retry_period.is_zero() {
-            return bad("retryPeriod must be greater than zero".into());
+        if self.retry_period < MIN_RETRY_PERIOD {
+            return bad(format!(
+                "retryPeriod must be at least {} (got {}): every request a candidate makes is paced by it",
+                secs(MIN_RETRY_PERIOD),
+                secs(self.retry_period)
+            ));
         }
         if self.lease_duration <= self.renew_deadline {
             return bad(format!(
@@ -191,7 +204,7 @@ mod tests {
         for (what, change) in ok {
             assert!(with(change).is_ok(), "{what}: {:?}", with(change));
         }
-        let refused: [Refused; 8] = [
+        let refused: [Refused; 10] = [
             (
                 "lease under 1s",
                 |c| c.lease_duration = ms(999),
@@ -210,7 +223,17 @@ mod tests {
             (
                 "retry zero",
                 |c| c.retry_period = Duration::ZERO,
-                "retryPeriod",
+                "retryPeriod must be at least 100ms (got 0ns)",
+            ),
+            (
+                "retry just under the floor",
+                |c| c.retry_period = ms(100) - Duration::from_nanos(1),
+                "retryPeriod must be at least 100ms (got 99.999999ms)",
+            ),
+            (
+                "retry a typo of 2 ms beside the default deadline",
+                |c| c.retry_period = ms(2),
+                "retryPeriod must be at least 100ms",
             ),
             (
                 "lease equal to the deadline",

@@ -141,7 +141,9 @@ mod term;
 mod work;
 
 pub use builder::{ElectorBuilder, LeaderElector};
-pub use config::{ElectorConfig, DEFAULT_RELEASE_GRACE, DEFAULT_RELEASE_TIMEOUT, JITTER_FACTOR};
+pub use config::{
+    ElectorConfig, DEFAULT_RELEASE_GRACE, DEFAULT_RELEASE_TIMEOUT, JITTER_FACTOR, MIN_RETRY_PERIOD,
+};
 pub use handle::{ElectorHandle, Stopper};
 pub use lost::{exit_on_lost_leadership, wait_for_lost_leadership, LeadershipEnd};
 pub use probe::Probe;

@@ -35,7 +35,7 @@ Lease:
   --identity ID           this candidate's identity (default <hostname>_<uuid>)
   --lease-duration S      default 15s; durations are seconds or Go durations (15, 1.5, 1m30s)
   --renew-deadline S      default 10s
-  --retry-period S        default 2s
+  --retry-period S        default 2s, at least 100ms: every request is paced by it
   --release-on-cancel     release the lease on exit so another candidate takes over at once
                           (always done with COMMAND, once COMMAND has ended)
   --no-watch              do not watch the Lease: poll it every retry period, as client-go
