@@ -1,13 +1,18 @@
 //! The manifests of `docs/deploy/` (the library program's) and
-//! `docs/deploy/lease-elect/` (`lease-elect`'s), read as YAML, and what a
+//! `docs/deploy/lease-elect/` (`lease-elect`'s), read as YAML; what a
 //! Role grants beside what a program asked of the API server, both as
-//! RBAC sees them.
+//! RBAC sees them; and `lease-elect` run with its Deployment's arguments.
 
 use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
 
 use yaml_rust2::{Yaml, YamlLoader};
 
 use lease_elector::testing::{Fault, TestApiServer};
+
+use super::health_program::http_get;
+use super::spawned::Spawned;
 
 /// The library program's manifests (`docs/in-cluster-health.rs`).
 pub const PROGRAM: &str = "docs/deploy";
@@ -145,5 +150,143 @@ pub fn forbid_all_but_the_role(server: &TestApiServer) {
                 .path_contains("/events")
                 .forever(),
         );
+    }
+}
+
+// ---- lease-elect's Deployment, run as the kubelet runs it ---------------------------
+
+/// The pod's name, as the downward API gives it (`metadata.name`).
+pub const POD: &str = "my-job-6b9f7c5d48-x2x7q";
+
+pub fn lease_elect_deployment() -> Yaml {
+    manifest(LEASE_ELECT, "deployment.yaml")
+}
+
+/// The Deployment's one container.
+pub fn lease_elect_container() -> Yaml {
+    let deployment = lease_elect_deployment();
+    let containers = deployment["spec"]["template"]["spec"]["containers"]
+        .as_vec()
+        .unwrap();
+    assert_eq!(
+        containers.len(),
+        1,
+        "one container: lease-elect and COMMAND"
+    );
+    containers[0].clone()
+}
+
+/// The value of `--flag=value` among `args` before `--`, where the
+/// manifest writes every flag with its value.
+pub fn flag<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    let prefix = format!("{name}=");
+    args.iter()
+        .take_while(|a| *a != "--")
+        .find_map(|a| a.strip_prefix(&prefix))
+}
+
+/// The container's args as the kubelet hands them to `lease-elect`, each
+/// `$(VAR)` replaced by the container's env `VAR`.
+pub fn expanded_args(container: &Yaml) -> Vec<String> {
+    let mut vars = Vec::new();
+    for e in container["env"].as_vec().unwrap() {
+        let name = str_of(&e["name"], "env name");
+        let value = match (&e["value"], &e["valueFrom"]["fieldRef"]["fieldPath"]) {
+            (Yaml::String(v), _) => v.clone(),
+            (_, Yaml::String(path)) if path == "metadata.name" => POD.to_string(),
+            other => panic!("env {name}: {other:?}"),
+        };
+        vars.push((format!("$({name})"), value));
+    }
+    strings(&container["args"])
+        .into_iter()
+        .map(|arg| {
+            let arg = vars
+                .iter()
+                .fold(arg, |arg, (var, value)| arg.replace(var, value));
+            assert!(
+                !arg.contains("$("),
+                "{arg}: a variable the env does not set"
+            );
+            arg
+        })
+        .collect()
+}
+
+/// The Lease the Deployment's `lease-elect` elects on (`--name`).
+pub fn lease_elect_lease() -> String {
+    flag(&expanded_args(&lease_elect_container()), "--name")
+        .expect("--name")
+        .to_string()
+}
+
+/// `lease-elect` (`bin`) as the Deployment runs it, but for what a test
+/// must change: the API server (`kubeconfig`, where a pod has its service
+/// account), the health endpoint's port (a free one, in the same `:PORT`
+/// form) and COMMAND (a sleep that SIGTERM ends); `extra` flags go before
+/// `--`.
+pub struct Deployed {
+    pub process: Spawned,
+    /// `127.0.0.1:PORT` of its health endpoint.
+    pub health: String,
+}
+
+impl Deployed {
+    pub fn start(bin: &str, kubeconfig: &Path, extra: &[&str]) -> Deployed {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut args: Vec<String> = Vec::new();
+        for arg in expanded_args(&lease_elect_container()) {
+            if arg == "--" {
+                args.extend(extra.iter().map(|s| s.to_string()));
+                args.extend(["--", "sleep", "600"].map(String::from));
+                break;
+            }
+            match arg.strip_prefix("--health-addr=") {
+                Some(_) => args.push(format!("--health-addr=:{port}")),
+                None => args.push(arg),
+            }
+        }
+        let process = Spawned::start(
+            Command::new(bin)
+                .args(&args)
+                .env("KUBECONFIG", kubeconfig)
+                // Outside a pod, as the kubeconfig is.
+                .env_remove("KUBERNETES_SERVICE_HOST")
+                .env("LEASE_ELECT_LOG", "info"),
+            true,
+        );
+        Deployed {
+            process,
+            health: format!("127.0.0.1:{port}"),
+        }
+    }
+
+    /// Writes of its record (acquires and renews), from its /metrics.
+    pub fn renews(&self) -> u64 {
+        let (_, metrics) = http_get(&self.health, "/metrics");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("lease_elector_renews_total{"))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no renews: {metrics}"))
+    }
+
+    /// Leads under the pod's name, renews twice and answers its probes
+    /// with 200; on SIGTERM ends COMMAND, says STOPPED and exits 0.
+    pub fn lead_renew_and_stop(&mut self) {
+        self.process.expect(&format!("LEADING {POD}"));
+        super::eventually("a renew", || self.renews() >= 2);
+        for path in ["/healthz", "/readyz"] {
+            let (status, body) = http_get(&self.health, path);
+            assert_eq!(status, 200, "{path}: {body}\n{}", self.process.log());
+        }
+        self.process.signal("-TERM");
+        self.process.expect(&format!("STOPPED {POD}"));
+        assert_eq!(self.process.exit_code(), Some(0), "{}", self.process.log());
     }
 }
