@@ -84,8 +84,12 @@
 //!
 //! kubectl talks to it too ([`write_kubeconfig`]), and it
 //! answers the calls the official Go, Python and JavaScript clients make
-//! as kube-apiserver does (it reports itself as v1.32.0, the kubectl the
-//! crate's tests use); the crate's tests run all three against it.
+//! as kube-apiserver does; the crate's tests run all three against it.
+//! It reports itself as v1.32.0, the minor of the kubectl the crate's
+//! tests ran against it and against kube-apiserver (the project machine's:
+//! the tests ran kubectl 1.32.4; where a machine has none,
+//! `.ci/control-plane build` builds kubectl 1.37.2, the control plane's
+//! release).
 //! On its own it is a fake cluster for kubectl and a program run by hand,
 //! installed from a clone of the repository (or, once the crate is
 //! published, from crates.io with `cargo install lease-elector --features

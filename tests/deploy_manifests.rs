@@ -12,122 +12,19 @@
 
 mod common;
 
-use std::collections::BTreeSet;
 use std::time::Duration;
-
-use yaml_rust2::{Yaml, YamlLoader};
 
 use common::eventually;
 use common::health_program::{api_server, HealthProgram, LEASE};
+use common::manifests::{self, forbid_all_but_the_role, grant, str_of, used, Grant, PROGRAM};
 use lease_elector::testing::{Fault, TestApiServer};
 
-/// `(apiGroup, resource, verb, name)`, as an RBAC rule grants it: the
-/// name one of the rule's `resourceNames`, empty for a rule without them
-/// (any object, and a create, which names none).
-type Grant = (String, String, String, String);
-
-fn manifest(file: &str) -> Yaml {
-    let path = format!("{}/docs/deploy/{file}", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).unwrap();
-    let mut docs = YamlLoader::load_from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
-    assert_eq!(docs.len(), 1, "{path}: one object per file");
-    docs.remove(0)
+fn manifest(file: &str) -> yaml_rust2::Yaml {
+    manifests::manifest(PROGRAM, file)
 }
 
-fn str_of<'a>(y: &'a Yaml, what: &str) -> &'a str {
-    y.as_str()
-        .unwrap_or_else(|| panic!("{what} is not a string: {y:?}"))
-}
-
-fn strings(y: &Yaml) -> Vec<String> {
-    y.as_vec()
-        .unwrap_or_else(|| panic!("not a list: {y:?}"))
-        .iter()
-        .map(|s| str_of(s, "a list item").to_string())
-        .collect()
-}
-
-fn role_grants() -> BTreeSet<Grant> {
-    let role = manifest("role.yaml");
-    assert_eq!(str_of(&role["kind"], "kind"), "Role");
-    let mut grants = BTreeSet::new();
-    for rule in role["rules"].as_vec().unwrap() {
-        for group in strings(&rule["apiGroups"]) {
-            for resource in strings(&rule["resources"]) {
-                for verb in strings(&rule["verbs"]) {
-                    let names = match &rule["resourceNames"] {
-                        Yaml::BadValue => vec![String::new()],
-                        names => strings(names),
-                    };
-                    for name in names {
-                        grants.insert((group.clone(), resource.clone(), verb.clone(), name));
-                    }
-                }
-            }
-        }
-    }
-    grants
-}
-
-fn grant(group: &str, resource: &str, verb: &str, name: &str) -> Grant {
-    (group.into(), resource.into(), verb.into(), name.into())
-}
-
-/// The RBAC verb and name kube-apiserver checks for `method target` (its
-/// `RequestInfo`: a `GET` of a collection is `list`, or `watch` with
-/// `watch=true`, named by a `fieldSelector=metadata.name=` (settled on
-/// kube-apiserver 1.37.2: such a watch is granted by a rule with that
-/// name in `resourceNames`); of a named object `get`; `DELETE` of a
-/// collection is `deletecollection`).
-fn rbac(method: &str, target: &str) -> Grant {
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    let (group, rest) = match parts.as_slice() {
-        ["api", "v1", rest @ ..] => ("", rest),
-        ["apis", group, _version, rest @ ..] => (*group, rest),
-        _ => panic!("not a resource path: {target}"),
-    };
-    let (resource, name) = match rest {
-        ["namespaces", _ns, resource, name @ ..] => (*resource, name.first().copied()),
-        [resource, name @ ..] => (*resource, name.first().copied()),
-        [] => panic!("no resource: {target}"),
-    };
-    let named = name.is_some();
-    let selected = query.split('&').find_map(|q| {
-        q.strip_prefix("fieldSelector=")
-            .map(|v| v.replace("%3D", "=").replace("%3d", "="))
-            .and_then(|v| v.strip_prefix("metadata.name=").map(str::to_string))
-            .filter(|n| !n.contains(','))
-    });
-    let watch = query
-        .split('&')
-        .any(|q| q == "watch=true" || q == "watch=1");
-    let verb = match (method, named) {
-        ("GET", true) => "get",
-        ("GET", false) if watch => "watch",
-        ("GET", false) => "list",
-        ("POST", _) => "create",
-        ("PUT", _) => "update",
-        ("PATCH", _) => "patch",
-        ("DELETE", true) => "delete",
-        ("DELETE", false) => "deletecollection",
-        (other, _) => panic!("method {other} on {target}"),
-    };
-    let name = match (verb, name) {
-        ("create", _) => String::new(),
-        (_, Some(name)) => name.to_string(),
-        (_, None) => selected.unwrap_or_default(),
-    };
-    grant(group, resource, verb, &name)
-}
-
-/// What the program asked of the server, as RBAC verbs.
-fn used(server: &TestApiServer) -> BTreeSet<Grant> {
-    server
-        .requests()
-        .iter()
-        .map(|r| rbac(&r.method, &r.path))
-        .collect()
+fn role_grants() -> std::collections::BTreeSet<Grant> {
+    manifests::role_grants(PROGRAM)
 }
 
 /// A 403 for every request that needs `(group, resource, verb)`, as RBAC
@@ -150,23 +47,6 @@ fn forbid(server: &TestApiServer, verb: &Grant) {
         _ => panic!("no fault for {verb:?}"),
     };
     server.inject(fault.forever());
-}
-
-/// Every verb the Role does not grant that a fault can single out: any
-/// `PATCH` or `DELETE`, and reading or replacing Events. (What no fault can
-/// single out, a `list`, is caught by comparing the log with the Role.)
-fn forbid_all_but_the_role(server: &TestApiServer) {
-    for method in ["PATCH", "DELETE"] {
-        server.inject(Fault::status(403).method(method).forever());
-    }
-    for method in ["GET", "PUT"] {
-        server.inject(
-            Fault::status(403)
-                .method(method)
-                .path_contains("/events")
-                .forever(),
-        );
-    }
 }
 
 #[test]

@@ -12,10 +12,21 @@ use serde_json::{json, Value};
 
 use super::status::LEASE_GROUP;
 
-/// The version `/version` reports: a current minor, so kubectl does not
-/// warn about version skew.
+/// The version `/version` reports: the minor of the kubectl the crate's
+/// tests run where the machine has one (1.32.4 on the project's), so that
+/// `kubectl version` warns of no skew. A dispatching kubectl (the Google
+/// Cloud SDK's, which that one is) also picks the binary it runs by this
+/// version: 1.32 runs its own. `tests/reported_version.rs` holds the crate
+/// page and the `testing` page to it.
 const MAJOR: &str = "1";
 const MINOR: &str = "32";
+
+/// The release the server says it is, `v1.32.0`: `/version`'s
+/// `gitVersion` before its build suffix, and the OpenAPI document's
+/// version.
+pub(crate) fn release() -> String {
+    format!("v{MAJOR}.{MINOR}.0")
+}
 
 /// The API groups served besides core, each in version `v1`.
 const GROUPS: &[&str] = &[LEASE_GROUP, "events.k8s.io"];
@@ -95,7 +106,7 @@ impl Doc {
             Doc::Version => json!({
                 "major": MAJOR,
                 "minor": MINOR,
-                "gitVersion": format!("v{MAJOR}.{MINOR}.0+lease-elector-testing"),
+                "gitVersion": format!("{}+lease-elector-testing", release()),
                 "gitCommit": "",
                 "gitTreeState": "clean",
                 "buildDate": "1970-01-01T00:00:00Z",

@@ -65,7 +65,7 @@ pub(crate) fn lease_doc() -> Value {
     let base = format!("/apis/{LEASE_GROUP}/v1");
     json!({
         "openapi": "3.0.0",
-        "info": { "title": "Kubernetes", "version": "v1.32.0" },
+        "info": { "title": "Kubernetes", "version": super::discovery::release() },
         "paths": {
             format!("{base}/leases"): {
                 "get": op("listCoordinationV1LeaseForAllNamespaces", "list", false, &[]),

@@ -16,6 +16,7 @@ use lease_elector::{
 pub mod api;
 pub mod health_program;
 pub mod logs;
+pub mod manifests;
 pub mod oracle;
 pub mod overlap;
 pub mod procs;
