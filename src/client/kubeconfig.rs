@@ -756,7 +756,9 @@ fn read_within(text: &[u8], memory: &mut Memory) -> std::result::Result<KubeConf
     let text = std::str::from_utf8(text).map_err(|e| format!("not UTF-8: {e}"))?;
     let result = match yaml::parse_node(text, &KUBECONFIG, memory) {
         Ok(doc @ Node::Map(_)) => yaml::from_node(doc, memory).map_err(|e| e.to_string()),
-        Ok(Node::Null) => Err("empty document".into()),
+        // An empty file is an empty kubeconfig to clientcmd: kubectl
+        // merges it with the others of a list, and finds nothing in it.
+        Ok(Node::Null) => Ok(KubeConfig::default()),
         Ok(_) => Err("not a kubeconfig: the document is not a mapping".into()),
         Err(e) => Err(e.to_string()),
     };
