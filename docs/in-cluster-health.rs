@@ -8,7 +8,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
         .filter_module("ureq", log::LevelFilter::Info)
         .init();
-    // In a pod: its service account. Elsewhere: $KUBECONFIG or ~/.kube/config.
+    // As kubectl: $KUBECONFIG or ~/.kube/config if there is one, else the pod's service account.
     let config = ClientConfig::infer()?;
     let namespace = config.namespace().unwrap_or("default").to_string();
     let client = Client::new(config)?;

@@ -14,9 +14,9 @@
 //! The flags that name the API server are read by
 //! `lease_elector::client::ConnectOptions`, as `lease-elect` reads them:
 //! without `--server` it uses `--kubeconfig F` (YAML or JSON) if given,
-//! else in-cluster config in a pod and `$KUBECONFIG` or `~/.kube/config`
-//! outside one; `--context C` picks a kubeconfig context as kubectl's
-//! does. The namespace defaults to the kubeconfig context's or the pod's;
+//! else `$KUBECONFIG` or `~/.kube/config` where there is one (in a pod
+//! too), else the pod's in-cluster config, as kubectl does; `--context C`
+//! picks a kubeconfig context as kubectl's does. The namespace defaults to the kubeconfig context's or the pod's;
 //! with `--server` it must be given. An `https://` `--server` needs
 //! `--ca-file`. Durations are seconds or Go duration strings (`15`, `1.5`,
 //! `15s`, `1m30s`).
@@ -75,8 +75,8 @@ stdout: LEADING <identity>, STOPPED <identity>, NEW_LEADER <identity>.
   --server URL            the API server's URL; --namespace is then required
   --ca-file F             the CA bundle to verify the server with: needed for an https:// --server
   --token-file F          bearer token, re-read as it rotates
-  --kubeconfig F          a kubeconfig file (default: in-cluster in a pod, else $KUBECONFIG or
-                          ~/.kube/config)
+  --kubeconfig F          a kubeconfig file (default, as kubectl: $KUBECONFIG or ~/.kube/config
+                          if there is one, else in-cluster in a pod)
   --context C             a kubeconfig context, as kubectl's --context
   --namespace NS          default: the kubeconfig context's or the pod's namespace
   --name NAME             the Lease's name (required)

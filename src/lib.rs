@@ -36,8 +36,8 @@
 //! [`Probe::is_leader`] answers without touching the network, and a health
 //! endpoint serves it (see [Status and metrics](#status-and-metrics)).
 //!
-//! [`ClientConfig::infer`] reads the pod's service account in a cluster,
-//! and `$KUBECONFIG` or `~/.kube/config` elsewhere, as kubectl does (see
+//! [`ClientConfig::infer`] reads `$KUBECONFIG` or `~/.kube/config` where
+//! there is one, else the pod's service account, as kubectl does (see
 //! [Connecting](#connecting)). The service account needs `get`, `create`,
 //! `update` and `watch` on `leases` (`watch` for the Lease watch, which
 //! asks for the one Lease by name: no `list`), and `create` on core
@@ -206,6 +206,13 @@
 //! used only over TLS. The crate's tests hand the same kubeconfigs to kubectl
 //! and compare the requests. [`ClientConfig::new`] is an explicit
 //! configuration (`kubectl proxy`: `ClientConfig::new("http://127.0.0.1:8001")`).
+//!
+//! [`ClientConfig::infer`] chooses as kubectl chooses: a kubeconfig that
+//! leads to a server (`$KUBECONFIG`'s files, else `~/.kube/config`) comes
+//! first, in a pod too; else the pod's service account, where
+//! `KUBERNETES_SERVICE_HOST` and `_PORT` are set and its token is mounted;
+//! else an error naming what each lacked. The crate's tests run kubectl
+//! beside it in each case, in and out of a pod.
 //!
 //! # Security
 //!

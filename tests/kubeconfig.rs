@@ -342,7 +342,13 @@ fn unsupported_and_broken_kubeconfigs_are_clear_errors() {
         "not an https URL",
     );
     check("yaml-list", "- a\n- b\n".into(), None, "not a mapping");
-    check("yaml-empty", "# nothing\n".into(), None, "empty document");
+    // An empty kubeconfig, as clientcmd reads it: nothing is configured.
+    check(
+        "yaml-empty",
+        "# nothing\n".into(),
+        None,
+        "no current-context",
+    );
     check(
         "no-current",
         "apiVersion: v1\nkind: Config\n".into(),
@@ -462,7 +468,9 @@ fn kubeconfig_lists_merge_as_kubectl_merges_them() {
         ),
     );
     let missing = dir.0.join("absent");
-    let cfg = ClientConfig::from_kubeconfig_files(&[&a, &missing, &b], None).unwrap();
+    // An empty file is an empty kubeconfig to clientcmd: merged, not refused.
+    let empty = dir.write("c/empty", "");
+    let cfg = ClientConfig::from_kubeconfig_files(&[&a, &missing, &empty, &b], None).unwrap();
     assert_eq!(cfg.namespace(), Some("from-a"));
     reaches(cfg, &server);
 

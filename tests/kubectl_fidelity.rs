@@ -1,8 +1,10 @@
 //! kubectl as the reference: the same kubeconfig handed to kubectl (client-go's
 //! `clientcmd` in a binary) and to the crate, against a recording server and
 //! a logging proxy, must show the same credentials, impersonation headers,
-//! proxy route and TLS verdict. Skipped, with a notice, where kubectl is
-//! not installed (`.ci/run` fails instead, so CI always runs these).
+//! proxy route and TLS verdict; and with `KUBERNETES_SERVICE_HOST` set,
+//! in and out of a pod, the same choice between a kubeconfig and the
+//! in-cluster configuration. Skipped, with a notice, where kubectl is not
+//! installed (`.ci/run` fails instead, so CI always runs these).
 
 mod common;
 
@@ -781,4 +783,328 @@ fn insecure_skip_tls_verify_still_checks_the_handshake_as_kubectl_does() {
         0,
         "a request reached the imposter"
     );
+}
+
+/// Which of two servers a client talked to: the kubeconfig's, or the one
+/// `KUBERNETES_SERVICE_HOST`/`_PORT` name (the in-cluster configuration).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Chose {
+    Kubeconfig,
+    InCluster,
+    /// Neither: an error, or (kubectl) its last resort `http://localhost:8080`.
+    Neither,
+}
+
+/// What kubectl does in a case, as seen running kubectl 1.32: a
+/// kubeconfig that leads to a server comes first; a missing one, or one
+/// that leads nowhere, gives way to the in-cluster configuration where a
+/// pod's service-account token is mounted; without it there is nothing.
+#[derive(Clone, Copy, Debug)]
+enum Expect {
+    Kubeconfig,
+    /// The in-cluster configuration in a pod, nothing elsewhere.
+    InClusterInAPod,
+    Neither,
+}
+
+/// The kubeconfig server (plain HTTP, no credentials) and the "in-cluster"
+/// one (TLS, the certificate the fixtures' CA signed for 127.0.0.1).
+struct TwoServers {
+    kubeconfig: Recorder,
+    in_cluster: Recorder,
+}
+
+impl TwoServers {
+    fn clear(&self) {
+        self.kubeconfig.clear();
+        self.in_cluster.clear();
+    }
+
+    /// Which was talked to since the last `clear`. An "in-cluster" client
+    /// that refuses the certificate (a real pod's CA did not sign it) still
+    /// connected: the server accepts before it answers the handshake.
+    fn chosen(&self, who: &str) -> Chose {
+        let (kubeconfig, in_cluster) = (
+            !self.kubeconfig.requests().is_empty(),
+            self.in_cluster.connections() > 0,
+        );
+        assert!(!(kubeconfig && in_cluster), "{who} talked to both servers");
+        match (kubeconfig, in_cluster) {
+            (true, _) => Chose::Kubeconfig,
+            (_, true) => Chose::InCluster,
+            _ => Chose::Neither,
+        }
+    }
+
+    fn service_env(&self) -> [(&'static str, String); 2] {
+        let port = self.in_cluster.url.rsplit(':').next().unwrap().to_string();
+        [
+            ("KUBERNETES_SERVICE_HOST", "127.0.0.1".to_string()),
+            ("KUBERNETES_SERVICE_PORT", port),
+        ]
+    }
+}
+
+/// Where the pod's service account would be.
+const SERVICE_ACCOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// How to give both clients a pod's service-account folder: a private
+/// mount namespace in which a tmpfs over `/var/run` holds the token, the
+/// fixtures' CA and a namespace (`unshare`; as root, or in a user namespace
+/// of its own). `None` where neither is allowed.
+fn pod_wrapper(sa: &Path) -> Option<Vec<String>> {
+    let script = "src=$1; shift; mount -t tmpfs tmpfs /var/run && \
+                  d=/var/run/secrets/kubernetes.io/serviceaccount && mkdir -p \"$d\" && \
+                  cp \"$src/token\" \"$src/ca.crt\" \"$src/namespace\" \"$d/\" && exec \"$@\"";
+    let sa = sa.display().to_string();
+    [
+        vec!["--mount", "--propagation", "private"],
+        vec![
+            "--user",
+            "--map-root-user",
+            "--mount",
+            "--propagation",
+            "private",
+        ],
+    ]
+    .into_iter()
+    .map(|flags| {
+        let mut words: Vec<String> = vec!["unshare".into()];
+        words.extend(flags.iter().map(|f| f.to_string()));
+        words.extend(["--", "sh", "-c", script, "sh", &sa].map(String::from));
+        words
+    })
+    .find(|words| {
+        let probe = format!("test -s {SERVICE_ACCOUNT}/token");
+        Command::new(&words[0])
+            .args(&words[1..])
+            .args(["sh", "-c", &probe])
+            .output()
+            .is_ok_and(|out| out.status.success())
+    })
+}
+
+/// `program args` with exactly `env` (and PATH), inside `wrapper` if any.
+fn command_in(
+    wrapper: Option<&[String]>,
+    env: &[(&str, String)],
+    program: &Path,
+    args: &[String],
+) -> Command {
+    let mut cmd = match wrapper {
+        Some(words) => {
+            let mut cmd = Command::new(&words[0]);
+            cmd.args(&words[1..]).arg(program);
+            cmd
+        }
+        None => Command::new(program),
+    };
+    cmd.args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(env.iter().map(|(k, v)| (k, v)));
+    cmd
+}
+
+/// Each case of kubectl's choice between a kubeconfig and the in-cluster
+/// configuration, with `KUBERNETES_SERVICE_HOST`/`_PORT` set, run by
+/// kubectl and by `lease-elect` (whose default is `ClientConfig::infer`)
+/// in the same environment: both must talk to the same server, and to the
+/// one kubectl was seen to choose. `in_a_pod`: whether a service-account
+/// token is mounted, so that the in-cluster configuration is possible.
+fn both_choose_as_kubectl(kubectl: &Path, wrapper: Option<&[String]>, in_a_pod: bool) {
+    let dir = TempDir::new();
+    let servers = TwoServers {
+        kubeconfig: Recorder::start("127.0.0.1", false),
+        in_cluster: Recorder::start("127.0.0.1", true),
+    };
+    let config = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: '{}'}}\n\
+         users:\n- name: u\n  user: {{}}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u, namespace: ns}}\n\
+         current-context: x\n",
+        servers.kubeconfig.url
+    );
+    let path = |p: PathBuf| p.display().to_string();
+    let kubeconfig = path(dir.write("kubeconfig", &config));
+    let home_with = path(dir.0.join("home-with"));
+    dir.write("home-with/.kube/config", &config);
+    let home_without = path(dir.0.join("home-without"));
+    std::fs::create_dir_all(&home_without).unwrap();
+    let missing = path(dir.0.join("missing"));
+    let empty = path(dir.write("empty", ""));
+    let no_current = path(dir.write("no-current", config.replace("current-context: x\n", "")));
+    let names_no_context = path(dir.write(
+        "names-no-context",
+        config.replace("current-context: x", "current-context: nope"),
+    ));
+    let list = format!("{missing}:{kubeconfig}");
+
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, Option<&'a str>, Expect);
+    let cases: Vec<Case> = vec![
+        (
+            "KUBECONFIG names a kubeconfig",
+            vec![("KUBECONFIG", &kubeconfig), ("HOME", &home_without)],
+            None,
+            Expect::Kubeconfig,
+        ),
+        (
+            "KUBECONFIG lists a missing file, then a kubeconfig",
+            vec![("KUBECONFIG", &list), ("HOME", &home_without)],
+            None,
+            Expect::Kubeconfig,
+        ),
+        (
+            "KUBECONFIG names a missing file (~/.kube/config is not read then)",
+            vec![("KUBECONFIG", &missing), ("HOME", &home_with)],
+            None,
+            Expect::InClusterInAPod,
+        ),
+        (
+            "no KUBECONFIG, ~/.kube/config",
+            vec![("HOME", &home_with)],
+            None,
+            Expect::Kubeconfig,
+        ),
+        (
+            "an empty KUBECONFIG, ~/.kube/config",
+            vec![("KUBECONFIG", ""), ("HOME", &home_with)],
+            None,
+            Expect::Kubeconfig,
+        ),
+        (
+            "no kubeconfig anywhere",
+            vec![("HOME", &home_without)],
+            None,
+            Expect::InClusterInAPod,
+        ),
+        (
+            "KUBECONFIG names an empty file",
+            vec![("KUBECONFIG", &empty), ("HOME", &home_with)],
+            None,
+            Expect::InClusterInAPod,
+        ),
+        (
+            "KUBECONFIG names a kubeconfig without a current context",
+            vec![("KUBECONFIG", &no_current), ("HOME", &home_with)],
+            None,
+            Expect::InClusterInAPod,
+        ),
+        (
+            "KUBECONFIG's current context names no context",
+            vec![("KUBECONFIG", &names_no_context), ("HOME", &home_with)],
+            None,
+            Expect::Neither,
+        ),
+        (
+            "--kubeconfig names a kubeconfig",
+            vec![("HOME", &home_without)],
+            Some(&kubeconfig),
+            Expect::Kubeconfig,
+        ),
+        (
+            "--kubeconfig names a missing file",
+            vec![("HOME", &home_with)],
+            Some(&missing),
+            Expect::Neither,
+        ),
+    ];
+    let lease_elect = PathBuf::from(env!("CARGO_BIN_EXE_lease-elect"));
+    for (case, vars, explicit, expect) in cases {
+        let mut env: Vec<(&str, String)> = servers.service_env().to_vec();
+        env.extend(vars.iter().map(|(k, v)| (*k, v.to_string())));
+        let explicit: Vec<String> = explicit
+            .map(|f| vec!["--kubeconfig".to_string(), f.to_string()])
+            .unwrap_or_default();
+
+        // No --request-timeout: a flag that sets a client option makes
+        // kubectl's configuration differ from clientcmd's default, and
+        // kubectl then never tries the in-cluster one (seen with 1.32).
+        let mut args: Vec<String> = ["-v=6", "get", "--raw", PATH].map(String::from).to_vec();
+        args.extend(explicit.iter().cloned());
+        servers.clear();
+        let out = command_in(wrapper, &env, kubectl, &args)
+            .output()
+            .expect("kubectl runs");
+        let theirs = servers.chosen("kubectl");
+        let kubectl_said = String::from_utf8_lossy(&out.stderr).into_owned();
+        let their_request = servers.in_cluster.requests().first().cloned();
+
+        // One attempt, then exit: which server it asked is all this looks at.
+        let mut args: Vec<String> = [
+            "--namespace",
+            "ns",
+            "--name",
+            "probe",
+            "--identity",
+            "me",
+            "--no-events",
+            "--acquire-timeout",
+            "0",
+        ]
+        .map(String::from)
+        .to_vec();
+        args.extend(explicit);
+        args.extend(["--", "true"].map(String::from));
+        servers.clear();
+        let out = command_in(wrapper, &env, &lease_elect, &args)
+            .output()
+            .expect("lease-elect runs");
+        let ours = servers.chosen("lease-elect");
+        let we_said = String::from_utf8_lossy(&out.stderr).into_owned();
+        let our_request = servers.in_cluster.requests().first().cloned();
+
+        let want = match expect {
+            Expect::Kubeconfig => Chose::Kubeconfig,
+            Expect::InClusterInAPod if in_a_pod => Chose::InCluster,
+            Expect::InClusterInAPod | Expect::Neither => Chose::Neither,
+        };
+        assert_eq!(
+            theirs, want,
+            "{case}: kubectl chose otherwise:\n{kubectl_said}"
+        );
+        assert_eq!(
+            ours, theirs,
+            "{case}: lease-elect chose otherwise than kubectl:\n{we_said}\nkubectl:\n{kubectl_said}"
+        );
+        // Where the in-cluster server's certificate verified (a faked
+        // pod), both sent the service account's token.
+        if let (Some(theirs), Some(ours)) = (&their_request, &our_request) {
+            assert_eq!(ours.identity_headers(), theirs.identity_headers(), "{case}");
+        }
+        eprintln!("{case}: {ours:?}, as kubectl");
+    }
+}
+
+/// With `KUBERNETES_SERVICE_HOST`/`_PORT` set (in a pod, or as a CI runner
+/// inside one sets them), an explicit `$KUBECONFIG`, `--kubeconfig` or
+/// `~/.kube/config` is used before the in-cluster configuration, as kubectl
+/// uses it, in this environment as it is (a pod's service account or none).
+#[test]
+fn with_kubernetes_service_host_set_infer_talks_to_the_server_kubectl_talks_to() {
+    let Some(kubectl) = kubectl() else { return };
+    let in_a_pod = Path::new(SERVICE_ACCOUNT).join("token").is_file();
+    both_choose_as_kubectl(&kubectl, None, in_a_pod);
+}
+
+/// The same cases in a pod: a service-account token mounted where
+/// client-go looks for it (faked in a mount namespace of the two clients'
+/// own, or the real one in a pod). A kubeconfig that is missing or leads
+/// nowhere gives way to the in-cluster configuration, for both.
+#[test]
+fn in_a_pod_infer_talks_to_the_server_kubectl_talks_to() {
+    let Some(kubectl) = kubectl() else { return };
+    let dir = TempDir::new();
+    dir.write("sa/token", "sa-token");
+    dir.write("sa/ca.crt", CA);
+    dir.write("sa/namespace", "sa-ns");
+    match pod_wrapper(&dir.0.join("sa")) {
+        Some(wrapper) => both_choose_as_kubectl(&kubectl, Some(&wrapper), true),
+        None if Path::new(SERVICE_ACCOUNT).join("token").is_file() => {
+            both_choose_as_kubectl(&kubectl, None, true)
+        }
+        None => common::oracle::skipped(
+            "kubectl",
+            "no service-account token can be mounted for kubectl (unshare --mount is not allowed here) and this is no pod",
+        ),
+    }
 }

@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 /// | `server` | [`ClientConfig::new`] (plain `http://`, or `https://` with `ca_file`: the server's certificate is verified against exactly that CA) |
 /// | `kubeconfig` | [`ClientConfig::from_kubeconfig`] with `context` |
 /// | `context` alone | the default kubeconfig files (`$KUBECONFIG` or `~/.kube/config`), as kubectl's `--context` |
-/// | nothing | [`ClientConfig::infer`]: in-cluster in a pod, else the default kubeconfig |
+/// | nothing | [`ClientConfig::infer`]: the default kubeconfig where there is one, else in-cluster in a pod (kubectl's order) |
 ///
 /// `token_file` (read again as it rotates) and `ca_file` replace what the
 /// configuration had, as kubectl's `--token` and `--certificate-authority`

@@ -323,6 +323,70 @@ impl KubeConfig {
         self.users.extend(later.users);
         self.contexts.extend(later.contexts);
     }
+
+    /// Whether kubectl passes this kubeconfig over for the in-cluster
+    /// configuration: no current context, or one whose cluster is missing
+    /// or names no server (clientcmd's "empty" configuration). A current
+    /// context that names no context is not passed over: kubectl refuses
+    /// it, in a pod too.
+    fn leads_nowhere(&self) -> bool {
+        if self.current_context.is_empty() {
+            return true;
+        }
+        let Some(context) = self
+            .contexts
+            .iter()
+            .find(|c| c.name == self.current_context)
+        else {
+            return false;
+        };
+        self.clusters
+            .iter()
+            .find(|c| c.name == context.value.cluster)
+            .is_none_or(|c| c.value.server.is_empty())
+    }
+}
+
+/// The files of a `$KUBECONFIG` list, read and merged as kubectl merges
+/// them; files that do not exist are skipped.
+enum Kubeconfigs {
+    Merged(KubeConfig),
+    /// None of them exists: what reading the first said (or that none was given).
+    NoneExists(Error),
+}
+
+fn load_merged(paths: &[impl AsRef<Path>]) -> Result<Kubeconfigs> {
+    let mut merged: Option<KubeConfig> = None;
+    let mut first_missing = None;
+    for path in paths {
+        let kc = match KubeConfig::load(path.as_ref()) {
+            Err(e) if missing_file(&e).is_some() => {
+                first_missing.get_or_insert(e);
+                continue;
+            }
+            other => other?,
+        };
+        match &mut merged {
+            None => merged = Some(kc),
+            Some(m) => m.merge(kc),
+        }
+    }
+    Ok(match merged {
+        Some(kc) => Kubeconfigs::Merged(kc),
+        None => Kubeconfigs::NoneExists(
+            first_missing
+                .unwrap_or_else(|| Error::InvalidConfig("no kubeconfig file given".into())),
+        ),
+    })
+}
+
+/// The files of a list, for messages.
+fn file_list(paths: &[impl AsRef<Path>]) -> String {
+    paths
+        .iter()
+        .map(|p| p.as_ref().display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn find<'a, T>(list: &'a [Named<T>], name: &str, what: &str, files: &str) -> Result<&'a Named<T>> {
@@ -352,9 +416,26 @@ impl ClientConfig {
         default_paths(&env)
     }
 
-    /// What kubectl and client-go's usual setup do: in-cluster config when
-    /// running in a pod (`KUBERNETES_SERVICE_HOST` set), else the default
-    /// kubeconfig ([`from_default_kubeconfig`](Self::from_default_kubeconfig)).
+    /// The configuration kubectl would use (client-go's `clientcmd`
+    /// deferred loading), in this order:
+    ///
+    /// 1. the default kubeconfig, `$KUBECONFIG`'s files or else
+    ///    `~/.kube/config` ([`from_default_kubeconfig`](Self::from_default_kubeconfig)),
+    ///    when its current context leads to a server. In a pod too: a
+    ///    `KUBECONFIG=... my-program` in a CI pod talks to the cluster it
+    ///    names, as kubectl does;
+    /// 2. else the pod's service account ([`in_cluster`](Self::in_cluster)),
+    ///    when `KUBERNETES_SERVICE_HOST` and `KUBERNETES_SERVICE_PORT` are
+    ///    set and the token file `/var/run/secrets/kubernetes.io/serviceaccount/token`
+    ///    exists: where no kubeconfig file exists (`~/.kube/config` is not
+    ///    looked for when `$KUBECONFIG` is set), or the kubeconfig leads
+    ///    nowhere (empty, no current context, or its cluster missing or
+    ///    without a server);
+    /// 3. else an error saying what each lacked.
+    ///
+    /// A kubeconfig that cannot be read or parsed, or whose current context
+    /// names no context, is an error, in a pod too, as for kubectl. The
+    /// crate's tests run kubectl beside it in each of these cases.
     ///
     /// ```no_run
     /// let client = lease_elector::Client::new(lease_elector::ClientConfig::infer()?)?;
@@ -392,32 +473,10 @@ impl ClientConfig {
         paths: &[impl AsRef<Path>],
         context: Option<&str>,
     ) -> Result<Self> {
-        let mut merged: Option<KubeConfig> = None;
-        let mut first_missing = None;
-        for path in paths {
-            let path = path.as_ref();
-            let kc = match KubeConfig::load(path) {
-                Err(e) if paths.len() > 1 && missing_file(&e).is_some() => {
-                    first_missing.get_or_insert(e);
-                    continue;
-                }
-                other => other?,
-            };
-            match &mut merged {
-                None => merged = Some(kc),
-                Some(m) => m.merge(kc),
-            }
+        match load_merged(paths)? {
+            Kubeconfigs::Merged(kc) => build(&kc, context, &file_list(paths)),
+            Kubeconfigs::NoneExists(e) => Err(e),
         }
-        let Some(kc) = merged else {
-            return Err(first_missing
-                .unwrap_or_else(|| Error::InvalidConfig("no kubeconfig file given".into())));
-        };
-        let files = paths
-            .iter()
-            .map(|p| p.as_ref().display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ");
-        build(&kc, context, &files)
     }
 }
 
@@ -440,26 +499,73 @@ fn default_paths(env: &dyn Fn(&str) -> Option<OsString>) -> Result<Vec<PathBuf>>
     Ok(vec![Path::new(&home).join(".kube").join("config")])
 }
 
+/// [`ClientConfig::infer`]'s order, kubectl's as run with kubectl 1.32
+/// (`tests/kubectl_fidelity.rs` runs both in each case).
 fn infer_with(
     env: &dyn Fn(&str) -> Option<OsString>,
     service_account_dir: &Path,
 ) -> Result<ClientConfig> {
-    if let Some(host) = env("KUBERNETES_SERVICE_HOST") {
-        let port = env("KUBERNETES_SERVICE_PORT").unwrap_or_default();
-        return ClientConfig::in_cluster_from(
-            &host.to_string_lossy(),
-            &port.to_string_lossy(),
-            service_account_dir,
-        );
+    let (kubeconfigs, files) = match default_paths(env) {
+        Ok(paths) => (load_merged(&paths)?, file_list(&paths)),
+        // No $KUBECONFIG and no $HOME (a container may have neither): no
+        // kubeconfig, which a pod does not need.
+        Err(e) => (Kubeconfigs::NoneExists(e), String::new()),
+    };
+    if let Kubeconfigs::Merged(kc) = &kubeconfigs {
+        if !kc.leads_nowhere() {
+            return build(kc, None, &files);
+        }
     }
-    let paths = default_paths(env)?;
-    ClientConfig::from_kubeconfig_files(&paths, None).map_err(|e| match missing_file(&e) {
-        Some(path) if paths.iter().any(|p| p == path) => Error::InvalidConfig(format!(
-            "not in a cluster (KUBERNETES_SERVICE_HOST is not set) and no kubeconfig at {}",
-            path.display()
+    let not_in_a_pod = match in_cluster_possible(env, service_account_dir) {
+        Ok((host, port)) => {
+            return ClientConfig::in_cluster_from(&host, &port, service_account_dir)
+        }
+        Err(why) => why,
+    };
+    // Neither: say what each lacked.
+    match kubeconfigs {
+        Kubeconfigs::Merged(kc) => build(&kc, None, &files).map_err(|e| match e {
+            Error::InvalidConfig(m) => {
+                Error::InvalidConfig(format!("{m}, and not in a cluster ({not_in_a_pod})"))
+            }
+            e => e,
+        }),
+        Kubeconfigs::NoneExists(e) if missing_file(&e).is_some() => Err(Error::InvalidConfig(
+            format!("not in a cluster ({not_in_a_pod}) and no kubeconfig at {files}"),
         )),
-        _ => e,
-    })
+        Kubeconfigs::NoneExists(Error::InvalidConfig(m)) => Err(Error::InvalidConfig(format!(
+            "not in a cluster ({not_in_a_pod}) and {m}"
+        ))),
+        Kubeconfigs::NoneExists(e) => Err(e),
+    }
+}
+
+/// The service's host and port when client-go would take the in-cluster
+/// configuration (`inClusterClientConfig.Possible`: both set and the
+/// token a file), else why not.
+fn in_cluster_possible(
+    env: &dyn Fn(&str) -> Option<OsString>,
+    service_account_dir: &Path,
+) -> std::result::Result<(String, String), String> {
+    let var = |k: &str| {
+        env(k)
+            .map(|v| v.to_string_lossy().into_owned())
+            .ok_or(format!("{k} is not set"))
+    };
+    let host = var("KUBERNETES_SERVICE_HOST")?;
+    let port = var("KUBERNETES_SERVICE_PORT")?;
+    let token = service_account_dir.join("token");
+    match std::fs::metadata(&token) {
+        Ok(meta) if !meta.is_dir() => Ok((host, port)),
+        Ok(_) => Err(format!(
+            "KUBERNETES_SERVICE_HOST is set, but the service-account token {} is a folder",
+            token.display()
+        )),
+        Err(e) => Err(format!(
+            "KUBERNETES_SERVICE_HOST is set, but no service-account token at {}: {e}",
+            token.display()
+        )),
+    }
 }
 
 /// The file `e` says does not exist, if that is what `e` says.
@@ -756,7 +862,9 @@ fn read_within(text: &[u8], memory: &mut Memory) -> std::result::Result<KubeConf
     let text = std::str::from_utf8(text).map_err(|e| format!("not UTF-8: {e}"))?;
     let result = match yaml::parse_node(text, &KUBECONFIG, memory) {
         Ok(doc @ Node::Map(_)) => yaml::from_node(doc, memory).map_err(|e| e.to_string()),
-        Ok(Node::Null) => Err("empty document".into()),
+        // An empty file is an empty kubeconfig to clientcmd: kubectl
+        // merges it with the others of a list, and finds nothing in it.
+        Ok(Node::Null) => Ok(KubeConfig::default()),
         Ok(_) => Err("not a kubeconfig: the document is not a mapping".into()),
         Err(e) => Err(e.to_string()),
     };
@@ -1003,8 +1111,12 @@ mod tests {
         }
     }
 
+    /// kubectl's order, as seen running kubectl 1.32 beside the crate
+    /// (`tests/kubectl_fidelity.rs`): a kubeconfig that leads to a server,
+    /// in a pod too; else the pod's service account; else an error saying
+    /// what each lacked.
     #[test]
-    fn infer_prefers_the_cluster_then_kubeconfig_then_home() {
+    fn infer_takes_the_kubeconfig_first_then_the_pod_as_kubectl_does() {
         let dir = TempDir::new();
         let sa = dir.0.join("sa");
         dir.write("sa/token", "tok");
@@ -1015,42 +1127,107 @@ mod tests {
         dir.write("sa/namespace", "pod-ns");
         dir.write("home/.kube/config", kubeconfig("https://home:1"));
         let first = dir.write("first", kubeconfig("https://first:1"));
+        let empty = dir.write("empty", "").into_os_string();
+        let no_current = dir
+            .write(
+                "no-current",
+                kubeconfig("https://x:1").replace("current-context: x\n", ""),
+            )
+            .into_os_string();
+        let no_server = dir
+            .write(
+                "no-server",
+                kubeconfig("https://x:1").replace("server: 'https://x:1'", "server: ''"),
+            )
+            .into_os_string();
+        let names_none = dir
+            .write(
+                "names-none",
+                kubeconfig("https://x:1").replace("current-context: x", "current-context: nope"),
+            )
+            .into_os_string();
         let home = dir.0.join("home").into_os_string();
-        let list = std::env::join_paths([dir.0.join("absent"), first]).unwrap();
+        let nowhere = dir.0.join("nowhere").into_os_string();
+        let absent = dir.0.join("absent").into_os_string();
+        let list = std::env::join_paths([&absent, first.as_os_str()]).unwrap();
         let (host, port) = (OsString::from("fd00::1"), OsString::from("6443"));
+        let pod = [
+            ("KUBERNETES_SERVICE_HOST", &host),
+            ("KUBERNETES_SERVICE_PORT", &port),
+        ];
+        fn with<'a>(
+            pod: &[(&'static str, &'a OsString)],
+            more: &[(&'static str, &'a OsString)],
+        ) -> Vec<(&'static str, &'a OsString)> {
+            [pod, more].concat()
+        }
+        let url = |vars: &[(&str, &OsString)]| infer(vars, &sa).map(|c| c.base_url().to_string());
+        let pod_url = "https://[fd00::1]:6443".to_string();
 
-        let cfg = infer(
-            &[
-                ("KUBERNETES_SERVICE_HOST", &host),
-                ("KUBERNETES_SERVICE_PORT", &port),
-                ("KUBECONFIG", &list),
-                ("HOME", &home),
-            ],
-            &sa,
-        )
-        .unwrap();
-        assert_eq!(cfg.base_url(), "https://[fd00::1]:6443");
-        assert_eq!(cfg.namespace(), Some("pod-ns"));
-
-        let cfg = infer(&[("KUBECONFIG", &list), ("HOME", &home)], &sa).unwrap();
+        // In a pod, an explicit $KUBECONFIG wins (the bug of issue 54: the
+        // service account had won), and so does ~/.kube/config.
+        let cfg = infer(&with(&pod, &[("KUBECONFIG", &list), ("HOME", &home)]), &sa).unwrap();
         assert_eq!(cfg.base_url(), "https://first:1");
         assert_eq!(cfg.namespace(), Some("ns"));
-
-        let cfg = infer(&[("HOME", &home)], &sa).unwrap();
-        assert_eq!(cfg.base_url(), "https://home:1");
-
-        let nowhere = dir.0.join("nowhere").into_os_string();
-        let err = infer(&[("HOME", &nowhere)], &sa).unwrap_err().to_string();
-        assert!(
-            err.contains("not in a cluster") && err.contains("nowhere"),
-            "{err}"
+        assert_eq!(
+            url(&with(&pod, &[("HOME", &home)])).unwrap(),
+            "https://home:1"
         );
-        let err = infer(&[], &sa).unwrap_err().to_string();
-        assert!(err.contains("neither KUBECONFIG nor HOME"), "{err}");
-        let err = infer(&[("KUBERNETES_SERVICE_HOST", &host)], &sa)
+
+        // A kubeconfig that is missing or leads nowhere gives way to the
+        // pod; with $KUBECONFIG set, ~/.kube/config is not read.
+        for kubeconfig in [&absent, &empty, &no_current, &no_server] {
+            let cfg = infer(
+                &with(&pod, &[("KUBECONFIG", kubeconfig), ("HOME", &home)]),
+                &sa,
+            )
+            .unwrap();
+            assert_eq!(cfg.base_url(), pod_url, "{kubeconfig:?}");
+            assert_eq!(cfg.namespace(), Some("pod-ns"));
+        }
+        assert_eq!(url(&with(&pod, &[("HOME", &nowhere)])).unwrap(), pod_url);
+        // No HOME and no KUBECONFIG (a bare container): the pod still.
+        assert_eq!(url(&with(&pod, &[])).unwrap(), pod_url);
+        // A current context that names no context is refused, as kubectl refuses it.
+        let err = url(&with(&pod, &[("KUBECONFIG", &names_none)]))
             .unwrap_err()
             .to_string();
-        assert!(err.contains("must not be empty"), "{err}");
+        assert!(err.contains("no context named \"nope\""), "{err}");
+
+        // Outside a pod: the kubeconfig, else an error naming both.
+        let cfg = infer(&[("KUBECONFIG", &list), ("HOME", &home)], &sa).unwrap();
+        assert_eq!(cfg.base_url(), "https://first:1");
+        assert_eq!(url(&[("HOME", &home)]).unwrap(), "https://home:1");
+        let err = url(&[("HOME", &nowhere)]).unwrap_err().to_string();
+        assert!(
+            err.contains("not in a cluster (KUBERNETES_SERVICE_HOST is not set)")
+                && err.contains("no kubeconfig at")
+                && err.contains("nowhere"),
+            "{err}"
+        );
+        let err = url(&[]).unwrap_err().to_string();
+        assert!(err.contains("neither KUBECONFIG nor HOME"), "{err}");
+        let err = url(&[("KUBECONFIG", &no_current)]).unwrap_err().to_string();
+        assert!(
+            err.contains("no current-context") && err.contains("not in a cluster"),
+            "{err}"
+        );
+
+        // The service named but no token mounted (client-go's in-cluster
+        // check wants the file): not a pod, as kubectl judges it.
+        let no_sa = dir.0.join("no-sa");
+        let err = infer(&pod, &no_sa).unwrap_err().to_string();
+        assert!(
+            err.contains("no service-account token at") && err.contains("no-sa"),
+            "{err}"
+        );
+        let err = infer(
+            &[("KUBERNETES_SERVICE_HOST", &host), ("HOME", &nowhere)],
+            &sa,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("KUBERNETES_SERVICE_PORT is not set"), "{err}");
     }
 
     /// The process's resident set now and at its peak since the last reset (KiB).

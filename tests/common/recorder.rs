@@ -4,6 +4,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 
@@ -58,6 +59,9 @@ type Log = Arc<Mutex<Vec<Recorded>>>;
 pub struct Recorder {
     pub url: String,
     log: Log,
+    /// Connections accepted, whether or not a request followed: a client
+    /// that refused the certificate still shows it came.
+    accepted: Arc<AtomicUsize>,
 }
 
 impl Recorder {
@@ -67,8 +71,11 @@ impl Recorder {
         let log: Log = Arc::default();
         let config = tls.then(server_config);
         let l = log.clone();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
         thread::spawn(move || {
             for conn in listener.incoming().flatten() {
+                count.fetch_add(1, Ordering::SeqCst);
                 let (l, config) = (l.clone(), config.clone());
                 thread::spawn(move || serve(conn, config, &l));
             }
@@ -77,6 +84,7 @@ impl Recorder {
         Recorder {
             url: format!("{scheme}://{addr}"),
             log,
+            accepted,
         }
     }
 
@@ -84,8 +92,14 @@ impl Recorder {
         self.log.lock().unwrap().clone()
     }
 
+    /// Connections accepted since the last [`clear`](Self::clear).
+    pub fn connections(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+
     pub fn clear(&self) {
         self.log.lock().unwrap().clear();
+        self.accepted.store(0, Ordering::SeqCst);
     }
 }
 

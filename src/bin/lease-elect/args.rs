@@ -21,7 +21,8 @@ this candidate leads.
 
 usage: lease-elect [OPTIONS] --name NAME [-- COMMAND [ARGS...]]
 
-API server (default: in-cluster config in a pod, else $KUBECONFIG or ~/.kube/config):
+API server (default, as kubectl: $KUBECONFIG or ~/.kube/config if there is one, else in-cluster
+config in a pod):
   --server URL            the API server's URL; --namespace is then required
   --ca-file F             the CA bundle to verify the server with (alone): needed for an
                           https:// --server, whose certificate is otherwise refused
