@@ -302,9 +302,14 @@ fn work_whose_term_ran_out_learns_at_once_that_another_writer_freed_the_lease() 
     let freed = std::time::Instant::now();
     server.put_value(NS, lease);
     let (at, taken_over) = taken.recv_timeout(WAIT).unwrap();
+    // The rule: a takeover is acted on within a retry period (and a round
+    // trip) when the process can hear, and the watch brings it within a
+    // round trip. (500 ms here flaked under load: the delivery came as the
+    // term ran out and waited for the next read, a jittered retry period
+    // after the last failed one; src/elector/lab.rs pins that at once.)
     let after = at.saturating_duration_since(freed);
     assert!(
-        taken_over && after < Duration::from_millis(500),
+        taken_over && after < Duration::from_secs(1),
         "the work learned after {after:?} (taken over: {taken_over}) that the Lease was freed"
     );
     assert_eq!(runner.join().unwrap().unwrap(), StopReason::Lost);

@@ -65,6 +65,9 @@ pub(super) struct Server {
     /// The elector is stopped (as `stop()` does, from another thread)
     /// while the next write is on its way; the write lands.
     pub(super) stop_in_next_write: bool,
+    /// A watch delivered the stored Lease, and the lock holds it: the next
+    /// read is answered from it, with no request.
+    pub(super) delivered: bool,
 }
 
 /// What another writer does to the Lease.
@@ -83,6 +86,10 @@ pub(super) enum Later {
     StallInNextRead(Duration),
     /// A watch event: the elector's sleep ends, poked.
     Poke,
+    /// Another writer stores this record, and the watch delivers it: the
+    /// lock holds it for the next read, and the elector's sleep ends,
+    /// poked.
+    Deliver(LeaderElectionRecord),
 }
 
 impl Server {
@@ -199,7 +206,8 @@ impl LabIo {
 impl Io for LabIo {
     async fn get(&mut self, _deadline: &Deadline) -> Result<Read> {
         self.log(Call::Get);
-        if let Some(e) = self.scripted() {
+        let local = std::mem::take(&mut self.server.borrow_mut().delivered);
+        if let Some(e) = self.scripted().filter(|_| !local) {
             return Err(e);
         }
         let (lease, stall) = {
@@ -221,7 +229,7 @@ impl Io for LabIo {
         Ok(Read {
             record: stored.record,
             version: Some(stored.version.to_string()),
-            local: false,
+            local,
             recreated,
         })
     }
@@ -265,6 +273,11 @@ impl Io for LabIo {
                     let mut server = self.server.borrow_mut();
                     match what {
                         Later::Poke => return Wake::Poked,
+                        Later::Deliver(r) => {
+                            server.put(r);
+                            server.delivered = true;
+                            return Wake::Poked;
+                        }
                         Later::Put(r) => server.put(r),
                         Later::Delete => server.delete(),
                         Later::LoseNextAnswer => server.lose_next_answer = true,
@@ -288,6 +301,10 @@ impl Io for LabIo {
     async fn let_go(&mut self, _term: &Term, _grace: Duration, _stop: &Wakeup) -> LetGo {
         let next = self.server.borrow_mut().let_go.pop_front();
         next.unwrap_or(self.let_go)
+    }
+
+    fn delivered(&mut self) -> bool {
+        self.server.borrow().delivered
     }
 
     fn identity(&self) -> &str {
@@ -1461,6 +1478,45 @@ mod more_tests {
             lab.clock.now().saturating_duration_since(lab.origin),
             S(16),
             "with rejoin the elector runs on until stopped"
+        );
+    }
+
+    /// Issue 54 #5: the watch delivers another writer's write just as the
+    /// term runs out (the renews failing), so that the renews' pause is
+    /// woken with no time left for a read and the term ends unread. The
+    /// delivery the lock holds costs no request: the work learns of the
+    /// takeover at once, not a jittered retry period after the last
+    /// failed request (it waited up to 2.2 retry periods).
+    #[test]
+    fn a_delivery_that_came_as_the_term_ran_out_is_looked_at_at_once() {
+        let mut lab = Lab::new();
+        lab.let_go = LetGo::Held;
+        // The first read and the create succeed; every request after
+        // them fails: the term runs out at the renew deadline, 10 s.
+        lab.server.borrow_mut().script = [None, None]
+            .into_iter()
+            .chain((0..100).map(|_| Some(api(500, "InternalError"))))
+            .collect();
+        let freed = LeaderElectionRecord {
+            holder_identity: String::new(),
+            ..lab.record("", 0)
+        };
+        lab.later(S(10), Later::Deliver(freed));
+        // Stopped a microsecond after the delivery: what the elector does
+        // about it, it does at once.
+        let ran = lab.run_for(S(10) + Duration::from_micros(1));
+        assert_eq!(stopped(&ran.events), [StopReason::Lost]);
+        let term = first_term(&ran.events).expect("a term");
+        assert!(
+            term.taken_over(),
+            "the freed Lease the watch delivered ends the work's time at once"
+        );
+        let server = lab.server.borrow();
+        let gets = at_of(&server, |c| matches!(c, Call::Get));
+        assert_eq!(
+            gets.last(),
+            Some(&S(10)),
+            "read from the delivery: {gets:?}"
         );
     }
 

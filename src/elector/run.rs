@@ -186,19 +186,22 @@ impl<I: Io> Run<I> {
                 if self.io.let_go(term, Duration::ZERO, &never).await == LetGo::Released {
                     return LetGo::Released;
                 }
+                // A delivery the lock holds costs no request: looked at
+                // now, also one whose poke the renews' pause took as the
+                // term ran out.
                 let left = until.saturating_duration_since(self.now());
-                if left.is_zero() {
+                if left.is_zero() || self.io.delivered() {
                     break;
                 }
                 match self.io.sleep(left, &self.shared.wake).await {
                     Wake::Stopped => return LetGo::Stopped,
                     Wake::Elapsed => {}
                     // The work let go, or the watch delivered a change.
-                    // Looked at at once when it costs no request, or when
-                    // the last one did not fail (a delivery that costs one
-                    // wakes at most once a retry period): a failing server
-                    // sees at most one request a retry period.
-                    Wake::Poked if !failed || self.io.delivered() => break,
+                    // Looked at at once when the last request did not fail
+                    // (a delivery that costs one wakes at most once a
+                    // retry period): a failing server sees at most one
+                    // request a retry period.
+                    Wake::Poked if !failed => break,
                     Wake::Poked => {}
                 }
             }
