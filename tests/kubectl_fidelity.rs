@@ -3,7 +3,8 @@
 //! a logging proxy, must show the same credentials, impersonation headers,
 //! proxy route and TLS verdict; and with `KUBERNETES_SERVICE_HOST` set,
 //! in and out of a pod, the same choice between a kubeconfig and the
-//! in-cluster configuration. Skipped, with a notice, where kubectl is not
+//! in-cluster configuration. Ignored by plain `cargo test`; under
+//! `--ignored`, skipped with a notice where kubectl is not
 //! installed (`.ci/run` fails instead, so CI always runs these).
 
 mod common;
@@ -114,6 +115,7 @@ fn compare(server: &Recorder, config: &Path, home: &Path, kubectl: &Path) -> (Re
 }
 
 #[test]
+#[ignore = "needs kubectl"]
 fn credentials_never_cross_plain_http_as_with_kubectl() {
     let Some(kubectl) = kubectl() else { return };
     let dir = TempDir::new();
@@ -132,6 +134,7 @@ fn credentials_never_cross_plain_http_as_with_kubectl() {
 }
 
 #[test]
+#[ignore = "needs kubectl"]
 fn impersonation_headers_match_kubectl() {
     let Some(kubectl) = kubectl() else { return };
     let dir = TempDir::new();
@@ -155,6 +158,7 @@ fn impersonation_headers_match_kubectl() {
 }
 
 #[test]
+#[ignore = "needs kubectl"]
 fn proxy_url_routes_through_the_proxy_as_with_kubectl() {
     let Some(kubectl) = kubectl() else { return };
     let dir = TempDir::new();
@@ -183,6 +187,7 @@ fn proxy_url_routes_through_the_proxy_as_with_kubectl() {
 }
 
 #[test]
+#[ignore = "needs kubectl"]
 fn tls_server_name_gives_the_same_verdict_as_kubectl() {
     let Some(kubectl) = kubectl() else { return };
     let dir = TempDir::new();
@@ -206,6 +211,7 @@ fn tls_server_name_gives_the_same_verdict_as_kubectl() {
 }
 
 #[test]
+#[ignore = "needs kubectl"]
 fn an_exec_plugin_is_not_run_for_a_plain_http_server() {
     let Some(kubectl) = kubectl() else { return };
     let dir = TempDir::new();
@@ -545,6 +551,7 @@ fn crate_request(cfg: ClientConfig, server: &Recorder) -> Result<Recorded, Error
 /// first request (server path prefix, namespace, `Authorization`,
 /// `Impersonate-*`, SNI, client certificate), or both refuse it.
 #[test]
+#[ignore = "needs kubectl"]
 fn every_kubeconfig_of_the_corpus_reads_as_kubectl_reads_it() {
     let Some(kubectl) = kubectl() else { return };
     let server = Recorder::start("127.0.0.1", true);
@@ -596,6 +603,7 @@ fn every_kubeconfig_of_the_corpus_reads_as_kubectl_reads_it() {
 /// kubectl and both command-line tools act in `default` when the
 /// context names no namespace.
 #[test]
+#[ignore = "needs kubectl"]
 fn a_context_without_a_namespace_means_default_for_kubectl_and_both_tools() {
     let Some(kubectl) = kubectl() else { return };
     let server = lease_elector::testing::TestApiServer::start().unwrap();
@@ -677,6 +685,7 @@ fn a_context_without_a_namespace_means_default_for_kubectl_and_both_tools() {
 /// certificate does not name the address it is reached at; so does the
 /// crate, and sends the same request.
 #[test]
+#[ignore = "needs kubectl"]
 fn insecure_skip_tls_verify_connects_as_kubectl_does() {
     let Some(kubectl) = kubectl() else { return };
     let dir = TempDir::new();
@@ -761,6 +770,7 @@ fn imposter() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
 /// refused by kubectl and by the crate, and gets no request (and so no
 /// token).
 #[test]
+#[ignore = "needs kubectl"]
 fn insecure_skip_tls_verify_still_checks_the_handshake_as_kubectl_does() {
     use std::sync::atomic::Ordering;
     let Some(kubectl) = kubectl() else { return };
@@ -1080,6 +1090,7 @@ fn both_choose_as_kubectl(kubectl: &Path, wrapper: Option<&[String]>, in_a_pod: 
 /// `~/.kube/config` is used before the in-cluster configuration, as kubectl
 /// uses it, in this environment as it is (a pod's service account or none).
 #[test]
+#[ignore = "needs kubectl"]
 fn with_kubernetes_service_host_set_infer_talks_to_the_server_kubectl_talks_to() {
     let Some(kubectl) = kubectl() else { return };
     let in_a_pod = Path::new(SERVICE_ACCOUNT).join("token").is_file();
@@ -1091,6 +1102,7 @@ fn with_kubernetes_service_host_set_infer_talks_to_the_server_kubectl_talks_to()
 /// own, or the real one in a pod). A kubeconfig that is missing or leads
 /// nowhere gives way to the in-cluster configuration, for both.
 #[test]
+#[ignore = "needs kubectl"]
 fn in_a_pod_infer_talks_to_the_server_kubectl_talks_to() {
     let Some(kubectl) = kubectl() else { return };
     let dir = TempDir::new();

@@ -91,6 +91,7 @@ fn a_lease_rewritten_without_lease_transitions_never_lowers_the_next_token() {
 }
 
 #[test]
+#[ignore = "needs libfaketime (apt-get install faketime)"]
 fn a_leader_whose_wall_clock_stands_still_keeps_its_lease() {
     let Some(lib) = libfaketime() else {
         common::oracle::skipped(
@@ -135,6 +136,7 @@ fn a_leader_whose_wall_clock_stands_still_keeps_its_lease() {
 /// supervisor kills COMMAND before B leads; B hands over to C at once on
 /// SIGTERM; no two COMMANDs at once, and tokens grow.
 #[test]
+#[ignore = "needs libfaketime (apt-get install faketime)"]
 fn a_candidate_whose_wall_clock_is_before_1970_or_after_9999_leads_renews_hands_over_and_kills_on_time(
 ) {
     let Some(lib) = libfaketime() else {

@@ -77,7 +77,7 @@ fn kubectl(api: &Api, args: &[&str]) -> (bool, String, String) {
 }
 
 #[test]
-#[ignore = "needs the real control plane: run by .ci/control-plane test"]
+#[ignore = "needs the real control plane (.ci/control-plane test)"]
 fn kube_apiserver_accepts_every_manifest_as_written_under_restricted_pod_security() {
     let api = real_api();
     let ns = api.ns().to_string();
@@ -179,7 +179,7 @@ fn audited(cp: &Path, ns: &str, user: &str) -> (BTreeSet<Grant>, Vec<u64>) {
 }
 
 #[test]
-#[ignore = "needs the real control plane: run by .ci/control-plane test"]
+#[ignore = "needs the real control plane (.ci/control-plane test)"]
 fn lease_elect_as_its_service_account_uses_exactly_what_the_role_grants_on_kube_apiserver() {
     let api = real_api();
     let ns = api.ns().to_string();

@@ -114,6 +114,7 @@ fn a_leader_whose_wall_clock_stands_still_keeps_its_term_on_a_server_that_writes
 }
 
 #[test]
+#[ignore = "needs the real control plane (.ci/control-plane test)"]
 fn a_leader_whose_wall_clock_stands_still_keeps_its_term_on_kube_apiserver() {
     let Some(dir) = std::env::var_os("LEASE_ELECTOR_CONTROL_PLANE") else {
         common::oracle::skipped(
