@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use super::ClientConfig;
+use super::config::ClientConfig;
 use crate::error::{Error, Result};
 
 /// Where the API server is, how to reach it, and the namespace, as a

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::error::{ApiStatus, Error, StatusKind};
 
-use super::Target;
+use super::wire::Target;
 
 /// The cause inside an [`Error::Transport`] the crate's client made.
 #[derive(Debug)]
@@ -37,7 +37,7 @@ enum Why {
     /// The request was never sent: no time was left, or a stop came first.
     Unsent(&'static str),
     /// The request could not be built (a header the HTTP crate refuses).
-    Unbuilt(super::http::Error),
+    Unbuilt(ureq::http::Error),
     /// Anything else the HTTP library reports.
     Ureq(ureq::Error),
     /// Reading the answer's body failed.
@@ -117,7 +117,7 @@ impl NoAnswer {
     }
 
     /// The request could not be built.
-    pub(crate) fn unbuilt(server: &str, e: super::http::Error) -> Self {
+    pub(crate) fn unbuilt(server: &str, e: ureq::http::Error) -> Self {
         NoAnswer::new(server, Why::Unbuilt(e))
     }
 

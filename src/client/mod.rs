@@ -48,6 +48,7 @@ mod oidc;
 mod proxy;
 mod stream;
 mod tls;
+mod wire;
 pub(crate) mod yaml;
 
 use auth::Auth;
@@ -56,9 +57,8 @@ use config::TokenConfig;
 pub use config::{ClientConfig, SERVICE_ACCOUNT_DIR};
 pub use connect::ConnectOptions;
 use failure::{shown_url, NoAnswer};
-
-/// Largest answer body read; anything longer is an error, not an allocation.
-pub(crate) const MAX_BODY: u64 = 1 << 20;
+use wire::{is_loopback, socket_budget};
+pub(crate) use wire::{segment, Target, MAX_BODY};
 
 /// Longest TCP connect: past the SYN retries a reachable server needs, and
 /// the most a `stop()` can wait on a connect in progress.
@@ -112,13 +112,6 @@ struct Answer {
     code: u16,
     retry_after: Option<Duration>,
     body: Vec<u8>,
-}
-
-/// What a request is about, for error messages.
-#[derive(Clone, Copy)]
-pub(crate) struct Target<'a> {
-    pub(crate) what: &'a str,
-    pub(crate) action: &'static str,
 }
 
 impl Client {
@@ -470,26 +463,6 @@ fn impersonation_headers(imp: Option<&config::Impersonation>) -> Vec<(String, St
     h
 }
 
-/// Loopback: `localhost`, 127.0.0.0/8, `::1`.
-fn is_loopback(host: &str) -> bool {
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    bare.eq_ignore_ascii_case("localhost")
-        || bare
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
-/// The socket time-out that ends a request within `budget`. Linux's timer
-/// wheel may fire a long socket time-out up to 1/8 late (a 5 s read
-/// time-out returns after ~5.2 s), which would carry a hung request past
-/// the renew deadline; 7/8 of the budget, less a few ms, lands inside it.
-fn socket_budget(budget: Duration) -> Duration {
-    budget
-        .mul_f64(0.875)
-        .saturating_sub(Duration::from_millis(5))
-        .max(Duration::from_millis(1))
-}
-
 /// Seconds (RFC 9110's delay form; the API server sends no dates),
 /// clamped to [`MAX_RETRY_AFTER`]; anything else is ignored.
 fn parse_retry_after(v: &http::HeaderValue) -> Option<Duration> {
@@ -516,20 +489,6 @@ pub(crate) fn lease_path(namespace: &str, name: Option<&str>) -> String {
         p.push_str(&segment(name));
     }
     p
-}
-
-/// Percent-encode one path segment (Kubernetes names are DNS labels, but a
-/// bad config must produce a 404, not a request to another path).
-pub(crate) fn segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 fn encode<T: serde::Serialize>(t: Target<'_>, value: &T) -> Result<Vec<u8>> {

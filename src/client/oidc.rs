@@ -25,7 +25,8 @@ use ureq::RequestExt;
 
 use super::config::OidcConfig;
 use super::file::{read_capped, MAX_PEM};
-use super::{segment, tls, MAX_BODY};
+use super::tls;
+use super::wire::{is_loopback, segment, socket_budget, MAX_BODY};
 use crate::clock::Clock;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
@@ -250,7 +251,7 @@ pub(crate) fn check_url(what: &str, url: &str) -> std::result::Result<(), String
         .flatten()
         .and_then(|u| u.host().map(str::to_string));
     match host {
-        Some(h) if super::is_loopback(&h) => Ok(()),
+        Some(h) if is_loopback(&h) => Ok(()),
         _ => Err(format!(
             "{what} {} is not an https URL (plain http only to loopback: the refresh token would cross the network in clear text)",
             Escaped(url)
@@ -327,7 +328,7 @@ fn send(
     let mut resp = req
         .with_agent(agent)
         .configure()
-        .timeout_global(Some(super::socket_budget(left)))
+        .timeout_global(Some(socket_budget(left)))
         .build()
         .run()
         .map_err(|e| format!("no answer from {}: {e}", Escaped(url)))?;

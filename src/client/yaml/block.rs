@@ -1,7 +1,16 @@
 //! The block structure, line by line: the document, mappings and
 //! sequences by indentation, block scalars.
 
-use super::*;
+use std::borrow::Cow;
+
+use super::build::{Anchors, Build};
+use super::flow::Flow;
+use super::memory::Memory;
+use super::node::{child, Keep, Node, Result, YamlError, MAX_DEPTH, SHAPE_ONLY};
+use super::scan::{
+    check_plain, check_plain_start, doc_marker, ends_line, indent_of, is_blank, is_entry,
+    plain_node, property_name, scan_quoted, strip_comment, tag,
+};
 
 impl<'a> Parser<'a> {
     pub(super) fn document(&mut self) -> Result<Node<'a>> {

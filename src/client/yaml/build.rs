@@ -2,7 +2,12 @@
 //! aliases copy, the stacks on which collections gather their children,
 //! and the memory account.
 
-use super::*;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::mem::size_of;
+
+use super::memory::{heap, Memory};
+use super::node::{child, Entry, Keep, Node, MAX_DEPTH, MIN_ALIAS_BUDGET};
 
 /// Anchored nodes for the aliases that follow, and what copying may still
 /// cost. An alias is a copy: without a bound, a few lines of nested

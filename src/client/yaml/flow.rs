@@ -1,6 +1,10 @@
 //! Flow collections (`[a, "b"]`, `{k: v}`), on one line or over several.
 
-use super::*;
+use std::borrow::Cow;
+
+use super::build::Build;
+use super::node::{child, Keep, Node, MAX_DEPTH, SHAPE_ONLY};
+use super::scan::{check_plain_start, doc_marker, plain_node, property_name, scan_quoted, tag};
 
 /// A flow collection: `[a, "b"]`, `{k: v}`, nested, on one line or over
 /// several (`{apiVersion: v1,\n clusters: [...]}`). Keys stay on one line

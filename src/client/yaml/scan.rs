@@ -1,7 +1,9 @@
 //! The pieces of one line: document markers, indentation, comments,
 //! plain and quoted scalars and their escapes, anchor names and tags.
 
-use super::*;
+use std::borrow::Cow;
+
+use super::node::Node;
 
 /// A document marker: `---` or `...` at the start of a line, followed by
 /// whitespace or nothing.

@@ -1,8 +1,11 @@
 //! The reader against hand-written documents, kubectl's layouts, mutations
 //! checked against a full parser, and documents made to cost time or memory.
 
+use super::node::YamlError;
+use super::scan::plain_node;
 use super::*;
 use serde_json::{json, Map};
+use std::borrow::Cow;
 
 fn ok(text: &str) -> Value {
     parse(text).unwrap_or_else(|e| panic!("{e}\n---\n{text}"))

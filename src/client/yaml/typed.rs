@@ -1,6 +1,11 @@
 //! A tree read into serde types, what they allocate accounted.
 
-use super::*;
+use std::borrow::Cow;
+
+use serde::de::{self, DeserializeSeed, Visitor};
+
+use super::memory::{heap, Memory};
+use super::node::{Entry, Node};
 
 /// `T` read from `node` as serde reads JSON (every scalar a string), what
 /// it allocates charged to `memory`. The `null` entries of mappings are
