@@ -13,6 +13,10 @@ use std::time::Duration;
 
 use crate::duration::tenths;
 
+/// What the detail of an [`Error::WriteNotConfirmed`] for an update that
+/// changed nothing (and so was not written) says.
+pub(crate) const NOTHING_WRITTEN: &str = "nothing written";
+
 /// Boxed underlying cause, kept so [`std::error::Error::source`] can expose it.
 pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 

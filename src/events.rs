@@ -31,7 +31,6 @@ use crate::client::Client;
 use crate::clock::{Clock, SystemClock};
 use crate::deadline::Deadline;
 use crate::lease::{Lease, MicroTime, LEASE_API_VERSION};
-use crate::lock::EventSink;
 use crate::status::FailureKind;
 use crate::text::Escaped;
 
@@ -84,6 +83,15 @@ struct Queued {
 struct Worker {
     queue: SyncSender<Queued>,
     thread: JoinHandle<()>,
+}
+
+/// Where a [`LeaseLock`](crate::LeaseLock) reports transitions, e.g. as Kubernetes Events.
+///
+/// Called on the elector thread: implementations must return at once
+/// (queue the work elsewhere) and never fail the election.
+pub trait EventSink: Send + Sync + fmt::Debug {
+    /// Report `message` about `lease`.
+    fn record(&self, lease: &Lease, message: &str);
 }
 
 /// Records each leadership transition as a core/v1 Event on the Lease

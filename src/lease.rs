@@ -251,6 +251,21 @@ fn parse(s: &str, strict: bool) -> Result<MicroTime, MicroTimeError> {
     Ok(MicroTime { micros })
 }
 
+/// Whether a watched object's `resourceVersion` is newer than the one
+/// last seen. Versions are opaque to clients, but are etcd revisions in
+/// practice: compare them as numbers when both are, else just by equality
+/// (a stale delivery then costs one conflicting write, never safety).
+pub(crate) fn newer(watched: Option<&str>, seen: Option<&str>) -> bool {
+    match (watched, seen) {
+        (None, _) => false,
+        (Some(_), None) => true,
+        (Some(w), Some(s)) => match (w.parse::<u64>(), s.parse::<u64>()) {
+            (Ok(w), Ok(s)) => w > s,
+            _ => w != s,
+        },
+    }
+}
+
 /// Object metadata: the fields the elector uses, plus everything else untouched.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

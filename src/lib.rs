@@ -441,11 +441,11 @@ pub use elector::{
     exit_on_lost_leadership, wait_for_lost_leadership, ElectorConfig, LeadershipEnd,
 };
 #[doc(hidden)]
+pub use events::EventSink;
+#[doc(hidden)]
 pub use events::EventStats;
 #[doc(hidden)]
 pub use lease::{Lease, LeaseSpec, MicroTimeError, ObjectMeta, Status};
-#[doc(hidden)]
-pub use lock::EventSink;
 #[doc(hidden)]
 pub use openshift::LeaderElection;
 

@@ -7,8 +7,9 @@ use std::time::Duration;
 use crate::client::{lease_target, Client};
 use crate::clock::Wakeup;
 use crate::deadline::Deadline;
-use crate::error::{Error, Result};
-use crate::lease::{LeaderElectionRecord, Lease, MicroTime};
+use crate::error::{Error, Result, NOTHING_WRITTEN};
+use crate::events::{EventRecorder, EventSink};
+use crate::lease::{newer, LeaderElectionRecord, Lease, MicroTime};
 use crate::watch::LatestLease;
 pub use crate::watch::Watcher;
 
@@ -170,30 +171,6 @@ pub trait Lock: Send + fmt::Debug {
     }
 }
 
-/// Whether a watched object's `resourceVersion` is newer than the one
-/// last seen. Versions are opaque to clients, but are etcd revisions in
-/// practice: compare them as numbers when both are, else just by equality
-/// (a stale delivery then costs one conflicting write, never safety).
-pub(crate) fn newer(watched: Option<&str>, seen: Option<&str>) -> bool {
-    match (watched, seen) {
-        (None, _) => false,
-        (Some(_), None) => true,
-        (Some(w), Some(s)) => match (w.parse::<u64>(), s.parse::<u64>()) {
-            (Ok(w), Ok(s)) => w > s,
-            _ => w != s,
-        },
-    }
-}
-
-/// Where a [`LeaseLock`] reports transitions, e.g. as Kubernetes Events.
-///
-/// Called on the elector thread: implementations must return at once
-/// (queue the work elsewhere) and never fail the election.
-pub trait EventSink: Send + Sync + fmt::Debug {
-    /// Report `message` about `lease`.
-    fn record(&self, lease: &Lease, message: &str);
-}
-
 /// A [`Lock`] on a `coordination.k8s.io/v1` Lease.
 ///
 /// ```no_run
@@ -224,10 +201,6 @@ pub struct LeaseLock {
     /// The last get found a Lease with another uid than the one cached.
     recreated: bool,
 }
-
-/// What the detail of an [`Error::WriteNotConfirmed`] for an update that
-/// changed nothing (and so was not written) says.
-pub(crate) const NOTHING_WRITTEN: &str = "nothing written";
 
 impl LeaseLock {
     /// A lock on Lease `namespace/name` for candidate `identity`.
@@ -298,7 +271,7 @@ impl LeaseLock {
     /// let lock = LeaseLock::new(client, "ns", "my-operator", "pod-a").with_events(events);
     /// # Ok::<(), lease_elector::Error>(())
     /// ```
-    pub fn with_events(self, recorder: crate::events::EventRecorder) -> Self {
+    pub fn with_events(self, recorder: EventRecorder) -> Self {
         self.with_event_sink(Arc::new(recorder))
     }
 

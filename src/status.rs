@@ -287,7 +287,7 @@ impl FailureKind {
                 "the API server never redirects: check that the server URL is the API server's and that no proxy in between redirects".into()
             }
             Error::WriteNotConfirmed { detail, .. }
-                if detail.contains(crate::lock::NOTHING_WRITTEN) =>
+                if detail.contains(crate::error::NOTHING_WRITTEN) =>
             {
                 "an update that changes nothing is not written: the next renew writes a later renewTime".into()
             }

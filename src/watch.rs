@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 use crate::client::{lease_path, lease_target, segment, Client, Target, MAX_BODY};
 use crate::clock::{Wake, Wakeup};
 use crate::error::{Error, Result};
-use crate::lease::Lease;
+use crate::lease::{newer, Lease};
 use crate::status::WatchMode;
 use crate::text::Escaped;
 
@@ -126,7 +126,7 @@ impl LatestLease {
     /// The lock read or wrote `version`: deliveries no newer are not news.
     pub(crate) fn known(&self, version: Option<&str>) {
         let mut slot = self.lock();
-        if let Some(v) = version.filter(|v| crate::lock::newer(Some(v), slot.known.as_deref())) {
+        if let Some(v) = version.filter(|v| newer(Some(v), slot.known.as_deref())) {
             slot.known = Some(v.to_string());
         }
     }
@@ -135,7 +135,7 @@ impl LatestLease {
     /// earlier delivery has shown (or has no version).
     pub(crate) fn is_stale(&self, version: Option<&str>) -> bool {
         let slot = self.lock();
-        !crate::lock::newer(version, slot.known.as_deref())
+        !newer(version, slot.known.as_deref())
             && (version.is_none() || version != slot.known.as_deref())
     }
 
@@ -146,7 +146,7 @@ impl LatestLease {
     /// first); an older one is stale.
     pub(crate) fn offer(&self, lease: Option<Lease>, version: Option<&str>) -> Delivery {
         let mut slot = self.lock();
-        if !crate::lock::newer(version, slot.known.as_deref()) {
+        if !newer(version, slot.known.as_deref()) {
             return if version.is_some() && version == slot.known.as_deref() {
                 Delivery::Known
             } else {

@@ -330,7 +330,7 @@ impl Io for SimIo {
             return Err(Error::WriteNotConfirmed {
                 target: TARGET.into(),
                 action: "update",
-                detail: crate::lock::NOTHING_WRITTEN.into(),
+                detail: crate::error::NOTHING_WRITTEN.into(),
             });
         }
         Ok(self.written(stored, false))
