@@ -14,7 +14,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::io::{block_on, Io, Read, Written};
 use super::run::Run;
-use super::shared::{Shared, TermEnd};
+use super::shared::Shared;
+use super::term::TermEnd;
 use super::term::{LetGo, Term};
 use super::{ElectorConfig, LeaderEvent, Probe};
 use crate::clock::{Clock, ManualClock, Wake, Wakeup};
@@ -479,14 +480,14 @@ pub(super) fn term_begun(
 pub(super) fn begin_term(shared: &Shared, token: u64) -> Term {
     let now = shared.now();
     let term = Term::new(
-        token,
+        (token, 0),
         "me",
         "lab/lease",
         now,
         &shared.config,
         shared.clock.clone(),
     );
-    shared.start_term(&term, now);
+    shared.start_term(&term);
     term
 }
 

@@ -3,7 +3,9 @@
 
 use std::time::Instant;
 
-use super::{LeaderEvent, LeaderEvents, StopReason};
+use super::leader_event::LeaderEvent;
+use super::receiver::LeaderEvents;
+use super::term::StopReason;
 
 /// How the wait in [`wait_for_lost_leadership`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,12 +8,20 @@
 //!   client-go's `leaderelection.go`: `acquire`, `renew`, `step_down`,
 //!   `release`, and the pauses between attempts;
 //! - `attempt.rs`: one attempt against the Lease (`try_acquire_or_renew`)
-//!   and the record as last observed: whose it is, when it expires;
+//!   and what each read and write tells the knowledge;
+//! - `knowledge.rs`: what this process knows of its Lease, in one place:
+//!   what it read, what it wrote, and what follows (whose the record is,
+//!   when it expires by our clock, what the next write holds);
+//! - `pacing.rs`: when the next request may go (jittered retry periods,
+//!   `Retry-After`);
 //! - `report.rs`: what each attempt's outcome tells the status and the log
 //!   (counters, the last error, failures and recovery at warn);
-//! - `shared.rs`: the state the thread writes and the views read;
+//! - `shared.rs`: the state the thread writes and the views read (the
+//!   knowledge, the latest term, the requests' counters);
 //! - `probe.rs`: [`Probe`], the read-only view (every accessor lives there);
-//! - `term.rs`: [`Term`], one leadership term and its fencing token;
+//! - `term.rs`: [`Term`], one leadership term, its fencing token and how
+//!   it ended ([`StopReason`]);
+//! - `leader_event.rs`: [`LeaderEvent`], what the caller is told;
 //! - `handle.rs`: [`ElectorHandle`] (a [`Probe`] that can also stop) and
 //!   [`Stopper`];
 //! - `lost.rs`: waiting for lost leadership, library-go style.
@@ -118,8 +126,6 @@
 //!   409 lost the race to another candidate (a release wakes every
 //!   watching follower at once): not a failure, as a create's 409 is not.
 
-use std::time::Instant;
-
 mod attempt;
 mod builder;
 mod config;
@@ -127,11 +133,14 @@ mod config;
 pub(crate) mod driven;
 mod handle;
 pub(crate) mod io;
+mod knowledge;
 #[cfg(test)]
 mod lab;
+mod leader_event;
 #[cfg(test)]
 pub(crate) use lab::leading;
 mod lost;
+mod pacing;
 mod probe;
 mod receiver;
 mod report;
@@ -145,58 +154,10 @@ pub use config::{
     ElectorConfig, DEFAULT_RELEASE_GRACE, DEFAULT_RELEASE_TIMEOUT, JITTER_FACTOR, MIN_RETRY_PERIOD,
 };
 pub use handle::{ElectorHandle, Stopper};
+pub use leader_event::LeaderEvent;
 pub use lost::{exit_on_lost_leadership, wait_for_lost_leadership, LeadershipEnd};
 pub use probe::Probe;
 pub use receiver::LeaderEvents;
 #[cfg(feature = "testing")]
 pub(crate) use term::LetGo;
-pub use term::{stop_margin, Term};
-
-/// What the elector tells the caller. `at` is the elector clock's reading
-/// when the state changed, so events from several electors sharing a clock
-/// can be ordered exactly.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum LeaderEvent {
-    /// This candidate now holds the lease: start working.
-    StartedLeading {
-        /// When the lease was acquired.
-        at: Instant,
-        /// The term that started: its fencing token, and whether it is
-        /// still current (hand it to the work).
-        term: Term,
-    },
-    /// This candidate no longer leads: stop working.
-    StoppedLeading {
-        /// When leadership ended.
-        at: Instant,
-        /// Whether it was lost or given up through a stop.
-        reason: StopReason,
-    },
-    /// Another (or this) identity was observed holding the lease.
-    NewLeader {
-        /// The holder's identity, as the server holds it: escape it
-        /// ([`crate::text::escape`]) before printing or logging it.
-        identity: String,
-        /// When it was observed.
-        at: Instant,
-    },
-}
-
-/// Why leadership ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum StopReason {
-    /// No renew succeeded within the renew deadline, or another holder
-    /// took the lease.
-    Lost,
-    /// A stop ([`ElectorHandle::stop`], [`Stopper::stop`], dropping the
-    /// handle) ended it. Returned by [`LeaderElector::run`]: a stop, and
-    /// nothing was released (it was not leading, or without
-    /// `release_on_cancel`, or another writer had changed the Lease).
-    Stopped,
-    /// Returned by [`LeaderElector::run`] only (never in an event): a stop
-    /// ended the term and the Lease was released, so the next candidate
-    /// may lead at once.
-    Released,
-}
+pub use term::{stop_margin, StopReason, Term};

@@ -9,6 +9,7 @@ use super::shared::Shared;
 use super::term::Term;
 use crate::duration::tenths;
 use crate::error::{Error, Result};
+use crate::lease::MicroTime;
 use crate::status::{ElectorStatus, FailureKind};
 
 /// A cheap, cloneable, thread-safe view of a running elector, for a
@@ -64,7 +65,7 @@ impl Probe {
     /// True while this candidate leads and its last renew is younger than
     /// the renew deadline (the current [`Term`] is current).
     pub fn is_leader(&self) -> bool {
-        let term = self.shared.lock().term.as_ref().map(Term::share);
+        let term = self.shared.current_term();
         term.is_some_and(|t| t.is_current())
     }
 
@@ -77,26 +78,26 @@ impl Probe {
     /// The last term started, also once over, without a hold.
     #[cfg(feature = "testing")]
     pub(crate) fn last_term_started(&self) -> Option<Term> {
-        self.shared.lock().last_started.as_ref().map(Term::share)
+        self.shared.lock().latest.as_ref().map(Term::share)
     }
 
     /// The term in progress, while this candidate leads (it may have
     /// passed its deadline a moment ago: ask [`Term::is_current`]).
     pub fn term(&self) -> Option<Term> {
-        self.shared.lock().term.as_ref().map(Term::held)
+        self.shared.lock().term().map(Term::held)
     }
 
     /// When the last successful acquire or renew request started, on the
     /// elector's clock (of the current term, or the last one after it
     /// ended); `None` before it first led.
     pub fn last_renew(&self) -> Option<Instant> {
-        self.shared.lock().last_renew
+        self.shared.lock().latest.as_ref().map(Term::last_renew)
     }
 
     /// The last observed holder of the lease, if any, as the server holds
     /// it (escape it with [`crate::text::escape`] before showing it).
     pub fn leader(&self) -> Option<String> {
-        self.shared.lock().leader.clone()
+        self.shared.know(|lease| lease.holder().map(str::to_string))
     }
 
     /// This candidate's identity.
@@ -125,7 +126,8 @@ impl Probe {
         let st = self.shared.lock();
         let now = self.shared.now();
         let lock = || self.shared.describe.clone();
-        if let (None, Some(lost_at)) = (&st.term, st.lost_at) {
+        let lost_at = st.latest.as_ref().and_then(Term::lost_at);
+        if let (None, Some(lost_at)) = (st.term(), lost_at) {
             let since_loss = now.saturating_duration_since(lost_at);
             if since_loss > max_tolerable_expired_lease {
                 return Err(Error::LostLeadership {
@@ -135,7 +137,7 @@ impl Probe {
                 });
             }
         }
-        let (Some(_), Some(at)) = (&st.term, st.last_renew) else {
+        let Some(at) = st.term().map(Term::last_renew) else {
             return Ok(());
         };
         let since_renew = now.saturating_duration_since(at);
@@ -194,7 +196,7 @@ impl Probe {
     /// candidate's identity (it then never leads on that record; see the
     /// module docs). Cleared when this candidate leads.
     pub fn duplicate_identity(&self) -> bool {
-        self.shared.lock().duplicate_identity
+        self.shared.know(|lease| lease.duplicate_identity())
     }
 
     /// A snapshot of this elector's state and counters (never blocks on
@@ -210,17 +212,21 @@ impl Probe {
             .unwrap_or(("", &self.shared.describe));
         let c = &st.counters;
         let now = self.shared.now();
+        let last_renew = st.latest.as_ref().map(Term::last_renew);
         ElectorStatus {
             namespace: namespace.to_string(),
             name: name.to_string(),
             identity: self.shared.identity.clone(),
             leading,
-            holder: st.leader.clone(),
-            term_token: st.term.as_ref().map(Term::token),
-            last_renew: st.last_renew,
-            last_renew_wall: st.last_renew_wall,
+            holder: st.lease.holder().map(str::to_string),
+            term_token: st.term().map(Term::token),
+            last_renew,
+            last_renew_wall: st
+                .lease
+                .confirmed_renew_time()
+                .map(MicroTime::to_system_time),
             last_error: st.last_error.clone(),
-            last_loss: st.last_loss.clone(),
+            last_loss: st.last_lost.as_ref().and_then(Term::loss),
             consecutive_failures: c.consecutive_failures,
             attempts: c.attempts,
             renews: c.renews,
@@ -229,8 +235,8 @@ impl Probe {
             requests: c.requests,
             failed_requests: c.failed_requests,
             held_by_other: c.held_by_other,
-            duplicate_identity: st.duplicate_identity,
-            since_last_renew: st.last_renew.map(|at| now.saturating_duration_since(at)),
+            duplicate_identity: st.lease.duplicate_identity(),
+            since_last_renew: last_renew.map(|at| now.saturating_duration_since(at)),
             since_last_success: self.shared.since_success(&st),
             last_success_wall: {
                 let since = self.shared.since_success(&st);
@@ -247,7 +253,7 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
     use crate::elector::lab::term_begun;
-    use crate::elector::shared::TermEnd;
+    use crate::elector::term::TermEnd;
     use crate::elector::ElectorConfig;
     use crate::status::LastError;
 

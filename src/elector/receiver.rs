@@ -12,8 +12,9 @@ use std::sync::mpsc::{Receiver, RecvError, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::shared::{Shared, TermEnd};
-use super::LeaderEvent;
+use super::leader_event::LeaderEvent;
+use super::shared::Shared;
+use super::term::TermEnd;
 
 /// The events of one elector, as [`LeaderElector::spawn`](super::LeaderElector::spawn)
 /// returns them; it disconnects when the elector ends.

@@ -47,7 +47,6 @@ impl<I: Io> Run<I> {
                 st.last_success = now;
                 if *won {
                     st.counters.renews += 1;
-                    st.last_renew_wall = Some(self.shared.clock.system_time());
                 }
                 if held_by_other {
                     st.counters.held_by_other += 1;

@@ -10,71 +10,31 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::config::{ElectorConfig, JITTER_FACTOR};
+use super::config::ElectorConfig;
 use super::io::Io;
-use super::shared::{Shared, TermEnd};
-use super::term::{LetGo, Term};
+use super::knowledge::Knowledge;
+use super::pacing::Pacing;
+use super::shared::Shared;
+use super::term::{LetGo, Term, TermEnd};
 use crate::client::MAX_RETRY_AFTER;
 use crate::clock::{add_saturating, Wake, Wakeup};
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
-use crate::lease::{LeaderElectionRecord, MicroTime};
-use crate::random::SplitMix64;
+use crate::lease::MicroTime;
 
-/// The state owned by the elector thread. Its methods are in three files:
-/// this one (the state machine), `attempt.rs` (one attempt, and the record
-/// as observed) and `report.rs` (the outcome told); the fields those two
-/// use are `pub(super)`.
+/// The state owned by the elector thread: the term in progress and the
+/// pacing of its requests, beside its I/O. What it knows of the Lease is in
+/// [`Knowledge`](super::knowledge::Knowledge), which the views read too
+/// (`self.know`). Its methods are in three files: this one (the state
+/// machine), `attempt.rs` (one attempt, and what it tells the knowledge)
+/// and `report.rs` (the outcome told).
 pub(super) struct Run<I: Io> {
     pub(super) io: I,
     pub(super) shared: Arc<Shared>,
     /// The term in progress (the thread's own copy: a stop may end it
     /// from another thread first).
     pub(super) term: Option<Term>,
-    /// The record as last observed, its version, and when (local clock)
-    /// either last changed.
-    pub(super) observed: Option<LeaderElectionRecord>,
-    pub(super) observed_version: Option<String>,
-    pub(super) observed_at: Instant,
-    /// The last read found no Lease: until when its last holder (seen or
-    /// not) still holds it (now, if none did). Its absence is the change
-    /// `observed_at` dates.
-    pub(super) gone_until: Option<Instant>,
-    /// Our last write was refused because someone else wrote: the Lease
-    /// holds a record we have not read.
-    pub(super) unseen_write: bool,
-    /// The highest `leaseTransitions` seen on this Lease (read or written):
-    /// a new term writes more (client-go adds one on a change of holder).
-    pub(super) max_transitions: Option<i32>,
-    /// The `leaseTransitions` the term in progress wrote when it began:
-    /// its renews keep it.
-    pub(super) term_transitions: i32,
-    /// A lock version that is not a decimal integer was warned about.
-    warned_version: bool,
-    /// The token of the last term this elector began.
-    last_token: Option<u64>,
-    /// The last request sent: when, and whether it failed (and until when
-    /// the server asked us to wait, `Retry-After`).
-    pub(super) last_request: Option<(Instant, bool, Duration)>,
-    /// The Lease was seen deleted and created again during the term.
-    pub(super) recreated_seen: bool,
-    /// Records written since this acquire phase began (a term's start
-    /// ends it): read back, such a record is ours to keep as it is.
-    pub(super) acquire_writes: Vec<LeaderElectionRecord>,
-    /// Records this process wrote: the last confirmed one, and any sent
-    /// since without a confirmed answer (a write whose answer was lost may
-    /// still have landed). A record under our identity that is none of
-    /// these was written by someone else using the same identity.
-    pub(super) confirmed: Option<LeaderElectionRecord>,
-    pub(super) unanswered: Vec<LeaderElectionRecord>,
-    /// The `renewTime` this process last sent (answered or not): the next
-    /// write's is later, whatever the wall clock says (or, at the last
-    /// writable instant, other).
-    pub(super) last_written: Option<MicroTime>,
-    pub(super) reported_leader: Option<String>,
-    /// Jitter for the pauses: seeded from the OS when the thread runs,
-    /// from the schedule in the simulation.
-    jitter: SplitMix64,
+    pub(super) pacing: Pacing,
 }
 
 impl<I: Io> Drop for Run<I> {
@@ -89,26 +49,15 @@ impl<I: Io> Run<I> {
     pub(super) fn new(io: I, shared: Arc<Shared>, jitter_seed: u64) -> Run<I> {
         Run {
             io,
-            term: None,
-            observed: None,
-            observed_version: None,
-            gone_until: None,
-            unseen_write: false,
-            max_transitions: None,
-            term_transitions: 0,
-            warned_version: false,
-            last_token: None,
-            last_request: None,
-            recreated_seen: false,
-            acquire_writes: Vec::new(),
-            observed_at: shared.now(),
-            confirmed: None,
-            unanswered: Vec::new(),
-            last_written: None,
-            reported_leader: None,
-            jitter: SplitMix64::new(jitter_seed),
             shared,
+            term: None,
+            pacing: Pacing::new(jitter_seed),
         }
+    }
+
+    /// `f` on what this process knows of its Lease (see [`Shared::know`]).
+    pub(super) fn know<R>(&self, f: impl FnOnce(&mut Knowledge) -> R) -> R {
+        self.shared.know(f)
     }
 
     pub(super) fn cfg(&self) -> &ElectorConfig {
@@ -174,10 +123,11 @@ impl<I: Io> Run<I> {
         term.poke_when_let_go(&self.shared.wake);
         // The first read a retry period (and any Retry-After) after the
         // last request, as the renews' pacing had it.
-        let (mut failed, mut until) = match self.last_request {
-            Some((at, failed, asked)) => {
-                let pause = self.jittered(self.cfg().retry_period).max(asked);
-                (failed, add_saturating(at, pause))
+        let retry_period = self.cfg().retry_period;
+        let (mut failed, mut until) = match self.pacing.last() {
+            Some(last) => {
+                let pause = self.pacing.jittered(retry_period).max(last.asked);
+                (last.failed, add_saturating(last.at, pause))
             }
             None => (false, self.now()),
         };
@@ -216,16 +166,16 @@ impl<I: Io> Run<I> {
             // asked when it last answered a request (counted from then:
             // a read the watch answered made none, and a `Retry-After`
             // taken again from now paced the next one twice over).
-            let pause = self.jittered(self.cfg().retry_period);
+            let pause = self.pacing.jittered(retry_period);
             until = add_saturating(self.now(), pause);
-            if let Some((at, _, asked)) = self.last_request {
-                until = until.max(add_saturating(at, asked));
+            if let Some(last) = self.pacing.last() {
+                until = until.max(last.asked_until());
             }
             failed = matches!(&read, Err(e) if !e.is_not_found());
             let recreated = match read {
                 Ok(read) => {
                     self.observe(read.record.clone(), read.version);
-                    if !read.recreated && self.is_ours(&read.record) {
+                    if !read.recreated && self.know(|k| k.is_ours(&read.record)) {
                         continue;
                     }
                     read.recreated
@@ -239,7 +189,7 @@ impl<I: Io> Run<I> {
             let why = if recreated {
                 "the lease was deleted and created again".to_string()
             } else {
-                self.why_not_ours()
+                self.know(|k| k.why_not_ours())
             };
             log::debug!(
                 "lease {}: {why} after the term ran out; its work has no time left",
@@ -314,13 +264,11 @@ impl<I: Io> Run<I> {
     async fn acquire(&mut self, give_up_at: Option<Instant>) -> Option<Term> {
         let desc = self.shared.describe.clone();
         log::info!("attempting to acquire leader lease {desc}...");
-        self.acquire_writes.clear();
         // After a lost term whose last request failed (its renews, or the
         // reads watching over its work), the first attempt too waits a
         // retry period from that request.
-        if let Some((at, true, asked)) = self.last_request {
-            let pause = self.jittered(self.cfg().retry_period).max(asked);
-            let left = add_saturating(at, pause).saturating_duration_since(self.now());
+        if let Some(at) = self.pacing.after_failure(self.cfg().retry_period) {
+            let left = at.saturating_duration_since(self.now());
             if self.pause(left.min(self.until(give_up_at))).await {
                 return None;
             }
@@ -355,9 +303,11 @@ impl<I: Io> Run<I> {
                 // A poke (the watched Lease changed) only makes the next
                 // attempt earlier; the expiry rule still decides.
                 Ok(false) => {
+                    let now = self.now();
                     let pause = self
+                        .pacing
                         .jittered(self.cfg().retry_period)
-                        .min(self.until_expiry())
+                        .min(self.know(|k| k.until_free(now)))
                         .min(self.until(give_up_at));
                     self.io.sleep(pause, &self.shared.wake).await == Wake::Stopped
                 }
@@ -366,6 +316,7 @@ impl<I: Io> Run<I> {
                 // period.
                 Err(_) => {
                     let pause = self
+                        .pacing
                         .jittered(self.cfg().retry_period)
                         .max(retry_after(&attempt))
                         .min(self.until(give_up_at));
@@ -381,17 +332,19 @@ impl<I: Io> Run<I> {
     /// The lease is ours: a new term, whose token is the `resourceVersion`
     /// of the write that began it (see [`Term::token`]).
     fn start_term(&mut self, start: Instant) -> Term {
-        let transitions = self.observed.as_ref().map_or(0, |r| r.leader_transitions);
-        let token = match self.observed_version.as_deref().map(revision) {
+        let (version, transitions) = self.know(|k| {
+            let transitions = k.record().map_or(0, |r| r.leader_transitions);
+            (k.version().map(str::to_string), transitions)
+        });
+        let token = match version.as_deref().map(revision) {
             Some(Some(revision)) => revision,
             unordered => {
-                if let (Some(None), false) = (&unordered, self.warned_version) {
-                    self.warned_version = true;
+                if matches!(unordered, Some(None)) && self.know(|k| k.warn_unordered()) {
                     log::warn!(
                         "{}",
                         unordered_version(
                             &self.shared.describe,
-                            self.observed_version.as_deref().unwrap_or_default()
+                            version.as_deref().unwrap_or_default()
                         )
                     );
                 }
@@ -402,23 +355,20 @@ impl<I: Io> Run<I> {
         // before: a server whose versions are decimal for some writes and
         // not for others would otherwise mix revisions with transitions
         // (1001, 1, 1005, 3).
-        let token = match self.last_token {
+        let last = self.shared.lock().latest.as_ref().map(Term::token);
+        let token = match last {
             Some(last) if token <= last => last.saturating_add(1),
             _ => token,
         };
-        self.last_token = Some(token);
         let term = Term::new(
-            token,
+            (token, transitions),
             self.io.identity(),
             &self.shared.describe,
             start,
             self.cfg(),
             self.shared.clock.clone(),
         );
-        self.term_transitions = transitions;
-        self.recreated_seen = false;
-        self.acquire_writes.clear();
-        self.shared.start_term(&term, start);
+        self.shared.start_term(&term);
         let shared = term.share();
         self.term = Some(term);
         self.io
@@ -474,7 +424,7 @@ impl<I: Io> Run<I> {
                     // Not ours any more: taken, freed, deleted or created
                     // anew by someone else. The term is over; a new one
                     // (with `rejoin`) gets a new token.
-                    Ok(false) => Some(TermEnd::Taken(self.why_not_ours())),
+                    Ok(false) => Some(TermEnd::Taken(self.know(|k| k.why_not_ours()))),
                     Err(_) if stopped => Some(TermEnd::Stopped),
                     Err(_) => None,
                 };
@@ -484,7 +434,6 @@ impl<I: Io> Run<I> {
                     return end;
                 }
                 if renewed {
-                    self.shared.lock().last_renew = Some(start);
                     log::debug!("successfully renewed lease {desc}");
                     break;
                 }
@@ -538,7 +487,7 @@ impl<I: Io> Run<I> {
                 Ok(read) => {
                     self.observe(read.record.clone(), read.version);
                     self.note_recreated(read.recreated);
-                    self.is_ours(&read.record) && !self.recreated_seen
+                    self.know(|k| k.is_ours(&read.record) && !k.recreated())
                 }
                 Err(e) if e.is_not_found() => {
                     self.lease_gone();
@@ -547,7 +496,7 @@ impl<I: Io> Run<I> {
                 Err(_) => true,
             };
             if !ours {
-                let end = TermEnd::Taken(self.why_not_ours());
+                let end = TermEnd::Taken(self.know(|k| k.why_not_ours()));
                 self.report_holder_ending(term, Some(&end));
                 return Some(end);
             }
@@ -567,17 +516,6 @@ impl<I: Io> Run<I> {
         }
         if let Some(holder) = holder {
             self.announce_holder(holder);
-        }
-    }
-
-    /// Why the record read in a renew is not ours any more.
-    fn why_not_ours(&self) -> String {
-        match self.observed.as_ref().map(|r| r.holder_identity.as_str()) {
-            _ if self.recreated_seen => "the lease was deleted and created again".to_string(),
-            _ if self.gone_until.is_some() => "the lease was deleted".to_string(),
-            Some("") => "the lease was freed by another writer".to_string(),
-            Some(holder) => format!("the lease is now held by {}", crate::text::escape(holder)),
-            None => "the lease was created anew by another candidate".to_string(),
         }
     }
 
@@ -601,7 +539,7 @@ impl<I: Io> Run<I> {
     /// transitions kept. Its own budget, `release_timeout`, not cut by the
     /// stop that asked for it.
     async fn release(&mut self) -> Result<()> {
-        if self.shared.skip_release.load(Ordering::Relaxed) || !self.is_leader_of_observed() {
+        if self.shared.skip_release.load(Ordering::Relaxed) || !self.know(|k| k.leads()) {
             return Ok(());
         }
         let deadline = Deadline::after(self.shared.clock.clone(), self.cfg().release_timeout);
@@ -612,7 +550,7 @@ impl<I: Io> Run<I> {
         // conflict is then with ourselves, and a fresh read shows it.
         if matches!(&result, Err(e) if e.is_conflict()) {
             if let Ok(current) = self.read(&deadline).await {
-                if self.is_ours(&current.record) {
+                if self.know(|k| k.is_ours(&current.record)) {
                     self.observe(current.record, current.version);
                     record = self.release_record();
                     result = self.io.update(&record, &deadline).await;
@@ -625,7 +563,6 @@ impl<I: Io> Run<I> {
                 log::info!("released lease {}", self.shared.describe);
                 self.shared.released.store(true, Ordering::Relaxed);
                 self.observe(record, written.version);
-                self.shared.lock().leader = None;
                 Ok(())
             }
             // Someone else wrote since our last renew: the lease is not
@@ -644,17 +581,10 @@ impl<I: Io> Run<I> {
         }
     }
 
-    /// The release of the record observed: no holder, a 1 s duration,
-    /// the times now, the rest (`leaseTransitions` among it) kept.
-    fn release_record(&self) -> LeaderElectionRecord {
+    /// The release of the record observed, written now.
+    fn release_record(&self) -> crate::lease::LeaderElectionRecord {
         let now = MicroTime::from_system_time(self.shared.clock.system_time());
-        LeaderElectionRecord {
-            holder_identity: String::new(),
-            lease_duration_seconds: 1,
-            acquire_time: Some(now),
-            renew_time: Some(now),
-            ..self.observed.clone().unwrap_or_default()
-        }
+        self.know(|k| k.release_record(now))
     }
 
     /// Time until `at` (none left once it has passed); forever for `None`.
@@ -676,11 +606,6 @@ impl<I: Io> Run<I> {
                 Wake::Poked => continue,
             }
         }
-    }
-
-    /// `d * [1, 1 + JITTER_FACTOR)`, as `wait.Jitter`.
-    fn jittered(&mut self, d: Duration) -> Duration {
-        d.mul_f64(1.0 + self.jitter.unit() * JITTER_FACTOR)
     }
 }
 

@@ -3,48 +3,25 @@
 //! so that `StartedLeading` and `StoppedLeading` are sent exactly once each
 //! and in order, by whichever thread ends the term first.
 //!
+//! Each fact has one home: the Lease's in [`Knowledge`], a term's in its
+//! [`Term`] (the latest is kept after it ends, for what the status says of
+//! it), the requests' here.
+//!
 //! [`Probe`]: super::Probe
 //! [`Stopper`]: super::Stopper
 
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use super::config::ElectorConfig;
-use super::term::Term;
-use super::{LeaderEvent, StopReason};
+use super::knowledge::Knowledge;
+use super::leader_event::LeaderEvent;
+use super::term::StopReason;
+use super::term::{Term, TermEnd};
 use crate::clock::{Clock, Wakeup};
 use crate::status::{FailureKind, LastError};
-
-/// How a leadership term ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum TermEnd {
-    /// A stop ended it.
-    Stopped,
-    /// No renew succeeded within the renew deadline; why.
-    Expired(String),
-    /// The Lease was taken from us: another holder, freed by another
-    /// writer, deleted (or created anew by someone else); why.
-    Taken(String),
-}
-
-impl TermEnd {
-    pub(super) fn reason(&self) -> StopReason {
-        match self {
-            TermEnd::Stopped => StopReason::Stopped,
-            TermEnd::Expired(_) | TermEnd::Taken(_) => StopReason::Lost,
-        }
-    }
-
-    /// Why it was lost, for the log and `ElectorStatus::last_loss`.
-    pub(super) fn why(&self) -> Option<&str> {
-        match self {
-            TermEnd::Stopped => None,
-            TermEnd::Expired(why) | TermEnd::Taken(why) => Some(why),
-        }
-    }
-}
 
 #[derive(Debug, Default)]
 pub(super) struct Counters {
@@ -60,32 +37,32 @@ pub(super) struct Counters {
 
 #[derive(Debug)]
 pub(super) struct SharedState {
-    /// The term in progress; `None` between terms.
-    pub(super) term: Option<Term>,
-    /// The last term started, also once over: the simulation's checker
-    /// records a term that began and ended between two of its looks.
-    #[cfg(feature = "testing")]
-    pub(super) last_started: Option<Term>,
-    /// The start of the last successful acquire or renew (of the current
-    /// term, or the last one after it ended).
-    pub(super) last_renew: Option<Instant>,
-    pub(super) last_renew_wall: Option<SystemTime>,
-    pub(super) leader: Option<String>,
-    /// When the last term ended `Lost` (cleared when leading again), and why.
-    pub(super) lost_at: Option<Instant>,
-    pub(super) last_loss: Option<String>,
+    /// The last term started, also once over: in progress until the
+    /// elector closed it ([`Term::close`]).
+    pub(super) latest: Option<Term>,
+    /// The last term lost (closed as lost, or found taken after it was
+    /// closed): why, the status says until another is lost.
+    pub(super) last_lost: Option<Term>,
+    /// What this process knows of its Lease.
+    pub(super) lease: Knowledge,
     /// When a request last succeeded (or the elector started, before one did).
     pub(super) last_success: Instant,
     pub(super) counters: Counters,
     pub(super) last_error: Option<LastError>,
     /// The kind of failure last logged at warn, and when.
     pub(super) logged_failure: Option<(FailureKind, Instant)>,
-    /// Another process renews the lease under our identity.
-    pub(super) duplicate_identity: bool,
     /// The caller's channel, until the elector ends. Sent to under this
     /// lock, so that the thread that starts a term and the one that ends
     /// it cannot reorder `StartedLeading` and `StoppedLeading`.
     events: Option<Sender<LeaderEvent>>,
+}
+
+impl SharedState {
+    /// The term in progress (current or past its deadline, not yet
+    /// closed); `None` between terms.
+    pub(super) fn term(&self) -> Option<&Term> {
+        self.latest.as_ref().filter(|t| !t.is_closed())
+    }
 }
 
 #[derive(Debug)]
@@ -121,19 +98,13 @@ impl Shared {
         let now = clock.now();
         Shared {
             state: Mutex::new(SharedState {
-                term: None,
-                #[cfg(feature = "testing")]
-                last_started: None,
-                last_renew: None,
-                last_renew_wall: None,
-                leader: None,
-                lost_at: None,
-                last_loss: None,
+                latest: None,
+                last_lost: None,
+                lease: Knowledge::new(&identity, now),
                 last_success: now,
                 counters: Counters::default(),
                 last_error: None,
                 logged_failure: None,
-                duplicate_identity: false,
                 events: Some(events),
             }),
             wake,
@@ -151,6 +122,12 @@ impl Shared {
     pub(super) fn lock(&self) -> MutexGuard<'_, SharedState> {
         // Plain data, written whole: a poisoned guard is still consistent.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// `f` on what this process knows of its Lease, under the lock (held
+    /// for `f` alone: never across a request, a log line or an event).
+    pub(super) fn know<R>(&self, f: impl FnOnce(&mut Knowledge) -> R) -> R {
+        f(&mut self.lock().lease)
     }
 
     pub(super) fn now(&self) -> Instant {
@@ -182,17 +159,11 @@ impl Shared {
         self.lock().events = None;
     }
 
-    /// Start `term` (its first renew started at `start`) and tell the caller.
-    pub(super) fn start_term(&self, term: &Term, start: Instant) {
+    /// Start `term` and tell the caller.
+    pub(super) fn start_term(&self, term: &Term) {
         let mut st = self.lock();
-        st.term = Some(term.share());
-        #[cfg(feature = "testing")]
-        {
-            st.last_started = Some(term.share());
-        }
-        st.last_renew = Some(start);
-        st.lost_at = None;
-        st.duplicate_identity = false;
+        st.latest = Some(term.share());
+        st.lease.term_began();
         // Stamped when the write is known to have succeeded: the attempt's
         // start can precede the previous holder's release, and `at` must
         // order terms exactly.
@@ -207,38 +178,38 @@ impl Shared {
         Self::send(&st, LeaderEvent::StartedLeading { at, term: sent });
     }
 
-    /// End `term` if it is still the current one: mark it over, record a
-    /// loss and its reason, and send `StoppedLeading`. False when it had
+    /// End `term` if it is still in progress: close it (over, with its
+    /// loss and reason) and send `StoppedLeading`. False when it had
     /// already been ended (by a stop, or by its deadline on the receiving
     /// thread); a term found taken since is still marked so, as its work
     /// owes nobody a grace any more ([`Term::taken_over`]).
     pub(super) fn end_term(&self, term: &Term, end: &TermEnd) -> bool {
-        let taken = matches!(end, TermEnd::Taken(_));
         let mut st = self.lock();
-        if !st.term.as_ref().is_some_and(|t| t.same_term(term)) {
-            if taken {
-                term.end(true);
-                // Taken after it ran out, with no term since: the loss
-                // is now a takeover, and its reason says so (the run-out
-                // reason would send whoever reads it after the wrong
-                // cause).
-                if st.term.is_none() && !term.is_current() {
-                    if let Some(why) = end.why() {
-                        st.last_loss = Some(why.to_string());
-                    }
+        if st.term().is_none_or(|t| !t.same_term(term)) {
+            if let TermEnd::Taken(why) = end {
+                // Taken after it ran out, with no term since: the loss is
+                // now a takeover.
+                if st.latest.as_ref().is_some_and(|t| t.same_term(term)) {
+                    term.taken_after_close(why);
+                    st.last_lost = Some(term.share());
+                } else {
+                    term.end(true);
                 }
             }
             return false;
         }
-        st.term = None;
-        term.end(taken);
         let at = self.now();
-        let reason = end.reason();
-        if reason == StopReason::Lost {
-            st.lost_at = Some(at);
-            st.last_loss = end.why().map(str::to_string);
+        term.close(at, end);
+        if end.reason() == StopReason::Lost {
+            st.last_lost = Some(term.share());
         }
-        Self::send(&st, LeaderEvent::StoppedLeading { at, reason });
+        Self::send(
+            &st,
+            LeaderEvent::StoppedLeading {
+                at,
+                reason: end.reason(),
+            },
+        );
         true
     }
 
@@ -255,7 +226,7 @@ impl Shared {
 
     /// The term in progress, if any (not a hold).
     pub(super) fn current_term(&self) -> Option<Term> {
-        self.lock().term.as_ref().map(Term::share)
+        self.lock().term().map(Term::share)
     }
 
     /// Why a term ended at its renew deadline, with the last error if any.
@@ -321,7 +292,7 @@ mod tests {
             }
             assert!(!shared.end_term(&first, &TermEnd::Taken("deleted".into())));
             assert!(first.taken_over());
-            let told = shared.lock().last_loss.clone();
+            let told = shared.lock().last_lost.as_ref().and_then(Term::loss);
             let want = if begun_since { "ran out" } else { "deleted" };
             assert_eq!(told.as_deref(), Some(want), "begun since: {begun_since}");
         }

@@ -61,6 +61,9 @@ pub struct Term {
 
 struct Inner {
     token: u64,
+    /// The `leaseTransitions` the write that began it stored: its renews
+    /// keep it.
+    transitions: i32,
     identity: String,
     lease: String,
     started: Instant,
@@ -85,21 +88,81 @@ struct State {
     /// Poked when the last of them is dropped (the elector watching over
     /// the Lease for the work of an ended term).
     on_let_go: Option<Wakeup>,
+    /// When and how the elector ended it (`StoppedLeading` was sent).
+    closed: Option<Closed>,
+}
+
+/// How a term ended, as the status tells it.
+struct Closed {
+    at: Instant,
+    reason: StopReason,
+    /// Why it was lost: the end's reason, or a takeover found after it.
+    why: Option<String>,
+}
+
+/// Why leadership ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StopReason {
+    /// No renew succeeded within the renew deadline, or another holder
+    /// took the lease.
+    Lost,
+    /// A stop ([`ElectorHandle::stop`](super::ElectorHandle::stop), [`Stopper::stop`](super::Stopper::stop), dropping the
+    /// handle) ended it. Returned by [`LeaderElector::run`](super::LeaderElector::run): a stop, and
+    /// nothing was released (it was not leading, or without
+    /// `release_on_cancel`, or another writer had changed the Lease).
+    Stopped,
+    /// Returned by [`LeaderElector::run`](super::LeaderElector::run) only (never in an event): a stop
+    /// ended the term and the Lease was released, so the next candidate
+    /// may lead at once.
+    Released,
+}
+
+/// How a leadership term ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum TermEnd {
+    /// A stop ended it.
+    Stopped,
+    /// No renew succeeded within the renew deadline; why.
+    Expired(String),
+    /// The Lease was taken from us: another holder, freed by another
+    /// writer, deleted (or created anew by someone else); why.
+    Taken(String),
+}
+
+impl TermEnd {
+    pub(super) fn reason(&self) -> StopReason {
+        match self {
+            TermEnd::Stopped => StopReason::Stopped,
+            TermEnd::Expired(_) | TermEnd::Taken(_) => StopReason::Lost,
+        }
+    }
+
+    /// Why it was lost, for the log and `ElectorStatus::last_loss`.
+    pub(super) fn why(&self) -> Option<&str> {
+        match self {
+            TermEnd::Stopped => None,
+            TermEnd::Expired(why) | TermEnd::Taken(why) => Some(why),
+        }
+    }
 }
 
 impl Term {
+    /// A term whose first write (begun at `started`) the server stored at
+    /// `token`, with `transitions` as its `leaseTransitions`.
     pub(super) fn new(
-        token: u64,
+        (token, transitions): (u64, i32),
         identity: &str,
         lease: &str,
         started: Instant,
-        timings: &super::ElectorConfig,
+        timings: &super::config::ElectorConfig,
         clock: Arc<dyn Clock>,
     ) -> Term {
         let (ld, rd) = (timings.lease_duration, timings.renew_deadline);
         Term {
             inner: Arc::new(Inner {
                 token,
+                transitions,
                 identity: identity.to_string(),
                 lease: lease.to_string(),
                 started,
@@ -112,6 +175,7 @@ impl Term {
                     taken: false,
                     holders: 0,
                     on_let_go: None,
+                    closed: None,
                 }),
                 ended_cv: Condvar::new(),
             }),
@@ -368,6 +432,58 @@ impl Term {
         self.inner.ended_cv.notify_all();
     }
 
+    /// The elector ended it `at`, as `end` says (before telling the caller
+    /// `StoppedLeading`); the term is over.
+    pub(super) fn close(&self, at: Instant, end: &TermEnd) {
+        let mut st = self.lock();
+        st.closed = Some(Closed {
+            at,
+            reason: end.reason(),
+            why: end.why().map(str::to_string),
+        });
+        drop(st);
+        self.end(matches!(end, TermEnd::Taken(_)));
+    }
+
+    /// The elector has ended it ([`Term::close`]).
+    pub(super) fn is_closed(&self) -> bool {
+        self.lock().closed.is_some()
+    }
+
+    /// Found taken after it was closed (`why`): the work has no time left,
+    /// and the loss is told as the takeover (the reason it was closed for
+    /// would send whoever reads it after the wrong cause).
+    pub(super) fn taken_after_close(&self, why: &str) {
+        let mut st = self.lock();
+        if let Some(closed) = &mut st.closed {
+            closed.why = Some(why.to_string());
+        }
+        drop(st);
+        self.end(true);
+    }
+
+    /// When it was closed as lost, if it was.
+    pub(super) fn lost_at(&self) -> Option<Instant> {
+        let st = self.lock();
+        let closed = st.closed.as_ref()?;
+        (closed.reason == StopReason::Lost).then_some(closed.at)
+    }
+
+    /// Why it was lost, once closed as lost or found taken after it.
+    pub(super) fn loss(&self) -> Option<String> {
+        self.lock().closed.as_ref().and_then(|c| c.why.clone())
+    }
+
+    /// The start of its last successful renew (its acquire, first).
+    pub(super) fn last_renew(&self) -> Instant {
+        self.lock().last_renew
+    }
+
+    /// The `leaseTransitions` it began with, which its renews keep.
+    pub(super) fn transitions(&self) -> i32 {
+        self.inner.transitions
+    }
+
     pub(super) fn same_term(&self, other: &Term) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
@@ -440,9 +556,9 @@ mod tests {
     use crate::clock::ManualClock;
 
     fn term(clock: &ManualClock) -> Term {
-        let timings = super::super::ElectorConfig::default();
+        let timings = super::super::config::ElectorConfig::default();
         Term::new(
-            7,
+            (7, 0),
             "me",
             "ns/lease",
             clock.now(),

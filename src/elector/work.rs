@@ -13,8 +13,9 @@ use std::thread;
 
 use super::builder::LeaderElector;
 use super::handle::Stopper;
+use super::leader_event::LeaderEvent;
+use super::term::StopReason;
 use super::term::Term;
-use super::{LeaderEvent, StopReason};
 use crate::error::{Error, Result};
 
 impl LeaderElector {
