@@ -26,9 +26,9 @@ use std::time::{Duration, Instant};
 
 use common::health_program::{api_server, TOKEN};
 use common::manifests::{
-    expanded_args, flag, forbid_all_but_the_role, grant, lease_elect_container,
-    lease_elect_deployment, lease_elect_lease, manifest, role_grants, str_of, strings, text, used,
-    Deployed, Grant, LEASE_ELECT, POD,
+    assert_nothing_refused, expanded_args, flag, forbid_all_but_the_role, grant,
+    lease_elect_container, lease_elect_deployment, lease_elect_lease, manifest, role_grants,
+    str_of, strings, text, used, Deployed, Grant, LEASE_ELECT, POD,
 };
 use common::tempdir::TempDir;
 use lease_elector::testing::TestApiServer;
@@ -181,12 +181,7 @@ fn lead_renew_and_stop(server: &TestApiServer, extra: &[&str]) -> Deployed {
         None,
         "released"
     );
-    let refused: Vec<_> = server
-        .requests()
-        .into_iter()
-        .filter(|r| r.status == 403)
-        .collect();
-    assert!(refused.is_empty(), "refused: {refused:?}");
+    assert_nothing_refused(server);
     run
 }
 

@@ -165,23 +165,12 @@ fn the_role_grants_exactly_what_the_program_uses() {
         "the program used {used:?}; the Role grants {role:?}\n{}",
         program.log()
     );
-    let refused: Vec<_> = server
-        .requests()
-        .into_iter()
-        .filter(|r| r.status == 403)
-        .collect();
-    assert!(refused.is_empty(), "refused: {refused:?}");
+    manifests::assert_nothing_refused(&server);
 }
 
 /// Writes of its record (acquires and renews) in its /metrics.
 fn renews(program: &HealthProgram) -> u64 {
-    let (_, metrics) = program.get("/metrics");
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("lease_elector_renews_total{"))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no renews: {metrics}"))
+    manifests::renews_total(&program.get("/metrics").1)
 }
 
 /// The program with `verb` taken away from the Role.

@@ -33,6 +33,16 @@ const SLOW_RENEWS: [&str; 6] = [
     "4",
 ];
 
+/// Lease 4 s, renew deadline 3 s, retry period 1 s.
+const SHORT_RENEWS: [&str; 6] = [
+    "--lease-duration",
+    "4",
+    "--renew-deadline",
+    "3",
+    "--retry-period",
+    "1",
+];
+
 /// How long the API server holds the release (the per-request cap is 4 s).
 const HOLD: Duration = Duration::from_millis(1500);
 
@@ -351,16 +361,9 @@ fn a_stopped_supervisor_does_not_keep_the_command_alive_past_a_lost_term() {
     let work = Work::new();
     let cmd = work.command("stop");
     // SIGKILL 0.5 s before the lease could expire for others, whatever
-    // --grace says; the supervisor has a quarter second of it to answer.
-    let timings = [
-        "--lease-duration",
-        "4",
-        "--renew-deadline",
-        "3",
-        "--retry-period",
-        "1",
-    ];
-    let mut a = start(&server, "a", &args(&cmd, &timings));
+    // --grace says; the supervisor has a quarter second of it to answer
+    // (SHORT_RENEWS).
+    let mut a = start(&server, "a", &args(&cmd, &SHORT_RENEWS));
     a.expect("NEW_LEADER a");
     a.expect("LEADING a");
     let (command, pids) = work.ready();
@@ -423,21 +426,13 @@ fn the_command_ends_with_its_supervisor_while_lease_elect_is_stopped() {
     server.add_namespace("procs");
     let work = Work::new();
     let cmd = work.command("wait");
-    let timings = [
-        "--lease-duration",
-        "4",
-        "--renew-deadline",
-        "3",
-        "--retry-period",
-        "1",
-    ];
-    let mut a = start(&server, "a", &args(&cmd, &timings));
+    let mut a = start(&server, "a", &args(&cmd, &SHORT_RENEWS));
     a.expect("NEW_LEADER a");
     a.expect("LEADING a");
     let (command, pids) = work.ready();
     let supervisor = stat_field(command, 1).unwrap();
     assert_eq!(stat_field(supervisor, 1), Some(a.child.id()));
-    let b = start(&server, "b", &timings);
+    let b = start(&server, "b", &SHORT_RENEWS);
     b.expect("NEW_LEADER a");
     a.signal("-STOP");
     eventually("lease-elect is stopped", || {

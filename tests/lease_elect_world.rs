@@ -34,6 +34,20 @@ fn world() -> World {
     World::new(Path::new(BIN), SHORT)
 }
 
+/// libfaketime, recorded as run (or skipped, with a notice, where it is
+/// not installed).
+fn faketime() -> Option<std::path::PathBuf> {
+    let lib = libfaketime();
+    match &lib {
+        Some(_) => common::oracle::ran("faketime"),
+        None => common::oracle::skipped(
+            "faketime",
+            "libfaketime is not installed (apt-get install faketime)",
+        ),
+    }
+    lib
+}
+
 /// Each term's token is greater than the one before (terms in the order
 /// their COMMANDs started).
 fn assert_tokens_grow(world: &World) {
@@ -93,14 +107,9 @@ fn a_lease_rewritten_without_lease_transitions_never_lowers_the_next_token() {
 #[test]
 #[ignore = "needs libfaketime (apt-get install faketime)"]
 fn a_leader_whose_wall_clock_stands_still_keeps_its_lease() {
-    let Some(lib) = libfaketime() else {
-        common::oracle::skipped(
-            "faketime",
-            "libfaketime is not installed (apt-get install faketime)",
-        );
+    let Some(lib) = faketime() else {
         return;
     };
-    common::oracle::ran("faketime");
     let world = world();
     let options = frozen_wall_clock(&lib, "2026-01-01 00:00:00");
     let (_a, b) = world.a_leads_b_follows(&options, &Options::default());
@@ -139,14 +148,9 @@ fn a_leader_whose_wall_clock_stands_still_keeps_its_lease() {
 #[ignore = "needs libfaketime (apt-get install faketime)"]
 fn a_candidate_whose_wall_clock_is_before_1970_or_after_9999_leads_renews_hands_over_and_kills_on_time(
 ) {
-    let Some(lib) = libfaketime() else {
-        common::oracle::skipped(
-            "faketime",
-            "libfaketime is not installed (apt-get install faketime)",
-        );
+    let Some(lib) = faketime() else {
         return;
     };
-    common::oracle::ran("faketime");
     // A clock set to 1960, and one 3,000,000 days ahead (the year 10240).
     for clock in ["@1960-01-01 00:00:00", "+3000000d"] {
         let world = world();

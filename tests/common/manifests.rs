@@ -267,13 +267,7 @@ impl Deployed {
 
     /// Writes of its record (acquires and renews), from its /metrics.
     pub fn renews(&self) -> u64 {
-        let (_, metrics) = http_get(&self.health, "/metrics");
-        metrics
-            .lines()
-            .find_map(|l| l.strip_prefix("lease_elector_renews_total{"))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no renews: {metrics}"))
+        renews_total(&http_get(&self.health, "/metrics").1)
     }
 
     /// Leads under the pod's name, renews twice and answers its probes
@@ -289,4 +283,24 @@ impl Deployed {
         self.process.expect(&format!("STOPPED {POD}"));
         assert_eq!(self.process.exit_code(), Some(0), "{}", self.process.log());
     }
+}
+
+/// `lease_elector_renews_total` in the Prometheus text `metrics`.
+pub fn renews_total(metrics: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("lease_elector_renews_total{"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no renews: {metrics}"))
+}
+
+/// The server refused none of the requests it served (403).
+pub fn assert_nothing_refused(server: &TestApiServer) {
+    let refused: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.status == 403)
+        .collect();
+    assert!(refused.is_empty(), "refused: {refused:?}");
 }
