@@ -414,18 +414,23 @@ impl<I: Io> Run<I> {
                 }
                 let attempt = self.try_acquire_or_renew(&self.deadline(round_end)).await;
                 let renewed = matches!(attempt, Ok(true)) && term.renewed(start);
-                // Not ours any more: taken, freed, deleted or created anew
-                // by someone else. The term is over; a new one (with
-                // `rejoin`) gets a new token. Anything else not renewed
-                // (a failure, or a renew confirmed after the term ended by
-                // a stop or its deadline) goes on to the pause, which ends
-                // the term as the stop or the deadline says, with nothing
-                // sent between.
-                let taken = matches!(attempt, Ok(false))
-                    .then(|| TermEnd::Taken(self.know(|k| k.why_not_ours())));
-                self.report_holder_ending(term, taken.as_ref());
+                let stopped = self.shared.wake.is_stopped();
+                let ended = match &attempt {
+                    Ok(true) if renewed => None,
+                    // Renewed after the term ended: by a stop, or by its
+                    // deadline (the answer came too late).
+                    Ok(true) if stopped => Some(TermEnd::Stopped),
+                    Ok(true) => Some(TermEnd::Expired(self.shared.deadline_passed())),
+                    // Not ours any more: taken, freed, deleted or created
+                    // anew by someone else. The term is over; a new one
+                    // (with `rejoin`) gets a new token.
+                    Ok(false) => Some(TermEnd::Taken(self.know(|k| k.why_not_ours()))),
+                    Err(_) if stopped => Some(TermEnd::Stopped),
+                    Err(_) => None,
+                };
+                self.report_holder_ending(term, ended.as_ref());
                 self.note_attempt(&attempt, "renewing");
-                if let Some(end) = taken {
+                if let Some(end) = ended {
                     return end;
                 }
                 if renewed {
