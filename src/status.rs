@@ -43,9 +43,7 @@ pub struct ElectorStatus {
     /// When the last successful acquire or renew request started, on the
     /// elector's clock.
     pub last_renew: Option<Instant>,
-    /// The same, as wall-clock time: the `renewTime` that acquire or
-    /// renew wrote (the wall clock when it started, or a microsecond after
-    /// the last one written where the wall clock stood still).
+    /// The same, as wall-clock time (read now, less the time since).
     pub last_renew_wall: Option<SystemTime>,
     /// The last failed attempt's error, if the last attempt failed or an
     /// earlier one did since the last success.

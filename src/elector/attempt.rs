@@ -24,6 +24,7 @@ impl<I: Io> Run<I> {
     pub(super) async fn try_acquire_or_renew(&mut self, round: &Deadline) -> Result<bool> {
         let cap = self.cfg().request_cap();
         let wall = MicroTime::from_system_time(self.shared.clock.system_time());
+        let wall = self.know(|k| k.write_time(wall));
         let seconds = self.cfg().lease_duration.as_secs() as i32;
         let in_term = self.term.is_some();
         let term_transitions = self.term.as_ref().map(Term::transitions);

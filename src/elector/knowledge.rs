@@ -350,13 +350,19 @@ impl Knowledge {
         self.duplicate_identity
     }
 
-    /// The `renewTime` of our last write the server confirmed.
-    pub(super) fn confirmed_renew_time(&self) -> Option<MicroTime> {
-        self.confirmed.as_ref().and_then(|r| r.renew_time)
+    /// The time an attempt writes, the wall clock reading `wall`: always
+    /// after the last `renewTime` this process sent (a wall clock that
+    /// stands still or steps back moves each write a microsecond on). One
+    /// per attempt: its fast path and its slow path write the same.
+    pub(super) fn write_time(&self, wall: MicroTime) -> MicroTime {
+        match self.last_written {
+            Some(last) if wall <= last => last.next(),
+            _ => wall,
+        }
     }
 
     /// The record this process writes next, holder `identity` for
-    /// `lease_duration_seconds`, at the wall clock's `wall`, over `stored`
+    /// `lease_duration_seconds`, at `now` (from [`Knowledge::write_time`]), over `stored`
     /// (`None`: a create, over nothing). A renew (`term_transitions`, the
     /// `leaseTransitions` the term began with) keeps the term's acquire
     /// time and transitions; a record we wrote in this acquire phase (its
@@ -366,22 +372,17 @@ impl Knowledge {
     /// of holder).
     ///
     /// An update must change the stored record, or kube-apiserver writes
-    /// nothing (and answers the version it had): the `renewTime` is always
-    /// after the last one this process sent (a wall clock that stands
-    /// still or steps back moves each write a microsecond on), and never
-    /// the stored one (at the last writable instant it steps back instead,
-    /// an acquire time that equals it with it).
+    /// nothing (and answers the version it had): the `renewTime`, after
+    /// the last one this process sent (`write_time`), is never the stored
+    /// one (at the last writable instant it steps back instead, an acquire
+    /// time that equals it with it).
     pub(super) fn next_write(
         &self,
         lease_duration_seconds: i32,
-        wall: MicroTime,
+        now: MicroTime,
         stored: Option<&LeaderElectionRecord>,
         term_transitions: Option<i32>,
     ) -> LeaderElectionRecord {
-        let now = match self.last_written {
-            Some(last) if wall <= last => last.next(),
-            _ => wall,
-        };
         let mut record = LeaderElectionRecord {
             holder_identity: self.identity.clone(),
             lease_duration_seconds,
@@ -617,7 +618,14 @@ mod tests {
         let (mut k, t0) = knowing();
         let first = record("me", 0, 4);
         wrote(&mut k, &first, t0);
-        let renew = k.next_write(15, wall(2), k.record(), Some(4));
+        k.term_began();
+        // The stored record says 5 (another writer raised it, keeping our
+        // times): the term's 4 is kept.
+        let raised = LeaderElectionRecord {
+            leader_transitions: 5,
+            ..first.clone()
+        };
+        let renew = k.next_write(15, k.write_time(wall(2)), Some(&raised), Some(4));
         assert_eq!(renew.acquire_time, first.acquire_time);
         assert_eq!(renew.renew_time, Some(wall(2)));
         assert_eq!(renew.leader_transitions, 4);
@@ -660,16 +668,18 @@ mod tests {
         let (mut k, t0) = knowing();
         let first = record("me", 5, 0);
         wrote(&mut k, &first, t0);
-        // The wall clock stands still, then steps back: a microsecond on.
+        // The wall clock stands still, then steps back: a microsecond on,
+        // one time for the attempt however many writes it makes.
         for w in [wall(5), wall(1)] {
-            let r = k.next_write(15, w, k.record(), Some(0));
-            assert_eq!(r.renew_time, Some(wall(5).next()));
+            assert_eq!(k.write_time(w), wall(5).next());
         }
-        // Someone else's record at our wall clock's instant: not written
-        // over with the same time.
+        assert_eq!(k.write_time(wall(6)), wall(6), "the wall clock again");
+        // A record this process did not write (an old run's, under our
+        // identity) at our wall clock's instant: not written over with
+        // the same time.
         let (mut k, t0) = knowing();
         k.seen(record("me", 9, 0), v(1), t0);
-        let r = k.next_write(15, wall(9), k.record(), None);
+        let r = k.next_write(15, k.write_time(wall(9)), k.record(), None);
         assert_eq!(r.renew_time, Some(wall(9).next()));
         assert_eq!(r.acquire_time, Some(wall(9).next()), "moved with it");
         // At the last writable instant no later one exists: a step back,
@@ -682,10 +692,11 @@ mod tests {
             ..record("me", 0, 0)
         };
         wrote(&mut k, &at_last, t0);
-        let r = k.next_write(15, last, k.record(), None);
+        assert_eq!(k.write_time(last), last, "no later instant is writable");
+        let r = k.next_write(15, k.write_time(last), k.record(), None);
         assert_eq!(r.renew_time, Some(last.prev()));
         assert_eq!(r.acquire_time, Some(last.prev()));
-        let renew = k.next_write(15, last, k.record(), Some(0));
+        let renew = k.next_write(15, k.write_time(last), k.record(), Some(0));
         assert_eq!(renew.renew_time, Some(last.prev()));
         assert_eq!(renew.acquire_time, Some(last.prev()));
     }

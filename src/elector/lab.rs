@@ -1320,6 +1320,38 @@ mod more_tests {
         assert!(ran.result.is_ok());
     }
 
+    /// After renews failed, a renew confirmed past the deadline ends the
+    /// term at that answer, as run out, telling the last error (and
+    /// before its success is counted, which would forget the failures).
+    #[test]
+    fn a_renew_confirmed_late_after_failures_is_lost_telling_the_last_error() {
+        let lab = Lab::new();
+        // The read and the create succeed; the renews at 2 s and 4 s fail
+        // (an update and a read each); the one sent at 6 s is answered at
+        // 11 s, past the deadline at 10 s.
+        lab.server.borrow_mut().script = [None, None]
+            .into_iter()
+            .chain((0..4).map(|_| Some(api(500, "InternalError"))))
+            .collect();
+        lab.later(S(5), Later::SlowNextWrite(S(5)));
+        let ran = lab.run_for(S(20));
+        assert_eq!(stopped(&ran.events), [StopReason::Lost]);
+        let lost = ran.events.iter().find_map(|e| match e {
+            LeaderEvent::StoppedLeading { at, .. } => Some(*at),
+            _ => None,
+        });
+        assert_eq!(
+            lost.map(|at| at.saturating_duration_since(lab.origin)),
+            Some(S(11)),
+            "ended at the late answer"
+        );
+        let why = ran.probe.status().last_loss.unwrap_or_default();
+        assert!(
+            why.contains("renew deadline") && why.contains("(last error: "),
+            "{why}"
+        );
+    }
+
     #[test]
     fn a_stop_while_a_renew_is_on_its_way_releases_once_the_answer_is_in() {
         let lab = Lab::new();

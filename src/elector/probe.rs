@@ -9,7 +9,6 @@ use super::shared::Shared;
 use super::term::Term;
 use crate::duration::tenths;
 use crate::error::{Error, Result};
-use crate::lease::MicroTime;
 use crate::status::{ElectorStatus, FailureKind};
 
 /// A cheap, cloneable, thread-safe view of a running elector, for a
@@ -213,6 +212,12 @@ impl Probe {
         let c = &st.counters;
         let now = self.shared.now();
         let last_renew = st.latest.as_ref().map(Term::last_renew);
+        // An instant on the elector's clock as wall-clock time, read now.
+        let wall = self.shared.clock.system_time();
+        let wall_at = |at: Instant| {
+            let since = now.saturating_duration_since(at);
+            wall.checked_sub(since).unwrap_or(wall)
+        };
         ElectorStatus {
             namespace: namespace.to_string(),
             name: name.to_string(),
@@ -221,10 +226,7 @@ impl Probe {
             holder: st.lease.holder().map(str::to_string),
             term_token: st.term().map(Term::token),
             last_renew,
-            last_renew_wall: st
-                .lease
-                .confirmed_renew_time()
-                .map(MicroTime::to_system_time),
+            last_renew_wall: last_renew.map(wall_at),
             last_error: st.last_error.clone(),
             last_loss: st.last_lost.as_ref().and_then(Term::loss),
             consecutive_failures: c.consecutive_failures,
@@ -238,11 +240,7 @@ impl Probe {
             duplicate_identity: st.lease.duplicate_identity(),
             since_last_renew: last_renew.map(|at| now.saturating_duration_since(at)),
             since_last_success: self.shared.since_success(&st),
-            last_success_wall: {
-                let since = self.shared.since_success(&st);
-                let wall = self.shared.clock.system_time();
-                wall.checked_sub(since).unwrap_or(wall)
-            },
+            last_success_wall: wall_at(st.last_success),
             watch: self.shared.watch_mode(),
         }
     }
