@@ -67,10 +67,8 @@ pub(crate) trait Io {
     /// or until `stop` fires.
     async fn let_go(&mut self, term: &Term, grace: Duration, stop: &Wakeup) -> LetGo;
     /// A watch delivery waits that the next `get` answers without a
-    /// request. The default: none.
-    fn delivered(&mut self) -> bool {
-        false
-    }
+    /// request.
+    fn delivered(&mut self) -> bool;
     /// This candidate's identity.
     fn identity(&self) -> &str;
     /// Record a transition (an Event); must not block.

@@ -69,6 +69,28 @@ pub(super) struct Server {
     /// A watch delivered the stored Lease, and the lock holds it: the next
     /// read is answered from it, with no request.
     pub(super) delivered: bool,
+    /// The versions the lock reports: decimal (the store's revision, as
+    /// the API server's), opaque (not a decimal integer), or none.
+    pub(super) versions: Versions,
+}
+
+/// See [`Server::versions`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) enum Versions {
+    #[default]
+    Decimal,
+    Opaque,
+    None,
+}
+
+impl Versions {
+    fn of(self, revision: u64) -> Option<String> {
+        match self {
+            Versions::Decimal => Some(revision.to_string()),
+            Versions::Opaque => Some(format!("v{revision}")),
+            Versions::None => None,
+        }
+    }
 }
 
 /// What another writer does to the Lease.
@@ -188,6 +210,7 @@ impl LabIo {
         server.put(record.clone());
         let stored = server.lease.clone().expect("just stored");
         let lost = std::mem::take(&mut server.lose_next_answer);
+        let versions = server.versions;
         let stop = std::mem::take(&mut server.stop_in_next_write);
         drop(server);
         if stop {
@@ -198,7 +221,7 @@ impl LabIo {
         }
         self.seen = Some((stored.version, stored.uid));
         Ok(Written {
-            version: Some(stored.version.to_string()),
+            version: versions.of(stored.version),
             recreated,
         })
     }
@@ -211,9 +234,13 @@ impl Io for LabIo {
         if let Some(e) = self.scripted().filter(|_| !local) {
             return Err(e);
         }
-        let (lease, stall) = {
+        let (lease, stall, versions) = {
             let mut server = self.server.borrow_mut();
-            (server.lease.clone(), server.stall_next_read.take())
+            (
+                server.lease.clone(),
+                server.stall_next_read.take(),
+                server.versions,
+            )
         };
         if let Some(d) = stall {
             self.clock.advance(d);
@@ -229,7 +256,7 @@ impl Io for LabIo {
         self.seen = Some((stored.version, stored.uid));
         Ok(Read {
             record: stored.record,
-            version: Some(stored.version.to_string()),
+            version: versions.of(stored.version),
             local,
             recreated,
         })
@@ -1512,6 +1539,41 @@ mod more_tests {
             S(16),
             "with rejoin the elector runs on until stopped"
         );
+    }
+
+    /// A lock without versions gives tokens from `leaseTransitions`, and
+    /// no warning (there is no version to warn of); one whose versions
+    /// are not decimal warns once, however many terms.
+    #[test]
+    fn an_unordered_version_is_warned_of_once_and_a_missing_one_never() {
+        crate::test_log::logs();
+        let warned = || {
+            crate::test_log::lines_here(log::Level::Warn)
+                .into_iter()
+                .filter(|l| l.contains("is not a decimal integer"))
+                .count()
+        };
+        let lab = Lab::new();
+        lab.server.borrow_mut().versions = Versions::None;
+        lab.server.borrow_mut().put(lab.record("", 4));
+        let ran = lab.run_for(S(5));
+        assert_eq!(first_term(&ran.events).map(Term::token), Some(5));
+        assert_eq!(warned(), 0, "no version, nothing to warn of");
+
+        let mut lab = Lab::new();
+        lab.config.rejoin = true;
+        lab.server.borrow_mut().versions = Versions::Opaque;
+        // Another writer takes the Lease at 3 s; its lease runs out 15 s
+        // later and this candidate leads again.
+        lab.later(S(3), Later::Put(lab.record("other", 7)));
+        let ran = lab.run_for(S(30));
+        let terms = ran
+            .events
+            .iter()
+            .filter(|e| matches!(e, LeaderEvent::StartedLeading { .. }))
+            .count();
+        assert_eq!(terms, 2);
+        assert_eq!(warned(), 1, "once");
     }
 
     /// Issue 54 #5: the watch delivers another writer's write just as the
