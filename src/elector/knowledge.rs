@@ -564,6 +564,13 @@ mod tests {
         k.gone(t0 + S(20), S(15));
         assert!(!k.gone_and_held(t0 + S(31)));
         assert_eq!(k.why_not_ours(), "the lease was deleted");
+        // Waited out, the candidate creates it: the record seen before is
+        // forgotten (nobody holds a Lease that is gone), not its
+        // transitions.
+        k.forget_record();
+        assert_eq!((k.holder(), k.record(), k.version()), (None, None, None));
+        assert!(!k.held_by_other());
+        assert_eq!(k.next_write(15, wall(40), None, None).leader_transitions, 2);
         // A record read again ends it.
         k.seen(record("other", 40, 1), v(9), t0 + S(2));
         assert!(!k.gone_and_held(t0 + S(2)));
