@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::client::{lease_target, Client};
 use crate::clock::Wakeup;
@@ -423,11 +423,12 @@ impl LeaseLock {
             .cached
             .as_ref()
             .and_then(|l| l.metadata.resource_version.as_deref());
-        let answer = if self.behind {
-            None
-        } else {
-            self.watched.answer(follower, std::time::Instant::now())
-        };
+        // Taken whatever happens; after a conflict, not used: the watch
+        // may lag behind what it conflicted with.
+        let answer = self
+            .watched
+            .answer(follower, Instant::now())
+            .filter(|_| !self.behind);
         // Some(None): gone.
         let local = match answer {
             Some(Answer::Lease(w)) if self.check_identity(&w, "watch").is_err() => None,
@@ -461,23 +462,23 @@ impl LeaseLock {
                     ),
                 });
             }
-            None => {
-                let lease = self
-                    .client
-                    .get_lease(&self.namespace, &self.name, deadline)
-                    .inspect_err(|e| {
-                        if e.is_not_found() {
-                            self.gone = true;
-                        }
-                    })?;
-                self.behind = false;
-                self.watched.read(
-                    lease.metadata.resource_version.as_deref(),
-                    std::time::Instant::now(),
-                );
-                self.watched.object_is(lease.metadata.uid.as_deref());
-                lease
-            }
+            None => match self.client.get_lease(&self.namespace, &self.name, deadline) {
+                Ok(lease) => {
+                    self.behind = false;
+                    self.watched
+                        .known(lease.metadata.resource_version.as_deref());
+                    lease
+                }
+                Err(e) => {
+                    // An answer: the Lease is gone, as of now.
+                    if e.is_not_found() {
+                        self.gone = true;
+                        self.behind = false;
+                        self.watched.lock_holds(None, Instant::now());
+                    }
+                    return Err(e);
+                }
+            },
         };
         self.gone = false;
         self.check_identity(&lease, "get")?;
@@ -487,8 +488,25 @@ impl LeaseLock {
             (self.cached.as_ref().and_then(uid), uid(&lease)),
             (Some(was), Some(now)) if was != now
         );
-        self.cached = Some(lease);
+        self.hold(lease);
         Ok(record)
+    }
+
+    /// The Lease as the last read or write answered it: what the lock
+    /// holds, and what the watch's word answers for.
+    fn hold(&mut self, lease: Lease) {
+        self.watched
+            .lock_holds(lease.metadata.resource_version.as_deref(), Instant::now());
+        self.watched.object_is(lease.metadata.uid.as_deref());
+        self.cached = Some(lease);
+    }
+
+    /// A write got no answer: what the server holds now is unknown (it
+    /// may have landed), so the next read asks it.
+    fn unanswered(&mut self, e: &Error) {
+        if e.is_transport() {
+            self.behind = true;
+        }
     }
 }
 
@@ -545,15 +563,15 @@ impl Lock for LeaseLock {
                 if e.is_already_exists() {
                     self.behind = true;
                 }
+                self.unanswered(e);
             })?;
         self.behind = false;
         self.gone = false;
         self.watched
             .forget_older_than(stored.metadata.resource_version.as_deref());
-        self.watched.object_is(stored.metadata.uid.as_deref());
         self.check_identity(&stored, "create")?;
         self.check_written(&lease, &stored, "create")?;
-        self.cached = Some(stored);
+        self.hold(stored);
         Ok(())
     }
 
@@ -572,12 +590,12 @@ impl Lock for LeaseLock {
                 if e.is_conflict() {
                     self.behind = true;
                 }
+                self.unanswered(e);
             })?;
         self.behind = false;
         self.gone = false;
         self.watched
             .forget_older_than(stored.metadata.resource_version.as_deref());
-        self.watched.object_is(stored.metadata.uid.as_deref());
         self.check_identity(&stored, "update")?;
         self.check_written(&lease, &stored, "update")?;
         // A Lease created anew has a new uid: ours had been deleted.
@@ -585,7 +603,7 @@ impl Lock for LeaseLock {
             (&lease.metadata.uid, &stored.metadata.uid),
             (Some(was), Some(now)) if was != now
         );
-        self.cached = Some(stored);
+        self.hold(stored);
         Ok(())
     }
 

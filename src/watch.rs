@@ -15,11 +15,13 @@
 //! - reconnects: the server ends each stream after `timeoutSeconds`, drawn
 //!   in [5, 10) min as client-go's reflectors draw it (6 to 12 an hour);
 //!   bookmarks (asked for) keep a quiet stream alive; a stream silent for
-//!   90 s (longer than kube-apiserver's minute between bookmarks; 3 retry
-//!   periods before its first event), whatever the Lease holds, is
-//!   presumed dead (a peer gone without a FIN) and reopened: a Lease
-//!   nobody renews (its holder crashed) is no reason to reopen a healthy
-//!   stream. Silence counts events, not
+//!   90 s (longer than kube-apiserver's minute between bookmarks), whatever
+//!   the Lease holds, is presumed dead (a peer gone without a FIN) and
+//!   reopened: a Lease nobody renews (its holder crashed) is no reason to
+//!   reopen a healthy stream. Before its first event the bound is 3 retry
+//!   periods for bytes that are not events and for the response head; a
+//!   stream that sends nothing at all is given up at 90 s (a Lease that
+//!   does not exist yet sends nothing). Silence counts events, not
 //!   bytes: blank lines, the same bookmark again (only one that moves the
 //!   version on counts) or a trickle keep nothing alive, and a response
 //!   head must be whole within the same bound. While a stream is past its
@@ -112,12 +114,15 @@ pub(crate) struct LatestLease {
 #[derive(Debug, Default)]
 struct Slot {
     lease: Option<Lease>,
-    /// A deletion was delivered and nobody has read since: the Lease is
-    /// gone, as of the version in `known`.
-    deleted: bool,
+    /// A deletion was delivered and nobody has read since: its version.
+    deleted: Option<String>,
     /// The newest version the lock or a delivery has shown: a delivery no
     /// newer says nothing new.
     known: Option<String>,
+    /// The version the lock's own answer stands at (the Lease it holds,
+    /// or its deletion): the stream's word answers for it only while it
+    /// is the newest known.
+    held: Option<String>,
     /// The open stream's word: it has brought every change up to this
     /// version, and is taken at its word until then (see [`Reach`]).
     reach: Option<Reach>,
@@ -182,14 +187,36 @@ impl LatestLease {
         if let Some(lease) = slot.lease.take() {
             return Some(Answer::Lease(Box::new(lease)));
         }
-        if std::mem::take(&mut slot.deleted) {
+        if let Some(version) = slot.deleted.take() {
+            slot.held = Some(version);
             return Some(Answer::Deleted);
         }
         let known = slot.known.as_deref().and_then(revision)?;
-        let vouched = slot
-            .reach
-            .is_some_and(|r| r.version >= known && now < r.until);
+        let vouched = slot.held.as_deref().and_then(revision) == Some(known)
+            && slot
+                .reach
+                .is_some_and(|r| r.version >= known && now < r.until);
         (follower && vouched).then_some(Answer::Unchanged)
+    }
+
+    /// The lock's answer now stands at `version`: the Lease it holds (read
+    /// or written), or, for `None`, the deletion it learned of from the
+    /// server (as of the newest version known: a change after it is newer).
+    /// A read the stream had already reached is taken at its word for
+    /// another window from `now` (the stream is caught up).
+    pub(crate) fn lock_holds(&self, version: Option<&str>, now: Instant) {
+        let mut slot = self.lock();
+        let held = match version {
+            Some(v) => Some(v.to_string()),
+            None => slot.known.clone(),
+        };
+        let read = held.as_deref().and_then(revision);
+        if let (Some(read), Some(reach)) = (read, slot.reach.as_mut()) {
+            if read <= reach.version {
+                reach.until = crate::clock::add_saturating(now, reach.window);
+            }
+        }
+        slot.held = held;
     }
 
     /// Whether a read now would be answered by a delivery (a Lease or a
@@ -202,7 +229,7 @@ impl LatestLease {
             .map(|l| l.metadata.resource_version.as_deref());
         match delivered {
             Some(w) => w == seen || newer(w, seen),
-            None => slot.deleted,
+            None => slot.deleted.is_some(),
         }
     }
 
@@ -211,20 +238,6 @@ impl LatestLease {
         let mut slot = self.lock();
         if let Some(v) = version.filter(|v| newer(Some(v), slot.known.as_deref())) {
             slot.known = Some(v.to_string());
-        }
-    }
-
-    /// The server answered a read with `version` at `now`: as
-    /// [`known`](Self::known), and a stream that had already reached it
-    /// is taken at its word for another window (it is caught up).
-    pub(crate) fn read(&self, version: Option<&str>, now: Instant) {
-        self.known(version);
-        let mut slot = self.lock();
-        let read = version.and_then(revision);
-        if let (Some(read), Some(reach)) = (read, slot.reach.as_mut()) {
-            if read <= reach.version {
-                reach.until = crate::clock::add_saturating(now, reach.window);
-            }
         }
     }
 
@@ -278,7 +291,7 @@ impl LatestLease {
             };
         }
         slot.known = version.map(str::to_string);
-        slot.deleted = false;
+        slot.deleted = None;
         if let Some(l) = &lease {
             slot.uid.clone_from(&l.metadata.uid);
         }
@@ -292,7 +305,7 @@ impl LatestLease {
     pub(crate) fn offer_deletion(&self, version: Option<&str>) -> Delivery {
         let delivery = self.offer(None, version);
         if delivery == Delivery::News {
-            self.lock().deleted = true;
+            self.lock().deleted = version.map(str::to_string);
         }
         delivery
     }
@@ -317,8 +330,15 @@ impl LatestLease {
     pub(crate) fn forget_older_than(&self, written: Option<&str>) {
         self.known(written);
         let mut slot = self.lock();
-        // A deletion delivered before the write is over.
-        slot.deleted = false;
+        // A deletion delivered before the write is over (one after it is
+        // not).
+        if slot
+            .deleted
+            .as_deref()
+            .is_some_and(|d| !newer(Some(d), written))
+        {
+            slot.deleted = None;
+        }
         let slot = &mut slot.lease;
         let version = |v: Option<&str>| v.and_then(|v| v.parse::<u64>().ok());
         let keep = slot.as_ref().is_some_and(|l| {
@@ -479,6 +499,7 @@ impl Watcher {
             heard_ever: false,
             heard: false,
             unproven: false,
+            ended_well: false,
             costly_poke: None,
             warned_refused: false,
             warned_cut: false,
@@ -554,6 +575,9 @@ struct WatchStream {
     /// The last stream was presumed blind before it brought any event:
     /// the next one is "watching" only from its first event.
     unproven: bool,
+    /// The last stream was ended by the server (its time-out), with no
+    /// error: a stream reopened from its version is taken at its word.
+    ended_well: bool,
     /// When a delivery the lock cannot answer from last woke the elector.
     costly_poke: Option<Instant>,
     /// Each kind of fallback is logged at warn once.
@@ -738,6 +762,8 @@ impl WatchStream {
     }
 
     fn watch_once(&mut self) -> Ended {
+        // Only the open that follows a stream the server ended well.
+        let ended_well = std::mem::take(&mut self.ended_well);
         let timeout = WATCH_TIMEOUT_SECS + self.jitter.next_u64() % WATCH_TIMEOUT_SECS;
         let mut path = format!(
             "{}?watch=true&fieldSelector=metadata.name%3D{}&allowWatchBookmarks=true&timeoutSeconds={timeout}",
@@ -809,10 +835,12 @@ impl WatchStream {
         self.shared.state.alive_for(Some(self.silence()));
         if !self.unproven {
             self.watching();
-            // Opened from a version: the server brings every change after
-            // it, so the stream has come that far.
+            // Opened from a version after a stream the server ended (its
+            // time-out): the server brings every change after it, so the
+            // stream has come that far. After any other end, its word
+            // waits for a sign of life.
             let window = self.vouch_window();
-            if let Some(rv) = &self.resource_version {
+            if let Some(rv) = self.resource_version.as_deref().filter(|_| ended_well) {
                 self.latest.reached(Some(rv), window, Instant::now());
             }
         }
@@ -823,6 +851,7 @@ impl WatchStream {
         };
         let read = self.read_events(BufReader::new(body));
         self.latest.unreached();
+        self.ended_well = read.is_ok();
         let blind_for = self.shared.state.blind_since();
         self.unproven = !self.heard && blind_for.is_some();
         if let Some(silence) = blind_for {
@@ -947,6 +976,9 @@ impl WatchStream {
                         .costly_poke
                         .is_some_and(|at| now.saturating_duration_since(at) < self.retry_period)
                 {
+                    // Not woken, but what the lock holds is not the newest
+                    // any more: its reads ask the server.
+                    self.latest.known(version.as_deref());
                     self.heard(false);
                     return Ok(());
                 }
@@ -1055,6 +1087,13 @@ mod tests {
 
     const WINDOW: Duration = Duration::from_secs(30);
 
+    /// The server answered a read with `version` at `at`, as `LeaseLock`
+    /// tells the slot.
+    fn read(slot: &LatestLease, version: &str, at: Instant) {
+        slot.known(Some(version));
+        slot.lock_holds(Some(version), at);
+    }
+
     fn answer(slot: &LatestLease, follower: bool, at: Instant) -> &'static str {
         match slot.answer(follower, at) {
             Some(Answer::Lease(_)) => "lease",
@@ -1075,7 +1114,7 @@ mod tests {
         let slot = LatestLease::new();
         // Nothing known yet: nothing to vouch for.
         assert_eq!(answer(&slot, true, t0), "ask");
-        slot.read(Some("7"), t0);
+        read(&slot, "7", t0);
         assert_eq!(answer(&slot, true, t0), "ask", "no stream yet");
         slot.reached(Some("7"), WINDOW, t0);
         assert_eq!(answer(&slot, true, t0), "unchanged");
@@ -1088,27 +1127,39 @@ mod tests {
         );
         assert_eq!(answer(&slot, true, late), "ask");
         // ... and a read the stream had reached renews it.
-        slot.read(Some("7"), late);
+        read(&slot, "7", late);
         assert_eq!(answer(&slot, true, late), "unchanged");
         // A bookmark further on: still vouched for.
         slot.reached(Some("40"), WINDOW, late);
         assert_eq!(answer(&slot, true, late), "unchanged");
         // The server ahead of the stream: ask until the stream catches up.
-        slot.read(Some("41"), late);
+        read(&slot, "41", late);
         assert_eq!(answer(&slot, true, late), "ask");
         slot.reached(Some("41"), WINDOW, late);
         assert_eq!(answer(&slot, true, late), "unchanged");
         // Our own write, its event not yet come.
         slot.forget_older_than(Some("42"));
+        slot.lock_holds(Some("42"), late);
         assert_eq!(answer(&slot, true, late), "ask");
         slot.reached(Some("42"), WINDOW, late);
+        assert_eq!(answer(&slot, true, late), "unchanged");
+        // A change the lock cannot read from the stream (an undecodable
+        // object): what the lock holds is no longer the newest, whatever
+        // the stream says after it, until the lock reads.
+        slot.known(Some("43"));
+        slot.reached(Some("60"), WINDOW, late);
+        assert_eq!(answer(&slot, true, late), "ask");
+        read(&slot, "43", late);
+        assert_eq!(answer(&slot, true, late), "unchanged");
+        // The server says gone: answered as of the newest version known.
+        slot.lock_holds(None, late);
         assert_eq!(answer(&slot, true, late), "unchanged");
         // The stream ended.
         slot.unreached();
         assert_eq!(answer(&slot, true, late), "ask");
         // Opaque versions say nothing of how far a stream has come.
         let opaque = LatestLease::new();
-        opaque.read(Some("a"), t0);
+        read(&opaque, "a", t0);
         opaque.reached(Some("a"), WINDOW, t0);
         assert_eq!(answer(&opaque, true, t0), "ask");
     }
@@ -1119,7 +1170,7 @@ mod tests {
     fn a_delivery_answers_before_the_streams_word_and_a_deletion_is_kept() {
         let t0 = Instant::now();
         let slot = LatestLease::new();
-        slot.read(Some("7"), t0);
+        read(&slot, "7", t0);
         slot.reached(Some("7"), WINDOW, t0);
         assert_eq!(
             slot.offer(Some(lease("8")), Some("8")),
@@ -1140,6 +1191,10 @@ mod tests {
         slot.forget_older_than(Some("11"));
         assert!(!slot.holds(Some("11")), "written over");
         assert_eq!(answer(&slot, false, t0), "ask");
+        // A deletion after our write (its answer still coming) stays.
+        assert_eq!(slot.offer_deletion(Some("13")), super::Delivery::News);
+        slot.forget_older_than(Some("12"));
+        assert_eq!(answer(&slot, false, t0), "deleted");
     }
 
     fn lease(version: &str) -> Lease {

@@ -193,6 +193,7 @@ impl SimIo {
             let mut net = self.net.borrow_mut();
             let pn = &mut net.procs[self.p];
             let recreated = !created && pn.cached.as_ref().is_some_and(|c| c.uid != stored.uid);
+            let stored_version = stored.version;
             // As `LeaseLock`: a delivery at least as new as the write is
             // kept (the event of this very write may come before its answer).
             if pn
@@ -205,7 +206,11 @@ impl SimIo {
             pn.cached = Some(stored);
             pn.behind = false;
             pn.gone = false;
-            pn.deleted = false;
+            // A deletion after the write (its answer late) stays.
+            if pn.deleted.is_some_and(|d| d <= stored_version) {
+                pn.deleted = None;
+            }
+            pn.held = stored_version;
             pn.uid = pn.cached.as_ref().map(|c| c.uid);
             recreated
         };
@@ -315,9 +320,9 @@ impl Io for SimIo {
             .call(Op::Create(record.clone()), "create", deadline)
             .await
             .inspect_err(|e| {
-                // As `LeaseLock`: the Lease exists, and the next read asks
-                // the server.
-                if e.is_already_exists() {
+                // As `LeaseLock`: the Lease exists (or the write got no
+                // answer), and the next read asks the server.
+                if e.is_already_exists() || e.is_transport() {
                     self.net.borrow_mut().procs[self.p].behind = true;
                 }
             })?;
@@ -343,9 +348,10 @@ impl Io for SimIo {
         let uid = (self.lock != LockKind::NoUid).then_some(uid);
         let op = Op::Update(record.clone(), Some(version), uid);
         let stored = self.call(op, "update", deadline).await.inspect_err(|e| {
-            // As `LeaseLock`: after a conflict, the next read asks the
-            // server (the watch may lag behind what it conflicted with).
-            if e.is_conflict() {
+            // As `LeaseLock`: after a conflict (or no answer), the next
+            // read asks the server (the watch may lag behind what it
+            // conflicted with).
+            if e.is_conflict() || e.is_transport() {
                 self.net.borrow_mut().procs[self.p].behind = true;
             }
         })?;
@@ -366,7 +372,7 @@ impl Io for SimIo {
         let pn = &net.procs[self.p];
         let seen = pn.cached.as_ref().map(|s| s.version);
         !pn.behind
-            && (pn.deleted
+            && (pn.deleted.is_some()
                 || pn
                     .watched
                     .as_ref()

@@ -191,8 +191,13 @@ pub(super) struct ProcNet {
     pub(super) cached: Option<Stored>,
     /// What the watch delivered since the last read or write.
     pub(super) watched: Option<Stored>,
-    /// The watch delivered a deletion since the last read or write.
-    pub(super) deleted: bool,
+    /// The watch delivered a deletion since the last read or write: its
+    /// revision.
+    pub(super) deleted: Option<u64>,
+    /// The revision the lock's own answer stands at (as `LatestLease`'s
+    /// held version): the stream's word answers for it only while it is
+    /// the newest known.
+    pub(super) held: u64,
     /// The newest revision a delivery showed (as `LatestLease`'s known
     /// version, with the cached one).
     pub(super) delivered: u64,
@@ -431,7 +436,8 @@ impl Net {
             watch,
             cached: None,
             watched: None,
-            deleted: false,
+            deleted: None,
+            held: 0,
             delivered: 0,
             reach: None,
             missed: 0,
@@ -514,7 +520,7 @@ impl Net {
         let listening = self.listening(p);
         let pn = &mut self.procs[p];
         let watched = pn.watched.take();
-        let deleted = std::mem::take(&mut pn.deleted);
+        let deleted = pn.deleted.take();
         if pn.behind {
             return None;
         }
@@ -530,19 +536,22 @@ impl Net {
                 _ => {
                     pn.recreated = pn.cached.as_ref().is_some_and(|c| c.uid != w.uid);
                     pn.gone = false;
+                    pn.held = w.version;
                     pn.cached = Some(w.clone());
                     Some((Some(w), "delivered"))
                 }
             };
         }
-        if deleted {
+        if let Some(revision) = deleted {
             pn.gone = true;
+            pn.held = revision;
             return Some((None, "delivered"));
         }
         let known = seen.unwrap_or(0).max(pn.delivered);
         let vouched = follower
             && listening
             && known > 0
+            && pn.held == known
             && pn
                 .reach
                 .is_some_and(|(reached, until)| reached >= known && now < until);
@@ -571,7 +580,14 @@ impl Net {
         if let Some(stored) = found {
             pn.uid = Some(stored.uid);
         }
-        let version = found.map(|s| s.version);
+        // Gone: as of the newest revision known.
+        let known = pn
+            .cached
+            .as_ref()
+            .map_or(0, |c| c.version)
+            .max(pn.delivered);
+        pn.held = found.map_or(known, |s| s.version);
+        let version = Some(pn.held);
         if let (Some(v), Some(reach)) = (version, pn.reach.as_mut()) {
             if v <= reach.0 {
                 reach.1 = until;
@@ -919,12 +935,15 @@ impl Net {
                 .costly_at
                 .is_some_and(|at| now.saturating_sub(at) < retry)
             {
+                // Not woken; but what the lock holds is no longer the
+                // newest known.
+                pn.delivered = revision;
                 return false;
             }
             pn.costly_at = Some(now);
         }
         pn.delivered = revision;
-        pn.deleted = !costly && lease.is_none();
+        pn.deleted = (!costly && lease.is_none()).then_some(revision);
         if let Some(l) = &lease {
             pn.uid = Some(l.uid);
         }
