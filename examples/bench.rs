@@ -248,6 +248,19 @@ impl Lock for Recorded {
         self.note(what, start, r)
     }
 
+    fn follow(&mut self, deadline: &Deadline) -> lease_elector::Result<LeaderElectionRecord> {
+        let start = Instant::now();
+        let r = self.inner.follow(deadline);
+        // Answered from the watch (a change it brought, or its word that
+        // nothing changed): no request was sent.
+        let what = if self.inner.last_get_was_local() {
+            "GET (from the watch)"
+        } else {
+            "GET"
+        };
+        self.note(what, start, r)
+    }
+
     fn last_get_was_local(&self) -> bool {
         self.inner.last_get_was_local()
     }

@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::client::{lease_target, Client};
 use crate::clock::Wakeup;
@@ -10,8 +10,8 @@ use crate::deadline::Deadline;
 use crate::error::{Error, Result, NOTHING_WRITTEN};
 use crate::events::{EventRecorder, EventSink};
 use crate::lease::{newer, LeaderElectionRecord, Lease, MicroTime};
-use crate::watch::LatestLease;
 pub use crate::watch::Watcher;
+use crate::watch::{Answer, LatestLease};
 
 /// A resource lock holding a [`LeaderElectionRecord`], as client-go's
 /// `resourcelock.Interface`: what [`LeaderElector::builder`] elects on.
@@ -169,6 +169,15 @@ pub trait Lock: Send + fmt::Debug {
     fn has_delivery(&self) -> bool {
         false
     }
+    /// Read the record as a follower (a candidate that holds no term and
+    /// whose work does not run): as [`get`](Lock::get), but it may be
+    /// answered, without a request, from a watch that vouches nothing
+    /// changed since the last read. Not part of the API: only
+    /// [`LeaseLock`] watches.
+    #[doc(hidden)]
+    fn follow(&mut self, deadline: &Deadline) -> Result<LeaderElectionRecord> {
+        self.get(deadline)
+    }
 }
 
 /// A [`Lock`] on a `coordination.k8s.io/v1` Lease.
@@ -192,14 +201,17 @@ pub struct LeaseLock {
     watched: LatestLease,
     /// The last `get` was answered from `watched`, without a request.
     local_get: bool,
-    /// An update met a conflict and no answer from the server has come
-    /// since: what the watch delivered may lag behind the server too, so
-    /// the next `get` asks the server.
+    /// An update met a conflict (or a create found the Lease there) and no
+    /// answer from the server has come since: what the watch delivered may
+    /// lag behind the server too, so the next `get` asks the server.
     behind: bool,
     /// The last update created the Lease anew (its uid changed).
     created: bool,
     /// The last get found a Lease with another uid than the one cached.
     recreated: bool,
+    /// The last read found the Lease gone (a 404, or a deletion the watch
+    /// brought), and nothing since stored it.
+    gone: bool,
 }
 
 impl LeaseLock {
@@ -223,6 +235,7 @@ impl LeaseLock {
             behind: false,
             created: false,
             recreated: false,
+            gone: false,
         }
     }
 
@@ -397,38 +410,77 @@ impl LeaseLock {
     }
 }
 
-impl Lock for LeaseLock {
-    /// A Lease delivered by the watch since the last read or write stands
-    /// in for the `GET` (it is at least as new as what a `GET` sent before
-    /// it would have returned), unless an update met a conflict since the
-    /// server last answered (the watch may lag behind what it conflicted
-    /// with); otherwise ask the server.
-    fn get(&mut self, deadline: &Deadline) -> Result<LeaderElectionRecord> {
+impl LeaseLock {
+    /// Read the Lease: from what the watch delivered since the last read
+    /// or write (a Lease at least as new as what a `GET` sent before it
+    /// would have returned, or its deletion), or, for a `follower`, what
+    /// the lock holds while the watch vouches nothing changed since;
+    /// unless an update met a conflict since the server last answered
+    /// (the watch may lag behind what it conflicted with). Otherwise ask
+    /// the server.
+    fn read(&mut self, deadline: &Deadline, follower: bool) -> Result<LeaderElectionRecord> {
         let seen = self
             .cached
             .as_ref()
             .and_then(|l| l.metadata.resource_version.as_deref());
-        let lease = match self.watched.take() {
-            _ if self.behind => None,
-            Some(w) if self.check_identity(&w, "watch").is_err() => None,
-            Some(w) if newer(w.metadata.resource_version.as_deref(), seen) => Some(w),
-            // The watch confirms what we hold (e.g. its first ADDED event).
-            Some(w) if w.metadata.resource_version.as_deref() == seen => self.cached.clone(),
-            _ => None,
-        };
-        self.local_get = lease.is_some();
-        let lease = match lease {
-            Some(lease) => lease,
-            None => {
-                let lease = self
-                    .client
-                    .get_lease(&self.namespace, &self.name, deadline)?;
-                self.behind = false;
-                self.watched
-                    .known(lease.metadata.resource_version.as_deref());
-                lease
+        // Taken whatever happens; after a conflict, not used: the watch
+        // may lag behind what it conflicted with.
+        let answer = self
+            .watched
+            .answer(follower, Instant::now())
+            .filter(|_| !self.behind);
+        // Some(None): gone.
+        let local = match answer {
+            Some(Answer::Lease(w)) if self.check_identity(&w, "watch").is_err() => None,
+            Some(Answer::Lease(w)) if newer(w.metadata.resource_version.as_deref(), seen) => {
+                Some(Some(*w))
             }
+            // The watch confirms what we hold (e.g. its first ADDED event).
+            Some(Answer::Lease(w)) if w.metadata.resource_version.as_deref() == seen => {
+                self.cached.clone().map(Some)
+            }
+            Some(Answer::Lease(_)) | None => None,
+            Some(Answer::Deleted) => Some(None),
+            Some(Answer::Unchanged) if self.gone => Some(None),
+            Some(Answer::Unchanged) => self.cached.clone().map(Some),
         };
+        self.local_get = local.is_some();
+        let lease = match local {
+            Some(Some(lease)) => lease,
+            Some(None) => {
+                self.gone = true;
+                return Err(Error::Api {
+                    target: lease_target(&self.namespace, &self.name),
+                    action: "get",
+                    status: crate::error::ApiStatus::new(
+                        404,
+                        "NotFound",
+                        &format!(
+                            "leases.coordination.k8s.io {:?} not found (its deletion came through the watch)",
+                            self.name
+                        ),
+                    ),
+                });
+            }
+            None => match self.client.get_lease(&self.namespace, &self.name, deadline) {
+                Ok(lease) => {
+                    self.behind = false;
+                    self.watched
+                        .known(lease.metadata.resource_version.as_deref());
+                    lease
+                }
+                Err(e) => {
+                    // An answer: the Lease is gone, as of now.
+                    if e.is_not_found() {
+                        self.gone = true;
+                        self.behind = false;
+                        self.watched.lock_holds(None, Instant::now());
+                    }
+                    return Err(e);
+                }
+            },
+        };
+        self.gone = false;
         self.check_identity(&lease, "get")?;
         let record = lease.record();
         let uid = |l: &Lease| l.metadata.uid.clone();
@@ -436,8 +488,45 @@ impl Lock for LeaseLock {
             (self.cached.as_ref().and_then(uid), uid(&lease)),
             (Some(was), Some(now)) if was != now
         );
-        self.cached = Some(lease);
+        self.hold(lease);
         Ok(record)
+    }
+
+    /// The Lease as the last read or write answered it: what the lock
+    /// holds, and what the watch's word answers for.
+    fn hold(&mut self, lease: Lease) {
+        self.watched
+            .lock_holds(lease.metadata.resource_version.as_deref(), Instant::now());
+        self.watched.object_is(lease.metadata.uid.as_deref());
+        self.cached = Some(lease);
+    }
+
+    /// A write got no answer: what the server holds now is unknown (it
+    /// may have landed), so the next read asks it.
+    fn unanswered(&mut self, e: &Error) {
+        if e.is_transport() {
+            self.behind = true;
+        }
+    }
+}
+
+impl Lock for LeaseLock {
+    /// A Lease delivered by the watch since the last read or write stands
+    /// in for the `GET` (it is at least as new as what a `GET` sent before
+    /// it would have returned), and so does a deletion it delivered,
+    /// unless an update met a conflict since the server last answered
+    /// (the watch may lag behind what it conflicted with); otherwise ask
+    /// the server.
+    fn get(&mut self, deadline: &Deadline) -> Result<LeaderElectionRecord> {
+        self.read(deadline, false)
+    }
+
+    /// As [`get`](Lock::get), and while the watch vouches that it has
+    /// brought every change up to the version last read or written (a
+    /// sign of life in the last 30 s, or a read that showed it caught up),
+    /// answered from what the lock holds.
+    fn follow(&mut self, deadline: &Deadline) -> Result<LeaderElectionRecord> {
+        self.read(deadline, true)
     }
 
     fn last_get_recreated(&self) -> bool {
@@ -449,11 +538,7 @@ impl Lock for LeaseLock {
             .cached
             .as_ref()
             .and_then(|l| l.metadata.resource_version.as_deref());
-        !self.behind
-            && self
-                .watched
-                .version()
-                .is_some_and(|w| w.as_deref() == seen || newer(w.as_deref(), seen))
+        !self.behind && self.watched.holds(seen)
     }
 
     fn last_get_was_local(&self) -> bool {
@@ -469,13 +554,24 @@ impl Lock for LeaseLock {
     fn create(&mut self, record: &LeaderElectionRecord, deadline: &Deadline) -> Result<()> {
         let mut lease = Lease::new(&self.namespace, &self.name, record);
         self.apply_labels(&mut lease);
-        let stored = self.client.create_lease(&lease, deadline)?;
+        let stored = self
+            .client
+            .create_lease(&lease, deadline)
+            .inspect_err(|e| {
+                // The Lease exists: something we have not read, which the
+                // watch may not have brought (or told otherwise).
+                if e.is_already_exists() {
+                    self.behind = true;
+                }
+                self.unanswered(e);
+            })?;
         self.behind = false;
+        self.gone = false;
         self.watched
             .forget_older_than(stored.metadata.resource_version.as_deref());
         self.check_identity(&stored, "create")?;
         self.check_written(&lease, &stored, "create")?;
-        self.cached = Some(stored);
+        self.hold(stored);
         Ok(())
     }
 
@@ -494,8 +590,10 @@ impl Lock for LeaseLock {
                 if e.is_conflict() {
                     self.behind = true;
                 }
+                self.unanswered(e);
             })?;
         self.behind = false;
+        self.gone = false;
         self.watched
             .forget_older_than(stored.metadata.resource_version.as_deref());
         self.check_identity(&stored, "update")?;
@@ -505,7 +603,7 @@ impl Lock for LeaseLock {
             (&lease.metadata.uid, &stored.metadata.uid),
             (Some(was), Some(now)) if was != now
         );
-        self.cached = Some(stored);
+        self.hold(stored);
         Ok(())
     }
 

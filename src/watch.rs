@@ -15,20 +15,31 @@
 //! - reconnects: the server ends each stream after `timeoutSeconds`, drawn
 //!   in [5, 10) min as client-go's reflectors draw it (6 to 12 an hour);
 //!   bookmarks (asked for) keep a quiet stream alive; a stream silent for
-//!   longer than the Lease's holder may go without renewing (the larger of
-//!   3 retry periods and its lease duration; 90 s on a free Lease, longer
-//!   than kube-apiserver's minute between bookmarks) is presumed dead (a
-//!   peer gone without a FIN) and reopened. Silence counts events, not
+//!   90 s (longer than kube-apiserver's minute between bookmarks), whatever
+//!   the Lease holds, is presumed dead (a peer gone without a FIN) and
+//!   reopened: a Lease nobody renews (its holder crashed) is no reason to
+//!   reopen a healthy stream. Before its first event the bound is 3 retry
+//!   periods for bytes that are not events and for the response head; a
+//!   stream that sends nothing at all is given up at 90 s (a Lease that
+//!   does not exist yet sends nothing). Silence counts events, not
 //!   bytes: blank lines, the same bookmark again (only one that moves the
 //!   version on counts) or a trickle keep nothing alive, and a response
 //!   head must be whole within the same bound. While a stream is past its
 //!   bound the status says polling, and a stream after one that brought
 //!   nothing says watching only from its first event;
+//! - a follower reads no more than the stream tells: while the stream
+//!   vouches that it has brought every change up to the newest version the
+//!   lock knows (a sign of life, or a read that showed it caught up, in
+//!   the last 30 s or 3 retry periods), a follower's read is answered from
+//!   what the lock holds, a deletion the watch brought included. A read
+//!   for a term, or while the work of one runs, still asks the server
+//!   unless a change was delivered; a stream that died without a sign is
+//!   believed at most that window;
 //! - a delivery wakes the elector only when it is news: our Lease (not
 //!   another, as a proxy that drops the field selector sends), at a version
 //!   newer than the lock has read or written; one the lock cannot answer
-//!   from (a deletion) wakes it at most once per retry period, as it costs
-//!   a `GET`;
+//!   from (an object it cannot decode) wakes it at most once per retry
+//!   period, as it costs a `GET`;
 //! - it resumes from the last `resourceVersion` seen, and starts afresh
 //!   (the Lease as it is now, then its changes) after a 410;
 //! - failed reopens back off from 100 ms, doubling up to the retry period;
@@ -50,7 +61,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crate::client::{lease_path, lease_target, segment, Client, Target, MAX_BODY};
+use crate::client::{lease_path, lease_target, segment, Client, Patience, Target, MAX_BODY};
 use crate::clock::{Wake, Wakeup};
 use crate::error::{Error, Result};
 use crate::lease::{newer, Lease};
@@ -64,15 +75,23 @@ const WATCH_TIMEOUT_SECS: u64 = 300;
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
 /// A stream that stayed open this long was healthy: reconnect quickly.
 const HEALTHY_STREAM: Duration = Duration::from_secs(1);
-/// A watch on a held Lease silent for this many retry periods (or the
-/// holder's lease duration, if longer) is presumed dead (a peer that
-/// vanished without a FIN, a load balancer that dropped the flow) and
-/// reopened. A live holder writes at least that often.
+/// A stream that has not yet brought an event is presumed dead (a peer
+/// that vanished without a FIN, a load balancer that dropped the flow, a
+/// proxy that sends bytes but no events) after this many retry periods,
+/// and reopened.
 const SILENT_PERIODS: u32 = 3;
 const MIN_SILENCE: Duration = Duration::from_secs(1);
-/// The same on a free or missing Lease, which nobody need write: longer
-/// than the minute between kube-apiserver's bookmarks.
+/// A stream that has brought events is presumed dead after this long
+/// without one (or [`SILENT_PERIODS`] retry periods, if longer): longer
+/// than the minute between kube-apiserver's bookmarks, whatever the Lease
+/// holds, so that a Lease nobody renews (its holder gone) is no reason to
+/// reopen a healthy stream.
 const QUIET_SILENCE: Duration = Duration::from_secs(90);
+/// How long a stream's word that nothing changed stands after its last
+/// sign of life, or after a read that showed it caught up (or
+/// [`SILENT_PERIODS`] retry periods, if longer): a follower whose stream
+/// died without a sign reads the server at least this often.
+const VOUCH_WINDOW: Duration = Duration::from_secs(30);
 /// Failed reopens in a row (no answer, an error status, a stream that
 /// lived less than [`HEALTHY_STREAM`]) after which the status says polling.
 const FAILURES_BEFORE_POLLING: u32 = 3;
@@ -95,9 +114,50 @@ pub(crate) struct LatestLease {
 #[derive(Debug, Default)]
 struct Slot {
     lease: Option<Lease>,
+    /// A deletion was delivered and nobody has read since: its version.
+    deleted: Option<String>,
     /// The newest version the lock or a delivery has shown: a delivery no
     /// newer says nothing new.
     known: Option<String>,
+    /// The version the lock's own answer stands at (the Lease it holds,
+    /// or its deletion): the stream's word answers for it only while it
+    /// is the newest known.
+    held: Option<String>,
+    /// The open stream's word: it has brought every change up to this
+    /// version, and is taken at its word until then (see [`Reach`]).
+    reach: Option<Reach>,
+    /// The uid of the Lease as last read, written or delivered: a
+    /// deletion of that object is believed; any other (a proxy's
+    /// invention without a uid, an old one replayed) is only a reason to
+    /// ask the server.
+    uid: Option<String>,
+}
+
+/// How far an open stream has brought the Lease's changes, and until
+/// when its word stands: a sign of life (an event, a bookmark that moves
+/// the version on, the stream opened from a version) or a read that shows
+/// the stream caught up stands for [`VOUCH_WINDOW`] (or 3 retry periods,
+/// if longer). A stream that dies without a sign (a peer gone without a
+/// FIN) is so believed at most that long, and a follower reads the server
+/// at least that often.
+#[derive(Debug, Clone, Copy)]
+struct Reach {
+    version: u64,
+    until: Instant,
+    window: Duration,
+}
+
+/// What the lock may answer a read with, without a request
+/// ([`LatestLease::answer`]).
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// The Lease as the watch delivered it.
+    Lease(Box<Lease>),
+    /// The watch delivered its deletion.
+    Deleted,
+    /// Nothing changed since the lock last read or wrote: the stream
+    /// vouches for it.
+    Unchanged,
 }
 
 impl LatestLease {
@@ -110,17 +170,67 @@ impl LatestLease {
         self.slot.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The version of the delivered Lease, if one waits.
-    pub(crate) fn version(&self) -> Option<Option<String>> {
-        self.lock()
-            .lease
-            .as_ref()
-            .map(|l| l.metadata.resource_version.clone())
-    }
-
     /// Take the delivered Lease, if any.
+    #[cfg(test)]
     pub(crate) fn take(&self) -> Option<Lease> {
         self.lock().lease.take()
+    }
+
+    /// What a read may be answered with instead of a request: a delivered
+    /// Lease or deletion (taken), else, for a `follower` (whose reads end
+    /// no term and start no work's end), `Unchanged` while an open stream
+    /// vouches that it has brought every change up to the newest version
+    /// the lock knows. Versions that are not numbers are never vouched
+    /// for: nothing says how far a stream has come.
+    pub(crate) fn answer(&self, follower: bool, now: Instant) -> Option<Answer> {
+        let mut slot = self.lock();
+        if let Some(lease) = slot.lease.take() {
+            return Some(Answer::Lease(Box::new(lease)));
+        }
+        if let Some(version) = slot.deleted.take() {
+            slot.held = Some(version);
+            return Some(Answer::Deleted);
+        }
+        let known = slot.known.as_deref().and_then(revision)?;
+        let vouched = slot.held.as_deref().and_then(revision) == Some(known)
+            && slot
+                .reach
+                .is_some_and(|r| r.version >= known && now < r.until);
+        (follower && vouched).then_some(Answer::Unchanged)
+    }
+
+    /// The lock's answer now stands at `version`: the Lease it holds (read
+    /// or written), or, for `None`, the deletion it learned of from the
+    /// server (as of the newest version known: a change after it is newer).
+    /// A read the stream had already reached is taken at its word for
+    /// another window from `now` (the stream is caught up).
+    pub(crate) fn lock_holds(&self, version: Option<&str>, now: Instant) {
+        let mut slot = self.lock();
+        let held = match version {
+            Some(v) => Some(v.to_string()),
+            None => slot.known.clone(),
+        };
+        let read = held.as_deref().and_then(revision);
+        if let (Some(read), Some(reach)) = (read, slot.reach.as_mut()) {
+            if read <= reach.version {
+                reach.until = crate::clock::add_saturating(now, reach.window);
+            }
+        }
+        slot.held = held;
+    }
+
+    /// Whether a read now would be answered by a delivery (a Lease or a
+    /// deletion) at least as new as `seen`.
+    pub(crate) fn holds(&self, seen: Option<&str>) -> bool {
+        let slot = self.lock();
+        let delivered = slot
+            .lease
+            .as_ref()
+            .map(|l| l.metadata.resource_version.as_deref());
+        match delivered {
+            Some(w) => w == seen || newer(w, seen),
+            None => slot.deleted.is_some(),
+        }
     }
 
     /// The lock read or wrote `version`: deliveries no newer are not news.
@@ -129,6 +239,33 @@ impl LatestLease {
         if let Some(v) = version.filter(|v| newer(Some(v), slot.known.as_deref())) {
             slot.known = Some(v.to_string());
         }
+    }
+
+    /// The open stream showed a sign of life at `version` at `now` (its
+    /// word now stands for `window`).
+    fn reached(&self, version: Option<&str>, window: Duration, now: Instant) {
+        let mut slot = self.lock();
+        let until = crate::clock::add_saturating(now, window);
+        slot.reach = match (version.and_then(revision), slot.reach) {
+            (Some(v), Some(r)) => Some(Reach {
+                version: v.max(r.version),
+                until,
+                window,
+            }),
+            (Some(v), None) => Some(Reach {
+                version: v,
+                until,
+                window,
+            }),
+            // Opaque versions: nothing says how far the stream has come.
+            (None, _) => None,
+        };
+    }
+
+    /// The stream's word stands no more: it ended, or brought a change
+    /// the lock cannot read from it.
+    fn unreached(&self) {
+        self.lock().reach = None;
     }
 
     /// Whether a delivery at `version` is older than what the lock or an
@@ -154,8 +291,34 @@ impl LatestLease {
             };
         }
         slot.known = version.map(str::to_string);
+        slot.deleted = None;
+        if let Some(l) = &lease {
+            slot.uid.clone_from(&l.metadata.uid);
+        }
         slot.lease = lease;
         Delivery::News
+    }
+
+    /// A deletion delivered at `version`: as [`offer`](Self::offer), and
+    /// kept as such, so that the read it wakes is answered without a
+    /// request.
+    pub(crate) fn offer_deletion(&self, version: Option<&str>) -> Delivery {
+        let delivery = self.offer(None, version);
+        if delivery == Delivery::News {
+            self.lock().deleted = version.map(str::to_string);
+        }
+        delivery
+    }
+
+    /// Whether a deletion of the object with `uid` is one of the Lease as
+    /// last read, written or delivered.
+    fn is_ours(&self, uid: Option<&str>) -> bool {
+        uid.is_some() && self.lock().uid.as_deref() == uid
+    }
+
+    /// The lock read or wrote the object with `uid`.
+    pub(crate) fn object_is(&self, uid: Option<&str>) {
+        self.lock().uid = uid.map(str::to_string);
     }
 
     /// After our write stored version `written`: forget a delivered Lease
@@ -167,6 +330,15 @@ impl LatestLease {
     pub(crate) fn forget_older_than(&self, written: Option<&str>) {
         self.known(written);
         let mut slot = self.lock();
+        // A deletion delivered before the write is over (one after it is
+        // not).
+        if slot
+            .deleted
+            .as_deref()
+            .is_some_and(|d| !newer(Some(d), written))
+        {
+            slot.deleted = None;
+        }
         let slot = &mut slot.lease;
         let version = |v: Option<&str>| v.and_then(|v| v.parse::<u64>().ok());
         let keep = slot.as_ref().is_some_and(|l| {
@@ -324,9 +496,10 @@ impl Watcher {
             resource_version: None,
             refresh_token: false,
             retry_period,
-            quiet: None,
+            heard_ever: false,
             heard: false,
             unproven: false,
+            ended_well: false,
             costly_poke: None,
             warned_refused: false,
             warned_cut: false,
@@ -393,16 +566,18 @@ struct WatchStream {
     resource_version: Option<String>,
     refresh_token: bool,
     retry_period: Duration,
-    /// What the last delivered event said: `Some(true)` a free or missing
-    /// Lease (nobody need write it), `Some(false)` a held one and its
-    /// holder's lease duration; `None` before any.
-    quiet: Option<(bool, Duration)>,
+    /// A stream of this watch has brought an event: the silence bound is
+    /// then [`QUIET_SILENCE`].
+    heard_ever: bool,
     /// The stream open now brought an event (one that counts: see
     /// `handle_event`).
     heard: bool,
     /// The last stream was presumed blind before it brought any event:
     /// the next one is "watching" only from its first event.
     unproven: bool,
+    /// The last stream was ended by the server (its time-out), with no
+    /// error: a stream reopened from its version is taken at its word.
+    ended_well: bool,
     /// When a delivery the lock cannot answer from last woke the elector.
     costly_poke: Option<Instant>,
     /// Each kind of fallback is logged at warn once.
@@ -568,17 +743,27 @@ impl WatchStream {
 
     /// How long the stream may stay silent before it is presumed dead.
     fn silence(&self) -> Duration {
-        let busy = (self.retry_period.saturating_mul(SILENT_PERIODS)).max(MIN_SILENCE);
-        // Never longer than the server keeps a stream open anyway.
-        let cap = Duration::from_secs(WATCH_TIMEOUT_SECS).max(busy);
-        match self.quiet {
-            Some((true, _)) => QUIET_SILENCE.max(busy),
-            Some((false, holder)) => busy.max(holder).min(cap),
-            None => busy,
+        let busy = self.periods();
+        if self.heard_ever {
+            QUIET_SILENCE.max(busy)
+        } else {
+            busy
         }
     }
 
+    /// [`SILENT_PERIODS`] retry periods, at least [`MIN_SILENCE`].
+    fn periods(&self) -> Duration {
+        periods(self.retry_period)
+    }
+
+    /// How long the stream's word stands after a sign of life.
+    fn vouch_window(&self) -> Duration {
+        vouch_window(self.retry_period)
+    }
+
     fn watch_once(&mut self) -> Ended {
+        // Only the open that follows a stream the server ended well.
+        let ended_well = std::mem::take(&mut self.ended_well);
         let timeout = WATCH_TIMEOUT_SECS + self.jitter.next_u64() % WATCH_TIMEOUT_SECS;
         let mut path = format!(
             "{}?watch=true&fieldSelector=metadata.name%3D{}&allowWatchBookmarks=true&timeoutSeconds={timeout}",
@@ -608,7 +793,17 @@ impl WatchStream {
             &pool,
             &path,
             target,
-            self.silence(),
+            Patience {
+                head: self.silence(),
+                // A byte: within the bound once the stream has brought an
+                // event. Before one, what the bound asks is an event, and
+                // bytes that are not events are refused as they come
+                // (`EventBound`); a stream that sends nothing at all is
+                // given up only at the longer bound, so that a Lease that
+                // does not exist yet (nothing to send) does not reopen it
+                // over and over.
+                silence: QUIET_SILENCE.max(self.periods()),
+            },
             refresh,
             &self.shared.stop,
         );
@@ -640,6 +835,14 @@ impl WatchStream {
         self.shared.state.alive_for(Some(self.silence()));
         if !self.unproven {
             self.watching();
+            // Opened from a version after a stream the server ended (its
+            // time-out): the server brings every change after it, so the
+            // stream has come that far. After any other end, its word
+            // waits for a sign of life.
+            let window = self.vouch_window();
+            if let Some(rv) = self.resource_version.as_deref().filter(|_| ended_well) {
+                self.latest.reached(Some(rv), window, Instant::now());
+            }
         }
         let had_version = self.resource_version.is_some();
         let body = EventBound {
@@ -647,6 +850,8 @@ impl WatchStream {
             state: self.shared.state.clone(),
         };
         let read = self.read_events(BufReader::new(body));
+        self.latest.unreached();
+        self.ended_well = read.is_ok();
         let blind_for = self.shared.state.blind_since();
         self.unproven = !self.heard && blind_for.is_some();
         if let Some(silence) = blind_for {
@@ -681,9 +886,17 @@ impl WatchStream {
     }
 
     /// An event that shows the stream alive: events may be awaited for
-    /// another silence bound.
-    fn heard(&mut self) {
+    /// another silence bound, and, when the lock can read the change from
+    /// it (`readable`), the stream has brought every change up to the
+    /// version it is at.
+    fn heard(&mut self, readable: bool) {
+        self.heard_ever = true;
         self.shared.state.alive_for(Some(self.silence()));
+        if readable {
+            let window = self.vouch_window();
+            self.latest
+                .reached(self.resource_version.as_deref(), window, Instant::now());
+        }
         if !std::mem::replace(&mut self.heard, true) && self.unproven {
             self.unproven = false;
             self.watching();
@@ -732,38 +945,50 @@ impl WatchStream {
                 if let Some(rv) = &version {
                     self.resource_version = Some(rv.clone());
                 }
-                // A deleted or undecodable object leaves the slot empty: the
+                // The deletion of the object the lock knows (its uid) is
+                // kept as such: the lock answers "gone" from it. Another
+                // deletion (no uid: a proxy's invention; another uid: an
+                // old one replayed) and an undecodable object leave the
+                // slot empty, and the stream's word stands no more: the
                 // woken candidate then asks the server.
-                let lease = match event.kind.as_str() {
-                    "DELETED" => None,
+                let gone = event.kind == "DELETED";
+                let deleted = gone && self.latest.is_ours(meta["uid"].as_str());
+                let lease = if gone {
+                    None
+                } else {
                     // Through its text, as the client reads an answer: one
                     // copy of the Lease's decoding in the binary.
-                    _ => serde_json::to_vec(&event.object)
+                    serde_json::to_vec(&event.object)
                         .ok()
-                        .and_then(|json| Lease::from_json(&json).ok()),
+                        .and_then(|json| Lease::from_json(&json).ok())
                 };
-                self.quiet = Some(match &lease {
-                    Some(l) => {
-                        let record = l.record();
-                        (record.holder_identity.is_empty(), record.lease_duration())
-                    }
-                    None => (true, Duration::ZERO),
-                });
-                self.heard();
-                // What the lock cannot answer from (a deletion, an object
-                // it cannot decode) costs a GET when it wakes the elector:
-                // at most one such wake per retry period (the elector's own
-                // attempts see the Lease meanwhile).
-                let costly = lease.is_none();
+                let costly = !deleted && lease.is_none();
+                if costly {
+                    self.latest.unreached();
+                }
+                // What the lock cannot answer from costs a GET when it
+                // wakes the elector: at most one such wake per retry
+                // period (the elector's own attempts see the Lease
+                // meanwhile).
                 let now = Instant::now();
                 if costly
                     && self
                         .costly_poke
                         .is_some_and(|at| now.saturating_duration_since(at) < self.retry_period)
                 {
+                    // Not woken, but what the lock holds is not the newest
+                    // any more: its reads ask the server.
+                    self.latest.known(version.as_deref());
+                    self.heard(false);
                     return Ok(());
                 }
-                match self.latest.offer(lease, version.as_deref()) {
+                let delivery = if deleted {
+                    self.latest.offer_deletion(version.as_deref())
+                } else {
+                    self.latest.offer(lease, version.as_deref())
+                };
+                self.heard(!costly);
+                match delivery {
                     Delivery::Stale => return Ok(()),
                     // A change the lock has (its own write): counted, but
                     // no wake.
@@ -797,7 +1022,7 @@ impl WatchStream {
                     };
                     self.resource_version = Some(rv.to_string());
                     if moved {
-                        self.heard();
+                        self.heard(true);
                     }
                 }
                 Ok(())
@@ -817,6 +1042,17 @@ impl WatchStream {
             )),
         }
     }
+}
+
+/// [`SILENT_PERIODS`] retry periods, at least [`MIN_SILENCE`].
+fn periods(retry_period: Duration) -> Duration {
+    (retry_period.saturating_mul(SILENT_PERIODS)).max(MIN_SILENCE)
+}
+
+/// How long a stream's word that nothing changed stands after its last
+/// sign of life, for an elector whose retry period is `retry_period`.
+pub(crate) fn vouch_window(retry_period: Duration) -> Duration {
+    VOUCH_WINDOW.max(periods(retry_period))
 }
 
 /// A resourceVersion as a number, where it is one.
@@ -844,8 +1080,122 @@ impl Read for EventBound {
 
 #[cfg(test)]
 mod tests {
-    use super::LatestLease;
+    use std::time::{Duration, Instant};
+
+    use super::{Answer, LatestLease};
     use crate::lease::Lease;
+
+    const WINDOW: Duration = Duration::from_secs(30);
+
+    /// The server answered a read with `version` at `at`, as `LeaseLock`
+    /// tells the slot.
+    fn read(slot: &LatestLease, version: &str, at: Instant) {
+        slot.known(Some(version));
+        slot.lock_holds(Some(version), at);
+    }
+
+    fn answer(slot: &LatestLease, follower: bool, at: Instant) -> &'static str {
+        match slot.answer(follower, at) {
+            Some(Answer::Lease(_)) => "lease",
+            Some(Answer::Deleted) => "deleted",
+            Some(Answer::Unchanged) => "unchanged",
+            None => "ask",
+        }
+    }
+
+    /// A follower's read is answered "unchanged" while the stream has
+    /// reached the newest version the lock knows and its word stands; a
+    /// read for a term never is. A read that shows the server ahead of the
+    /// stream, a stream that ended, one whose word lapsed, or opaque
+    /// versions: the server is asked.
+    #[test]
+    fn a_stream_vouches_for_a_follower_only_while_it_has_reached_what_the_lock_knows() {
+        let t0 = Instant::now();
+        let slot = LatestLease::new();
+        // Nothing known yet: nothing to vouch for.
+        assert_eq!(answer(&slot, true, t0), "ask");
+        read(&slot, "7", t0);
+        assert_eq!(answer(&slot, true, t0), "ask", "no stream yet");
+        slot.reached(Some("7"), WINDOW, t0);
+        assert_eq!(answer(&slot, true, t0), "unchanged");
+        assert_eq!(answer(&slot, false, t0), "ask", "a read for a term");
+        // The word lapses a window after the last sign of life...
+        let late = t0 + WINDOW;
+        assert_eq!(
+            answer(&slot, true, late - Duration::from_millis(1)),
+            "unchanged"
+        );
+        assert_eq!(answer(&slot, true, late), "ask");
+        // ... and a read the stream had reached renews it.
+        read(&slot, "7", late);
+        assert_eq!(answer(&slot, true, late), "unchanged");
+        // A bookmark further on: still vouched for.
+        slot.reached(Some("40"), WINDOW, late);
+        assert_eq!(answer(&slot, true, late), "unchanged");
+        // The server ahead of the stream: ask until the stream catches up.
+        read(&slot, "41", late);
+        assert_eq!(answer(&slot, true, late), "ask");
+        slot.reached(Some("41"), WINDOW, late);
+        assert_eq!(answer(&slot, true, late), "unchanged");
+        // Our own write, its event not yet come.
+        slot.forget_older_than(Some("42"));
+        slot.lock_holds(Some("42"), late);
+        assert_eq!(answer(&slot, true, late), "ask");
+        slot.reached(Some("42"), WINDOW, late);
+        assert_eq!(answer(&slot, true, late), "unchanged");
+        // A change the lock cannot read from the stream (an undecodable
+        // object): what the lock holds is no longer the newest, whatever
+        // the stream says after it, until the lock reads.
+        slot.known(Some("43"));
+        slot.reached(Some("60"), WINDOW, late);
+        assert_eq!(answer(&slot, true, late), "ask");
+        read(&slot, "43", late);
+        assert_eq!(answer(&slot, true, late), "unchanged");
+        // The server says gone: answered as of the newest version known.
+        slot.lock_holds(None, late);
+        assert_eq!(answer(&slot, true, late), "unchanged");
+        // The stream ended.
+        slot.unreached();
+        assert_eq!(answer(&slot, true, late), "ask");
+        // Opaque versions say nothing of how far a stream has come.
+        let opaque = LatestLease::new();
+        read(&opaque, "a", t0);
+        opaque.reached(Some("a"), WINDOW, t0);
+        assert_eq!(answer(&opaque, true, t0), "ask");
+    }
+
+    /// A delivered change answers any read, once; a deletion is kept as
+    /// such until read or written over.
+    #[test]
+    fn a_delivery_answers_before_the_streams_word_and_a_deletion_is_kept() {
+        let t0 = Instant::now();
+        let slot = LatestLease::new();
+        read(&slot, "7", t0);
+        slot.reached(Some("7"), WINDOW, t0);
+        assert_eq!(
+            slot.offer(Some(lease("8")), Some("8")),
+            super::Delivery::News
+        );
+        assert!(slot.holds(Some("7")));
+        assert_eq!(answer(&slot, false, t0), "lease");
+        assert_eq!(
+            answer(&slot, true, t0),
+            "ask",
+            "8 delivered, not yet reached"
+        );
+        assert_eq!(slot.offer_deletion(Some("9")), super::Delivery::News);
+        assert!(slot.holds(Some("8")));
+        assert_eq!(answer(&slot, false, t0), "deleted");
+        assert_eq!(answer(&slot, false, t0), "ask", "taken");
+        assert_eq!(slot.offer_deletion(Some("10")), super::Delivery::News);
+        slot.forget_older_than(Some("11"));
+        assert!(!slot.holds(Some("11")), "written over");
+        assert_eq!(answer(&slot, false, t0), "ask");
+        // A deletion after our write (its answer still coming) stays.
+        assert_eq!(slot.offer_deletion(Some("13")), super::Delivery::News);
+        slot.forget_older_than(Some("12"));
+        assert_eq!(answer(&slot, false, t0), "deleted");
+    }
 
     fn lease(version: &str) -> Lease {
         let mut l = Lease::new("ns", "name", &Default::default());

@@ -128,7 +128,8 @@ fn stream_blind(w: &mut TcpStream, blind: Blind) {
 }
 
 /// Lease 2 s, renew deadline 1.5 s, retry period 0.5 s: a silence bound
-/// of 1.5 s (3 retry periods) before any event, 2 s on a held Lease.
+/// of 1.5 s (3 retry periods) before any event (these streams never
+/// bring one).
 fn elector(lock: LeaseLock) -> lease_elector::ElectorBuilder {
     LeaderElector::builder(lock)
         .lease_duration(Duration::from_secs(2))

@@ -57,6 +57,7 @@ use config::TokenConfig;
 pub use config::{ClientConfig, SERVICE_ACCOUNT_DIR};
 pub use connect::ConnectOptions;
 use failure::{shown_url, NoAnswer};
+pub(crate) use stream::Patience;
 use wire::{is_loopback, socket_budget};
 pub(crate) use wire::{segment, Target, MAX_BODY};
 

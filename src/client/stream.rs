@@ -19,6 +19,14 @@ use crate::error::{Error, Result};
 /// A stream's status and its body, read as it arrives.
 pub(crate) type Streamed = (u16, Box<dyn Read + Send>);
 
+/// How long a stream may keep us waiting: for its response head, whole;
+/// for each byte of its body after that.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Patience {
+    pub(crate) head: Duration,
+    pub(crate) silence: Duration,
+}
+
 impl Client {
     /// A pool for one long-lived stream, with this client's settings.
     pub(crate) fn stream_pool(&self) -> ureq::Agent {
@@ -31,9 +39,9 @@ impl Client {
     }
 
     /// `GET path` on `pool`. No overall time limit (a watch lives for
-    /// minutes), but a read that waits longer than `silence` for a byte
-    /// fails (the peer is gone), and so does a response head not whole
-    /// within `silence`. `refresh` re-reads the token (after a 401);
+    /// minutes), but a response head not whole within `patience.head`
+    /// fails, and so does a read that waits longer than
+    /// `patience.silence` for a byte (the peer is gone). `refresh` re-reads the token (after a 401);
     /// `stop` ends a wait for an exec plugin's token. A redirect is an
     /// error, as for every other request.
     pub(crate) fn open_stream(
@@ -41,7 +49,7 @@ impl Client {
         pool: &ureq::Agent,
         path: &str,
         target: Target<'_>,
-        silence: Duration,
+        patience: Patience,
         refresh: bool,
         stop: &Wakeup,
     ) -> Result<Streamed> {
@@ -69,13 +77,20 @@ impl Client {
             .configure()
             .timeout_global(None)
             .timeout_connect(Some(CONNECT_TIMEOUT))
-            .timeout_per_read(Some(silence))
+            .timeout_per_read(Some(patience.silence))
             // The head too: one trickled a byte at a time would otherwise
             // hold the watch, never open, for as long as it lasts.
-            .timeout_recv_response(Some(silence))
+            .timeout_recv_response(Some(patience.head))
             .build()
             .run()
-            .map_err(|e| transport(NoAnswer::from_ureq(server, e, silence, CONNECT_TIMEOUT)))?;
+            .map_err(|e| {
+                transport(NoAnswer::from_ureq(
+                    server,
+                    e,
+                    patience.head,
+                    CONNECT_TIMEOUT,
+                ))
+            })?;
         let code = resp.status().as_u16();
         if (300..400).contains(&code) {
             let location = resp.headers().get("location").map(|v| v.as_bytes());

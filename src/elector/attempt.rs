@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::io::{Io, Read};
+use super::io::{Io, Read, Reader};
 use super::knowledge::SameIdentity;
 use super::leader_event::LeaderEvent;
 use super::run::Run;
@@ -47,10 +47,16 @@ impl<I: Io> Run<I> {
             }
         }
 
-        // 2. Obtain or create the record.
+        // 2. Obtain or create the record. A follower's read may be
+        //    answered by a watch that vouches nothing changed.
         let slow_path = self.know(|k| k.leads());
+        let reader = if in_term || slow_path {
+            Reader::Term
+        } else {
+            Reader::Follower
+        };
         let deadline = round.capped(cap);
-        let old = match self.read(&deadline).await {
+        let old = match self.read(&deadline, reader).await {
             Ok(read) => read,
             Err(e) if e.is_not_found() => {
                 return self.vanished(seconds, wall, &round.capped(cap)).await;
@@ -169,11 +175,11 @@ impl<I: Io> Run<I> {
         self.know(|k| k.gone(now, duration));
     }
 
-    /// Read the record, counted as a request unless a watch event answered
+    /// Read the record, counted as a request unless the watch answered
     /// it: `lease_elector_requests_total` counts requests sent.
-    pub(super) async fn read(&mut self, deadline: &Deadline) -> Result<Read> {
-        let result = self.io.get(deadline).await;
-        let sent = result.as_ref().map_or(true, |read| !read.local);
+    pub(super) async fn read(&mut self, deadline: &Deadline, reader: Reader) -> Result<Read> {
+        let result = self.io.get(deadline, reader).await;
+        let sent = self.io.last_read_sent();
         // A 404 is an answer: the Lease does not exist yet, the way into a
         // create (every new Lease starts so).
         let failure = result.as_ref().err().filter(|e| !e.is_not_found());

@@ -21,15 +21,23 @@ use crate::error::Result;
 use crate::lease::LeaderElectionRecord;
 use crate::lock::Lock;
 
-/// A read of the lock: the record, the object's version, and whether a
-/// watch answered it without a request.
+/// Who reads the lock, and so what may answer without a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reader {
+    /// A candidate that holds no term and whose work does not run: a
+    /// watch that vouches nothing changed since the last read answers.
+    Follower,
+    /// A read for a term, or while the work of one runs: only a change
+    /// the watch delivered answers without a request.
+    Term,
+}
+
+/// A read of the lock: the record and the object's version.
 #[derive(Debug, Clone)]
 pub(crate) struct Read {
     pub(crate) record: LeaderElectionRecord,
     /// The lock object's `resourceVersion`, when the lock knows it.
     pub(crate) version: Option<String>,
-    /// Answered from what a watch delivered: no request was sent.
-    pub(crate) local: bool,
     /// The object is another than the one last seen (a new uid): it was
     /// deleted and created again since.
     pub(crate) recreated: bool,
@@ -46,8 +54,12 @@ pub(crate) struct Written {
 /// The lock and the clock, as the state machine uses them. Each call gets
 /// the time it may take (a [`Deadline`]) and must not outlast it.
 pub(crate) trait Io {
-    /// Read the record (see [`Lock::get`]).
-    async fn get(&mut self, deadline: &Deadline) -> Result<Read>;
+    /// Read the record (see [`Lock::get`], and [`Lock::follow`] for a
+    /// follower).
+    async fn get(&mut self, deadline: &Deadline, reader: Reader) -> Result<Read>;
+    /// Whether the last [`get`](Io::get), found or not, sent a request
+    /// (a watch answers some without one).
+    fn last_read_sent(&self) -> bool;
     /// Create the lock object (see [`Lock::create`]).
     async fn create(
         &mut self,
@@ -84,14 +96,20 @@ pub(crate) struct ThreadIo {
 }
 
 impl Io for ThreadIo {
-    async fn get(&mut self, deadline: &Deadline) -> Result<Read> {
-        let record = self.lock.get(deadline)?;
+    async fn get(&mut self, deadline: &Deadline, reader: Reader) -> Result<Read> {
+        let record = match reader {
+            Reader::Follower => self.lock.follow(deadline)?,
+            Reader::Term => self.lock.get(deadline)?,
+        };
         Ok(Read {
             record,
             version: self.lock.version(),
-            local: self.lock.last_get_was_local(),
             recreated: self.lock.last_get_recreated(),
         })
+    }
+
+    fn last_read_sent(&self) -> bool {
+        !self.lock.last_get_was_local()
     }
 
     async fn create(

@@ -12,7 +12,7 @@ use std::sync::mpsc::{self, Receiver};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::io::{block_on, Io, Read, Written};
+use super::io::{block_on, Io, Read, Reader, Written};
 use super::run::Run;
 use super::shared::Shared;
 use super::term::TermEnd;
@@ -169,6 +169,8 @@ pub(super) struct LabIo {
     stop_at: Instant,
     /// What a wait for the work answers.
     let_go: LetGo,
+    /// The last read was answered from a delivery: no request.
+    read_local: bool,
     /// The elector's state, as the thread that stops it has it.
     shared: Arc<Shared>,
 }
@@ -228,9 +230,10 @@ impl LabIo {
 }
 
 impl Io for LabIo {
-    async fn get(&mut self, _deadline: &Deadline) -> Result<Read> {
+    async fn get(&mut self, _deadline: &Deadline, _reader: Reader) -> Result<Read> {
         self.log(Call::Get);
         let local = std::mem::take(&mut self.server.borrow_mut().delivered);
+        self.read_local = local;
         if let Some(e) = self.scripted().filter(|_| !local) {
             return Err(e);
         }
@@ -257,7 +260,6 @@ impl Io for LabIo {
         Ok(Read {
             record: stored.record,
             version: versions.of(stored.version),
-            local,
             recreated,
         })
     }
@@ -333,6 +335,10 @@ impl Io for LabIo {
 
     fn delivered(&mut self) -> bool {
         self.server.borrow().delivered
+    }
+
+    fn last_read_sent(&self) -> bool {
+        !self.read_local
     }
 
     fn identity(&self) -> &str {
@@ -462,6 +468,7 @@ impl Lab {
             seen: None,
             stop_at: self.clock.now() + for_,
             let_go: self.let_go,
+            read_local: false,
             shared: shared.clone(),
         };
         shared

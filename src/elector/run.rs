@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::config::ElectorConfig;
-use super::io::Io;
+use super::io::{Io, Reader};
 use super::knowledge::Knowledge;
 use super::pacing::Pacing;
 use super::shared::Shared;
@@ -161,7 +161,7 @@ impl<I: Io> Run<I> {
             let deadline = self
                 .deadline(add_saturating(self.now(), self.cfg().request_cap()))
                 .capped(self.cfg().request_cap());
-            let read = self.read(&deadline).await;
+            let read = self.read(&deadline, Reader::Term).await;
             // A retry period from now, and no sooner than the server
             // asked when it last answered a request (counted from then:
             // a read the watch answered made none, and a `Retry-After`
@@ -483,7 +483,7 @@ impl<I: Io> Run<I> {
                 return None;
             }
             let deadline = self.deadline(round_end).capped(self.cfg().request_cap());
-            let ours = match self.read(&deadline).await {
+            let ours = match self.read(&deadline, Reader::Term).await {
                 Ok(read) => {
                     self.observe(read.record.clone(), read.version);
                     self.note_recreated(read.recreated);
@@ -549,7 +549,7 @@ impl<I: Io> Run<I> {
         // A renew that stop() cut short may have landed after all: the
         // conflict is then with ourselves, and a fresh read shows it.
         if matches!(&result, Err(e) if e.is_conflict()) {
-            if let Ok(current) = self.read(&deadline).await {
+            if let Ok(current) = self.read(&deadline, Reader::Term).await {
                 if self.know(|k| k.is_ours(&current.record)) {
                     self.observe(current.record, current.version);
                     record = self.release_record();

@@ -16,7 +16,7 @@ use super::net::{Answer, Done, Due, Net, Op, Stored, WriteTaken};
 use super::plan::LockKind;
 use crate::clock::{Clock, Wake, Wakeup};
 use crate::deadline::Deadline;
-use crate::elector::io::{Io, Read, Written};
+use crate::elector::io::{Io, Read, Reader, Written};
 use crate::elector::{LetGo, Term};
 use crate::error::{ApiStatus, Error, Result};
 use crate::lease::LeaderElectionRecord;
@@ -30,6 +30,8 @@ pub(super) struct SimIo {
     pub(super) identity: String,
     pub(super) clock: Arc<dyn Clock>,
     pub(super) lock: LockKind,
+    /// The last read was answered without a request.
+    pub(super) read_local: bool,
 }
 
 /// More calls than this in one poll, with nothing waited for, is a
@@ -191,6 +193,7 @@ impl SimIo {
             let mut net = self.net.borrow_mut();
             let pn = &mut net.procs[self.p];
             let recreated = !created && pn.cached.as_ref().is_some_and(|c| c.uid != stored.uid);
+            let stored_version = stored.version;
             // As `LeaseLock`: a delivery at least as new as the write is
             // kept (the event of this very write may come before its answer).
             if pn
@@ -202,6 +205,13 @@ impl SimIo {
             }
             pn.cached = Some(stored);
             pn.behind = false;
+            pn.gone = false;
+            // A deletion after the write (its answer late) stays.
+            if pn.deleted.is_some_and(|d| d <= stored_version) {
+                pn.deleted = None;
+            }
+            pn.held = stored_version;
+            pn.uid = pn.cached.as_ref().map(|c| c.uid);
             recreated
         };
         if recreated {
@@ -221,30 +231,44 @@ fn transport(action: &'static str, why: &str) -> Error {
 }
 
 impl Io for SimIo {
-    async fn get(&mut self, deadline: &Deadline) -> Result<Read> {
+    async fn get(&mut self, deadline: &Deadline, reader: Reader) -> Result<Read> {
         self.count_call();
-        let local = self.net.borrow_mut().local_read(self.p);
-        let (stored, local) = match local {
-            Some(stored) => {
+        let local = self
+            .net
+            .borrow_mut()
+            .local_read(self.p, reader == Reader::Follower);
+        self.read_local = local.is_some();
+        let stored = match local {
+            Some((found, how)) => {
                 let p = self.p;
-                let shown = super::net::show_store(&Some(stored.clone()));
+                let shown = super::net::show_store(&found);
                 self.net
                     .borrow_mut()
-                    .log(|| format!("p{p} reads what its watch delivered: {shown}"));
+                    .log(|| format!("p{p} reads what its watch {how}: {shown}"));
                 self.done(false, Duration::ZERO, false);
-                (stored, true)
+                let Some(stored) = found else {
+                    self.foreign();
+                    return Err(Error::Api {
+                        target: TARGET.into(),
+                        action: "get",
+                        status: ApiStatus::new(404, "NotFound", "gone, as the watch showed"),
+                    });
+                };
+                stored
             }
             None => match self.call(Op::Get, "get", deadline).await {
                 Ok(stored) => {
                     let mut net = self.net.borrow_mut();
+                    net.read_from_server(self.p, Some(&stored));
                     let pn = &mut net.procs[self.p];
                     pn.behind = false;
                     pn.recreated = pn.cached.as_ref().is_some_and(|c| c.uid != stored.uid);
                     pn.cached = Some(stored.clone());
-                    (stored, false)
+                    stored
                 }
                 Err(e) => {
                     if e.is_not_found() {
+                        self.net.borrow_mut().read_from_server(self.p, None);
                         self.foreign();
                     }
                     return Err(e);
@@ -283,7 +307,6 @@ impl Io for SimIo {
         Ok(Read {
             record: stored.record,
             version,
-            local,
             recreated,
         })
     }
@@ -295,7 +318,14 @@ impl Io for SimIo {
     ) -> Result<Written> {
         let stored = self
             .call(Op::Create(record.clone()), "create", deadline)
-            .await?;
+            .await
+            .inspect_err(|e| {
+                // As `LeaseLock`: the Lease exists (or the write got no
+                // answer), and the next read asks the server.
+                if e.is_already_exists() || e.is_transport() {
+                    self.net.borrow_mut().procs[self.p].behind = true;
+                }
+            })?;
         Ok(self.written(stored, true))
     }
 
@@ -318,9 +348,10 @@ impl Io for SimIo {
         let uid = (self.lock != LockKind::NoUid).then_some(uid);
         let op = Op::Update(record.clone(), Some(version), uid);
         let stored = self.call(op, "update", deadline).await.inspect_err(|e| {
-            // As `LeaseLock`: after a conflict, the next read asks the
-            // server (the watch may lag behind what it conflicted with).
-            if e.is_conflict() {
+            // As `LeaseLock`: after a conflict (or no answer), the next
+            // read asks the server (the watch may lag behind what it
+            // conflicted with).
+            if e.is_conflict() || e.is_transport() {
                 self.net.borrow_mut().procs[self.p].behind = true;
             }
         })?;
@@ -341,10 +372,15 @@ impl Io for SimIo {
         let pn = &net.procs[self.p];
         let seen = pn.cached.as_ref().map(|s| s.version);
         !pn.behind
-            && pn
-                .watched
-                .as_ref()
-                .is_some_and(|w| seen.is_none_or(|v| w.version >= v))
+            && (pn.deleted.is_some()
+                || pn
+                    .watched
+                    .as_ref()
+                    .is_some_and(|w| seen.is_none_or(|v| w.version >= v)))
+    }
+
+    fn last_read_sent(&self) -> bool {
+        !self.read_local
     }
 
     async fn sleep(&mut self, d: Duration, wake: &Wakeup) -> Wake {

@@ -71,11 +71,13 @@ pub(super) enum Due {
         sent: Duration,
     },
     /// A watch event reaches process `p` (`None`: DELETED).
-    /// A delivery: the Lease (none for a deletion) at `revision`.
+    /// A delivery: the Lease (none for a deletion, of the object with
+    /// `uid`: none for one a proxy made up) at `revision`.
     Watch {
         p: usize,
         lease: Option<Stored>,
         revision: u64,
+        uid: Option<u64>,
     },
     /// Fault `i` of the plan begins.
     Fault(usize),
@@ -189,10 +191,31 @@ pub(super) struct ProcNet {
     pub(super) cached: Option<Stored>,
     /// What the watch delivered since the last read or write.
     pub(super) watched: Option<Stored>,
+    /// The watch delivered a deletion since the last read or write: its
+    /// revision.
+    pub(super) deleted: Option<u64>,
+    /// The revision the lock's own answer stands at (as `LatestLease`'s
+    /// held version): the stream's word answers for it only while it is
+    /// the newest known.
+    pub(super) held: u64,
     /// The newest revision a delivery showed (as `LatestLease`'s known
-    /// version, with the cached one), and when a deletion last woke the
-    /// elector (true time).
+    /// version, with the cached one).
     pub(super) delivered: u64,
+    /// The stream's word (as `LatestLease`'s reach): it has brought every
+    /// change up to this revision, believed until then (true time).
+    pub(super) reach: Option<(u64, Duration)>,
+    /// The newest revision the stream missed (an event dropped, or sent
+    /// while the watch was off or cut off): a stream that missed one has
+    /// broken, and vouches again only from a later event (as a stream
+    /// reopened from the version it had reached).
+    pub(super) missed: u64,
+    /// The last read found the Lease gone, and nothing since stored it.
+    pub(super) gone: bool,
+    /// The uid of the Lease as last read, written or delivered (as
+    /// `LatestLease`'s): only its deletion is believed.
+    pub(super) uid: Option<u64>,
+    /// When a delivery the lock cannot answer from (a deletion of another
+    /// object) last woke the elector (true time).
     pub(super) costly_at: Option<Duration>,
     /// An update met a conflict since the server last answered: the next
     /// read asks the server (as `LeaseLock`).
@@ -413,7 +436,13 @@ impl Net {
             watch,
             cached: None,
             watched: None,
+            deleted: None,
+            held: 0,
             delivered: 0,
+            reach: None,
+            missed: 0,
+            gone: false,
+            uid: None,
             costly_at: None,
             behind: false,
             pending: None,
@@ -479,22 +508,89 @@ impl Net {
     }
 
     /// The answer a watch can give in place of a `GET`, as `LeaseLock`
-    /// does: a delivered Lease newer than the one held, or one that
-    /// confirms it.
-    pub(super) fn local_read(&mut self, p: usize) -> Option<Stored> {
+    /// gives it: a delivered Lease or deletion, or, for a `follower`, what
+    /// the lock holds while the stream vouches nothing changed since
+    /// (`Some((None, _))`: gone), with how the watch told it.
+    pub(super) fn local_read(
+        &mut self,
+        p: usize,
+        follower: bool,
+    ) -> Option<(Option<Stored>, &'static str)> {
+        let now = self.now;
+        let listening = self.listening(p);
         let pn = &mut self.procs[p];
-        let w = pn.watched.take().filter(|_| !pn.behind)?;
+        let watched = pn.watched.take();
+        let deleted = pn.deleted.take();
+        if pn.behind {
+            return None;
+        }
         let seen = pn.cached.as_ref().map(|s| s.version);
-        match seen {
-            Some(v) if w.version < v => None,
-            Some(v) if w.version == v => {
-                pn.recreated = false;
-                pn.cached.clone()
-            }
-            _ => {
-                pn.recreated = pn.cached.as_ref().is_some_and(|c| c.uid != w.uid);
-                pn.cached = Some(w.clone());
-                Some(w)
+        if let Some(w) = watched {
+            return match seen {
+                Some(v) if w.version < v => None,
+                Some(v) if w.version == v => {
+                    pn.recreated = false;
+                    pn.gone = false;
+                    pn.cached.clone().map(|c| (Some(c), "delivered"))
+                }
+                _ => {
+                    pn.recreated = pn.cached.as_ref().is_some_and(|c| c.uid != w.uid);
+                    pn.gone = false;
+                    pn.held = w.version;
+                    pn.cached = Some(w.clone());
+                    Some((Some(w), "delivered"))
+                }
+            };
+        }
+        if let Some(revision) = deleted {
+            pn.gone = true;
+            pn.held = revision;
+            return Some((None, "delivered"));
+        }
+        let known = seen.unwrap_or(0).max(pn.delivered);
+        let vouched = follower
+            && listening
+            && known > 0
+            && pn.held == known
+            && pn
+                .reach
+                .is_some_and(|(reached, until)| reached >= known && now < until);
+        if !vouched {
+            return None;
+        }
+        if pn.gone {
+            return Some((None, "vouched unchanged"));
+        }
+        pn.recreated = false;
+        pn.cached.clone().map(|c| (Some(c), "vouched unchanged"))
+    }
+
+    /// Whether process `p`'s watch can bring events now.
+    fn listening(&self, p: usize) -> bool {
+        let pn = &self.procs[p];
+        pn.alive && pn.watch && !self.watch_off[pn.slot] && self.cut[pn.slot].is_none()
+    }
+
+    /// A read the server answered at `version`: a stream that had reached
+    /// it is believed another window (as `LatestLease::known`).
+    pub(super) fn read_from_server(&mut self, p: usize, found: Option<&Stored>) {
+        let until = self.now + crate::watch::vouch_window(self.timing.retry);
+        let pn = &mut self.procs[p];
+        pn.gone = found.is_none();
+        if let Some(stored) = found {
+            pn.uid = Some(stored.uid);
+        }
+        // Gone: as of the newest revision known.
+        let known = pn
+            .cached
+            .as_ref()
+            .map_or(0, |c| c.version)
+            .max(pn.delivered);
+        pn.held = found.map_or(known, |s| s.version);
+        let version = Some(pn.held);
+        if let (Some(v), Some(reach)) = (version, pn.reach.as_mut()) {
+            if v <= reach.0 {
+                reach.1 = until;
             }
         }
     }
@@ -739,8 +835,8 @@ impl Net {
             .map_or(0, |i| self.history[i].revision);
         let uid_before = uid;
         for p in 0..self.procs.len() {
-            let pn = &self.procs[p];
-            if !pn.alive || !pn.watch || self.watch_off[pn.slot] || self.cut[pn.slot].is_some() {
+            if !self.listening(p) {
+                self.missed(p, version);
                 continue;
             }
             let (max, p_drop, p_repeat, p_stale) = (
@@ -751,6 +847,7 @@ impl Net {
             );
             let rng = &mut self.procs[p].rng;
             if rng.chance(p_drop) {
+                self.missed(p, version);
                 continue;
             }
             let mut times = vec![rng.between(Duration::ZERO, max)];
@@ -779,17 +876,20 @@ impl Net {
                         p,
                         lease: lease.clone(),
                         revision: version,
+                        uid: Some(uid),
                     },
                 );
             }
             if let Some((delay, old)) = stale {
                 let at = self.now + delay;
+                // A deletion it never had: a proxy's invention, no uid.
                 self.at(
                     at,
                     Due::Watch {
                         p,
                         lease: old,
                         revision: was,
+                        uid: None,
                     },
                 );
             }
@@ -800,17 +900,26 @@ impl Net {
     /// before, as `LatestLease` does (a late, older one too: the lock's
     /// read then finds it stale and asks the server). False when the
     /// process does not watch now.
-    pub(super) fn deliver(&mut self, p: usize, lease: Option<Stored>, revision: u64) -> bool {
+    pub(super) fn deliver(
+        &mut self,
+        p: usize,
+        lease: Option<Stored>,
+        revision: u64,
+        uid: Option<u64>,
+    ) -> bool {
         let now = self.now;
         let retry = self.timing.retry;
-        let pn = &mut self.procs[p];
-        let slot = pn.slot;
-        if !pn.alive || !pn.watch || self.watch_off[slot] || self.cut[slot].is_some() {
+        let until = now + crate::watch::vouch_window(retry);
+        if !self.listening(p) {
+            self.missed(p, revision);
             return false;
         }
+        let pn = &mut self.procs[p];
         // As `Watcher` and `LatestLease`: only news wakes the elector (a
         // revision newer than the lock or an earlier delivery has shown),
-        // and a deletion (which costs a read) at most once a retry period.
+        // and one it cannot answer from (the deletion of another object
+        // than the one it knows), which costs a read, at most once a
+        // retry period.
         let known = pn
             .cached
             .as_ref()
@@ -819,18 +928,40 @@ impl Net {
         if revision <= known {
             return false;
         }
-        if lease.is_none() {
+        let costly = lease.is_none() && (uid.is_none() || uid != pn.uid);
+        if costly {
+            pn.reach = None;
             if pn
                 .costly_at
                 .is_some_and(|at| now.saturating_sub(at) < retry)
             {
+                // Not woken; but what the lock holds is no longer the
+                // newest known.
+                pn.delivered = revision;
                 return false;
             }
             pn.costly_at = Some(now);
         }
         pn.delivered = revision;
+        pn.deleted = (!costly && lease.is_none()).then_some(revision);
+        if let Some(l) = &lease {
+            pn.uid = Some(l.uid);
+        }
         pn.watched = lease;
+        // A sign of life: the stream has come this far, unless it missed
+        // a later change (it broke, and vouches only from a later event).
+        if !costly && revision > pn.missed {
+            let reached = pn.reach.map_or(revision, |(r, _)| r.max(revision));
+            pn.reach = Some((reached, until));
+        }
         true
+    }
+
+    /// Process `p`'s stream missed the change at `revision`: it broke.
+    fn missed(&mut self, p: usize, revision: u64) {
+        let pn = &mut self.procs[p];
+        pn.missed = pn.missed.max(revision);
+        pn.reach = None;
     }
 }
 

@@ -317,8 +317,13 @@ impl World {
                 answer,
                 sent,
             } => self.answer(p, call, answer, sent),
-            Due::Watch { p, lease, revision } => {
-                let delivered = self.net.borrow_mut().deliver(p, lease, revision);
+            Due::Watch {
+                p,
+                lease,
+                revision,
+                uid,
+            } => {
+                let delivered = self.net.borrow_mut().deliver(p, lease, revision, uid);
                 if delivered {
                     if let Some(d) = &self.procs[p].driven {
                         d.wake.poke();
@@ -409,6 +414,7 @@ impl World {
             identity: identity.clone(),
             clock: clock.clone(),
             lock: self.plan.lock,
+            read_local: false,
         };
         if let Mode::Run { release_grace, .. } = &cand.mode {
             config.release_grace = *release_grace;
