@@ -235,11 +235,21 @@ impl Recorded {
     }
 }
 
-impl Lock for Recorded {
-    fn get(&mut self, deadline: &Deadline) -> lease_elector::Result<LeaderElectionRecord> {
+impl Recorded {
+    /// A read, as a follower or not, noted as a `GET` or as answered from
+    /// the watch (a change it brought, or its word that nothing changed:
+    /// no request was sent).
+    fn read(
+        &mut self,
+        deadline: &Deadline,
+        follower: bool,
+    ) -> lease_elector::Result<LeaderElectionRecord> {
         let start = Instant::now();
-        let r = self.inner.get(deadline);
-        // Answered from what the watch delivered: no request was sent.
+        let r = if follower {
+            self.inner.follow(deadline)
+        } else {
+            self.inner.get(deadline)
+        };
         let what = if self.inner.last_get_was_local() {
             "GET (from the watch)"
         } else {
@@ -247,18 +257,15 @@ impl Lock for Recorded {
         };
         self.note(what, start, r)
     }
+}
+
+impl Lock for Recorded {
+    fn get(&mut self, deadline: &Deadline) -> lease_elector::Result<LeaderElectionRecord> {
+        self.read(deadline, false)
+    }
 
     fn follow(&mut self, deadline: &Deadline) -> lease_elector::Result<LeaderElectionRecord> {
-        let start = Instant::now();
-        let r = self.inner.follow(deadline);
-        // Answered from the watch (a change it brought, or its word that
-        // nothing changed): no request was sent.
-        let what = if self.inner.last_get_was_local() {
-            "GET (from the watch)"
-        } else {
-            "GET"
-        };
-        self.note(what, start, r)
+        self.read(deadline, true)
     }
 
     fn last_get_was_local(&self) -> bool {

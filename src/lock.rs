@@ -501,10 +501,13 @@ impl LeaseLock {
         self.cached = Some(lease);
     }
 
-    /// A write got no answer: what the server holds now is unknown (it
-    /// may have landed), so the next read asks it.
-    fn unanswered(&mut self, e: &Error) {
-        if e.is_transport() {
+    /// A write was not stored: when the server holds something we have
+    /// not read (a conflict, a create that found the Lease there), which
+    /// the watch may not have brought yet (or told otherwise), or when the
+    /// write got no answer (it may have landed), the next read asks the
+    /// server.
+    fn not_stored(&mut self, e: &Error) {
+        if e.is_conflict() || e.is_already_exists() || e.is_transport() {
             self.behind = true;
         }
     }
@@ -557,14 +560,7 @@ impl Lock for LeaseLock {
         let stored = self
             .client
             .create_lease(&lease, deadline)
-            .inspect_err(|e| {
-                // The Lease exists: something we have not read, which the
-                // watch may not have brought (or told otherwise).
-                if e.is_already_exists() {
-                    self.behind = true;
-                }
-                self.unanswered(e);
-            })?;
+            .inspect_err(|e| self.not_stored(e))?;
         self.behind = false;
         self.gone = false;
         self.watched
@@ -584,14 +580,7 @@ impl Lock for LeaseLock {
         let stored = self
             .client
             .replace_lease(&lease, deadline)
-            .inspect_err(|e| {
-                // The Lease holds something newer than we sent against, and
-                // what the watch delivered may not have caught up with it.
-                if e.is_conflict() {
-                    self.behind = true;
-                }
-                self.unanswered(e);
-            })?;
+            .inspect_err(|e| self.not_stored(e))?;
         self.behind = false;
         self.gone = false;
         self.watched

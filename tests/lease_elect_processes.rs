@@ -16,7 +16,7 @@ use serde_json::json;
 
 mod common;
 use common::eventually;
-use common::procs::{alive, args, holder, kill, stat_field, state};
+use common::procs::{alive, args, holder, kill, stat_field, state, SHORT_RENEWS};
 use common::spawned::Spawned;
 use common::tempdir::TempDir;
 use common::RawLeases;
@@ -31,16 +31,6 @@ const SLOW_RENEWS: [&str; 6] = [
     "8",
     "--retry-period",
     "4",
-];
-
-/// Lease 4 s, renew deadline 3 s, retry period 1 s.
-const SHORT_RENEWS: [&str; 6] = [
-    "--lease-duration",
-    "4",
-    "--renew-deadline",
-    "3",
-    "--retry-period",
-    "1",
 ];
 
 /// How long the API server holds the release (the per-request cap is 4 s).

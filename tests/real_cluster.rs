@@ -658,14 +658,7 @@ fn lease_elect(api: &Api, user: User, who: &str, log: &std::path::Path) -> Spawn
     cmd.arg("--kubeconfig")
         .arg(api.kubeconfig(user))
         .args(["--namespace", api.ns(), "--name", LEASE, "--identity", who])
-        .args([
-            "--lease-duration",
-            "4",
-            "--renew-deadline",
-            "3",
-            "--retry-period",
-            "1",
-        ])
+        .args(common::procs::SHORT_RENEWS)
         .args(["--", "/bin/bash"])
         .arg(&ticker)
         .arg(log)

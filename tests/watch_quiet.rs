@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use common::{client, eventually, NS};
 use lease_elector::testing::{Fault, TestApiServer};
-use lease_elector::{LeaderElectionRecord, LeaderElector, LeaseLock, MicroTime};
+use lease_elector::{
+    ElectorHandle, LeaderElectionRecord, LeaderElector, LeaderEvents, LeaseLock, MicroTime,
+};
 
 const LEASE_DURATION: Duration = Duration::from_secs(2);
 const RETRY: Duration = Duration::from_millis(500);
@@ -39,6 +41,22 @@ fn put_held(server: &TestApiServer, name: &str, holder: &str) {
         ..Default::default()
     };
     server.put_record(NS, name, &record);
+}
+
+/// Candidate `b` on Lease `name`, once it has seen the ghost's Lease
+/// through its watch.
+fn follower_of_ghost(server: &TestApiServer, name: &str) -> (ElectorHandle, LeaderEvents) {
+    let (b, events) = elector(LeaseLock::new(client(server), NS, name, "b"))
+        .build()
+        .unwrap()
+        .spawn()
+        .unwrap();
+    eventually("b to see the ghost's Lease through its watch", || {
+        b.probe().leader().as_deref() == Some("ghost")
+            && b.probe().status().watch.is_watching()
+            && b.watch_changes() >= 1
+    });
+    (b, events)
 }
 
 /// A holder crashes (stopped, nothing released): the watching follower
@@ -94,16 +112,7 @@ fn a_silent_lease_is_no_reason_to_reopen_the_watch_or_to_read() {
     for method in ["PUT", "POST"] {
         server.inject(Fault::status(403).method(method).forever());
     }
-    let (b, _b_events) = elector(LeaseLock::new(client(&server), NS, "silent", "b"))
-        .build()
-        .unwrap()
-        .spawn()
-        .unwrap();
-    eventually("b to see the ghost's Lease through its watch", || {
-        b.probe().leader().as_deref() == Some("ghost")
-            && b.probe().status().watch.is_watching()
-            && b.watch_changes() >= 1
-    });
+    let (b, _b_events) = follower_of_ghost(&server, "silent");
     server.reset_stats();
     let window = LEASE_DURATION * 5 / 2;
     thread::sleep(window);
@@ -132,16 +141,7 @@ fn a_deletion_through_the_watch_costs_no_read() {
     let server = TestApiServer::start().unwrap();
     server.add_namespace(NS);
     put_held(&server, "deleted", "ghost");
-    let (b, _b_events) = elector(LeaseLock::new(client(&server), NS, "deleted", "b"))
-        .build()
-        .unwrap()
-        .spawn()
-        .unwrap();
-    eventually("b to see the ghost's Lease through its watch", || {
-        b.probe().leader().as_deref() == Some("ghost")
-            && b.probe().status().watch.is_watching()
-            && b.watch_changes() >= 1
-    });
+    let (b, _b_events) = follower_of_ghost(&server, "deleted");
     let changes = b.watch_changes();
     server.reset_stats();
     let deleted = Instant::now();

@@ -48,3 +48,14 @@ pub fn args<'a>(words: &'a [String], more: &[&'a str]) -> Vec<&'a str> {
         .chain(words.iter().map(String::as_str))
         .collect()
 }
+
+/// `lease-elect`'s timing flags for a lease of 4 s, renew deadline 3 s,
+/// retry period 1 s.
+pub const SHORT_RENEWS: [&str; 6] = [
+    "--lease-duration",
+    "4",
+    "--renew-deadline",
+    "3",
+    "--retry-period",
+    "1",
+];
