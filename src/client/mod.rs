@@ -57,9 +57,8 @@ use config::TokenConfig;
 pub use config::{ClientConfig, SERVICE_ACCOUNT_DIR};
 pub use connect::ConnectOptions;
 use failure::{shown_url, NoAnswer};
-pub(crate) use stream::Patience;
 use wire::{is_loopback, socket_budget};
-pub(crate) use wire::{segment, Target, MAX_BODY};
+pub(crate) use wire::{segment, Patience, Target, MAX_BODY};
 
 /// Longest TCP connect: past the SYN retries a reachable server needs, and
 /// the most a `stop()` can wait on a connect in progress.

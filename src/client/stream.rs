@@ -5,27 +5,18 @@
 //! (ureq's `Agent::shutdown`).
 
 use std::io::Read;
-use std::time::Duration;
 
 use ureq::http;
 use ureq::RequestExt;
 
 use super::failure::{self, NoAnswer};
-use super::{Client, Target, CONNECT_TIMEOUT};
+use super::{Client, Patience, Target, CONNECT_TIMEOUT};
 use crate::clock::Wakeup;
 use crate::deadline::Deadline;
 use crate::error::{Error, Result};
 
 /// A stream's status and its body, read as it arrives.
 pub(crate) type Streamed = (u16, Box<dyn Read + Send>);
-
-/// How long a stream may keep us waiting: for its response head, whole;
-/// for each byte of its body after that.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Patience {
-    pub(crate) head: Duration,
-    pub(crate) silence: Duration,
-}
 
 impl Client {
     /// A pool for one long-lived stream, with this client's settings.

@@ -1,7 +1,8 @@
 //! What every request of the client shares, below all of its parts: the
 //! largest body read, a path segment as it is sent, what a request is
 //! about (for its errors), the socket time-out that keeps it within its
-//! budget, and which hosts are loopback.
+//! budget, how long a stream may keep us waiting, and which hosts are
+//! loopback.
 
 use std::time::Duration;
 
@@ -47,4 +48,12 @@ pub(super) fn socket_budget(budget: Duration) -> Duration {
         .mul_f64(0.875)
         .saturating_sub(Duration::from_millis(5))
         .max(Duration::from_millis(1))
+}
+
+/// How long a stream may keep us waiting: for its response head, whole;
+/// for each byte of its body after that.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Patience {
+    pub(crate) head: Duration,
+    pub(crate) silence: Duration,
 }
